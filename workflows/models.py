@@ -1,0 +1,175 @@
+"""The job a runner claims and the result it uploads: one schema shared by service and runner.
+
+These are the wire format of the runner API (`/api/v1/jobs/claim` answers a `JobSpec`,
+`/api/v1/jobs/{id}/complete` takes a `JobResult`) and the input of the report renderer.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class JobStatus(StrEnum):
+    """Lifecycle of a job. The last seven are final."""
+
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"  # the suites ran and something failed
+    errored = "errored"  # the infrastructure failed: checkout, environment, device, runner lost
+    cancelled = "cancelled"
+    superseded = "superseded"  # the PR moved to a new head before the job started
+    timed_out = "timed_out"
+
+    @property
+    def final(self) -> bool:
+        return self not in (JobStatus.queued, JobStatus.running)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JobOptions(_Model):
+    """Switches from the command line: `--no-bench`, `--no-compare`."""
+
+    bench: bool = True
+    compare: bool = True
+
+
+class JobSpec(_Model):
+    """What a runner needs to run one (operator, backend) on one pinned commit."""
+
+    id: int
+    repo: str = Field(description="owner/name on GitHub")
+    clone_url: str
+    pr_number: int
+    sha: str = Field(description="the head SHA pinned when the command was approved")
+    base_ref: str | None = None
+    base_sha: str | None = None
+    op: str
+    backend: str
+    options: JobOptions = Field(default_factory=JobOptions)
+    lease_seconds: int = 120
+    attempt: int = 1
+
+
+class StepStatus(StrEnum):
+    succeeded = "succeeded"
+    failed = "failed"  # ran to the end with a non-zero exit that means "tests failed"
+    errored = "errored"  # could not run, crashed, or exited in a way that is not a test verdict
+    timed_out = "timed_out"
+    cancelled = "cancelled"
+    skipped = "skipped"
+
+
+class StepResult(_Model):
+    name: str
+    status: StepStatus
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    message: str | None = Field(default=None, description="why, when not succeeded")
+    log_tail: str | None = Field(default=None, description="last lines of the step's output")
+
+
+class TestFailure(_Model):
+    __test__ = False  # not a pytest class
+
+    test_id: str
+    message: str
+    traceback_tail: str = ""
+
+
+class SkipGroup(_Model):
+    reason: str
+    count: int
+
+
+class AccuracyResult(_Model):
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    failures: list[TestFailure] = Field(default_factory=list)
+    skips: list[SkipGroup] = Field(default_factory=list)
+    implementation: str | None = Field(
+        default=None, description="active implementation, e.g. kernels.backends._mthreads.ops..."
+    )
+
+    @property
+    def total(self) -> int:
+        return self.passed + self.failed + self.errors + self.skipped
+
+
+class BenchmarkRow(_Model):
+    dtype: str
+    size: list[int] = Field(description="input shape")
+    output_size: list[int] | None = None
+    reference_ms: float
+    kernel_ms: float
+    speedup: float
+    gbps: float | None = None
+    bandwidth_fraction: float | None = None
+    # Filled when the operator also exists on the merge base: the same row measured there.
+    before_kernel_ms: float | None = None
+    before_speedup: float | None = None
+
+
+class BenchmarkResult(_Model):
+    op: str
+    rows: list[BenchmarkRow] = Field(default_factory=list)
+    arithmetic_mean_speedup: float | None = None
+    geometric_mean_speedup: float | None = None
+    before_arithmetic_mean_speedup: float | None = None
+    device: str | None = None
+    performance: bool = Field(
+        default=True, description="False when timed under the Triton interpreter: not performance"
+    )
+
+    @staticmethod
+    def means(speedups: list[float]) -> tuple[float | None, float | None]:
+        """Arithmetic and geometric mean of positive speedups (None, None when empty)."""
+        vals = [s for s in speedups if s > 0 and math.isfinite(s)]
+        if not vals:
+            return None, None
+        return sum(vals) / len(vals), math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+class EnvironmentInfo(_Model):
+    device_name: str | None = None
+    vendor: str | None = None
+    driver: str | None = None
+    torch: str | None = None
+    triton: str | None = None
+    torch_musa: str | None = None
+    python: str | None = None
+    runner_name: str | None = None
+    runner_version: str | None = None
+
+
+class JobResult(_Model):
+    """What a runner uploads on completion. `status` is one of the final job states a runner
+    may report: succeeded, failed, errored, cancelled, timed_out."""
+
+    status: JobStatus
+    sha: str
+    environment: EnvironmentInfo = Field(default_factory=EnvironmentInfo)
+    steps: list[StepResult] = Field(default_factory=list)
+    accuracy: AccuracyResult | None = None
+    benchmark: BenchmarkResult | None = None
+    error_step: str | None = Field(default=None, description="for errored: the step that failed")
+    error_message: str | None = None
+    unknown_op: bool = Field(default=False, description="no test is marked with the operator")
+    close_matches: list[str] = Field(default_factory=list)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at and self.finished_at:
+            return (self.finished_at - self.started_at).total_seconds()
+        return None

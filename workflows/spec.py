@@ -1,0 +1,121 @@
+"""The workflow of one backend: what a job on it runs, loaded from `workflows/<backend>.yaml`.
+
+A workflow is data, not code: argv templates whose placeholders (`{op}`, `{artifacts}`,
+`{python}`, `{workspace}`) are substituted into single argv elements, never into a shell string.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+WORKFLOWS_DIR = Path(__file__).resolve().parent
+PLACEHOLDERS = frozenset({"op", "artifacts", "python", "workspace", "sha", "backend"})
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+
+
+class WorkflowError(ValueError):
+    """A workflow file that cannot be used: says the file, the field and why."""
+
+
+class StepKind(StrEnum):
+    accuracy = "accuracy"  # pytest with a JUnit XML report at {artifacts}/junit.xml
+    benchmark = "benchmark"  # the benchmark harness writing JSON at {artifacts}/benchmark.json
+    command = "command"  # anything else; only its exit status counts
+
+
+class Step(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    kind: StepKind = StepKind.command
+    argv: list[str] = Field(min_length=1)
+    timeout_s: int = Field(default=1800, gt=0)
+
+    @field_validator("argv")
+    @classmethod
+    def _known_placeholders(cls, argv: list[str]) -> list[str]:
+        for arg in argv:
+            for name in _PLACEHOLDER.findall(arg):
+                if name not in PLACEHOLDERS:
+                    raise ValueError(
+                        f"unknown placeholder {{{name}}} in {arg!r}; "
+                        f"known: {', '.join(sorted(PLACEHOLDERS))}"
+                    )
+        return argv
+
+    def render(self, values: Mapping[str, str]) -> list[str]:
+        """The argv with placeholders substituted; each element stays one element."""
+        return [_PLACEHOLDER.sub(lambda m: values[m.group(1)], arg) for arg in self.argv]
+
+
+class WorkflowSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    aliases: list[str] = Field(default_factory=list)
+    labels: list[str] = Field(default_factory=list)
+    vendor: str
+    visible_devices_var: str | None = None
+    device_check: list[str] = Field(default_factory=list, description="argv; exit 0 = usable")
+    env: dict[str, str] = Field(default_factory=dict)
+    steps: list[Step] = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, name: str) -> str:
+        if not _NAME.match(name):
+            raise ValueError("a backend name is lowercase letters, digits, '_' or '-'")
+        return name
+
+
+def load_workflow(path: Path) -> WorkflowSpec:
+    """Load and validate one workflow file; errors name the file, the field and why."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise WorkflowError(f"{path}: cannot read: {exc}") from exc
+    if not isinstance(data, dict):
+        raise WorkflowError(f"{path}: expected a mapping at the top level")
+    try:
+        spec = WorkflowSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise WorkflowError(f"{path}: {problems}") from exc
+    if spec.name != path.stem:
+        raise WorkflowError(f"{path}: name: {spec.name!r} must match the file name {path.stem!r}")
+    return spec
+
+
+def load_workflows(directory: Path = WORKFLOWS_DIR) -> dict[str, WorkflowSpec]:
+    """All workflows of a directory by backend name; aliases must not collide."""
+    specs: dict[str, WorkflowSpec] = {}
+    seen: dict[str, str] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        spec = load_workflow(path)
+        for key in (spec.name, *spec.aliases):
+            if key in seen:
+                raise WorkflowError(f"{path}: aliases: {key!r} is already used by {seen[key]!r}")
+            seen[key] = spec.name
+        specs[spec.name] = spec
+    return specs
+
+
+def backend_names(specs: Mapping[str, WorkflowSpec]) -> dict[str, str]:
+    """Every accepted backend spelling (name or alias) to its backend name."""
+    names: dict[str, str] = {}
+    for spec in specs.values():
+        names[spec.name] = spec.name
+        for alias in spec.aliases:
+            names[alias] = spec.name
+    return names
