@@ -1,0 +1,44 @@
+# syntax=docker/dockerfile:1
+# Two targets from one file:
+#   docker build --target service -t ondemand-service .
+#   docker build --target runner --build-arg RUNNER_BASE=<a MUSA or CUDA image with torch> -t ondemand-runner .
+# The runner image takes torch (and torch_musa) from its base image: a GPU stack is not pip-installed.
+
+ARG PYTHON_IMAGE=python:3.12-slim
+ARG RUNNER_BASE=python:3.12-slim
+
+FROM ${PYTHON_IMAGE} AS service
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+RUN useradd --create-home --uid 10001 ondemand
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY service ./service
+COPY runner ./runner
+COPY workflows ./workflows
+COPY kernels ./kernels
+COPY sandbox ./sandbox
+RUN pip install ".[service]"
+USER ondemand
+ENV ONDEMAND_DATABASE_URL=sqlite:////home/ondemand/ondemand.db
+EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+  CMD ["python", "-c", "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4).status == 200 else 1)"]
+CMD ["ondemand", "serve", "--host", "0.0.0.0", "--port", "8000"]
+
+FROM ${RUNNER_BASE} AS runner
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+RUN apt-get update && apt-get install -y --no-install-recommends git ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --create-home --uid 10001 ondemand
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY service ./service
+COPY runner ./runner
+COPY workflows ./workflows
+COPY kernels ./kernels
+COPY sandbox ./sandbox
+# torch comes from the base image; install only what the runner adds.
+RUN pip install --no-deps . && pip install "pydantic>=2.6" "pyyaml>=6" "httpx>=0.27" "rich>=13" "pytest>=8"
+USER ondemand
+VOLUME ["/home/ondemand/.ondemand"]
+ENTRYPOINT ["ondemand", "runner"]
