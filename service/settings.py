@@ -1,0 +1,94 @@
+"""The service's configuration: `ONDEMAND_*` environment variables, one object passed around."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from workflows.spec import WORKFLOWS_DIR
+
+# A list setting accepts JSON (`["a","b"]`) or a comma-separated string (`a,b`).
+StrList = Annotated[list[str], NoDecode]
+
+MAX_WEBHOOK_BYTES = 25 * 1024 * 1024
+
+
+class Settings(BaseSettings):
+    """Everything the service reads from its environment (prefix `ONDEMAND_`)."""
+
+    model_config = SettingsConfigDict(env_prefix="ONDEMAND_", extra="ignore")
+
+    database_url: str = "sqlite:///./.ondemand/ondemand.db"
+    github_api_url: str = "https://api.github.com"
+    github_token: SecretStr | None = None
+    github_app_id: int | None = None
+    github_private_key: SecretStr | None = None
+    github_private_key_path: Path | None = None
+    webhook_secrets: StrList = Field(default_factory=list)
+    registration_tokens: StrList = Field(default_factory=list)
+    public_url: str = "http://127.0.0.1:8000"
+    default_backends: StrList = Field(default_factory=lambda: ["cpu"])
+    allowed_users: StrList = Field(default_factory=list)
+    allowed_teams: StrList = Field(default_factory=list, description="org/team slugs")
+    lease_seconds: int = Field(default=120, ge=1)
+    permission_cache_seconds: float = Field(default=60.0, ge=0)
+    workflows_dir: Path = WORKFLOWS_DIR
+    bot_login: str | None = None
+    max_webhook_bytes: int = Field(default=MAX_WEBHOOK_BYTES, ge=1)
+    max_claim_wait_s: float = Field(default=30.0, ge=0)
+    runner_online_seconds: float = Field(
+        default=90.0, gt=0, description="a runner seen within this window counts as online"
+    )
+    outbox_max_backoff_s: float = Field(default=300.0, gt=0)
+    process_workers: bool = Field(
+        default=True, description="run the outbox, command processor and lease reaper in-process"
+    )
+
+    @field_validator(
+        "webhook_secrets",
+        "registration_tokens",
+        "default_backends",
+        "allowed_users",
+        "allowed_teams",
+        mode="before",
+    )
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
+    @field_validator("public_url", "github_api_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str) -> str:
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _app_key(self) -> Settings:
+        if self.github_app_id is not None and self.private_key() is None:
+            raise ValueError(
+                "ONDEMAND_GITHUB_APP_ID needs ONDEMAND_GITHUB_PRIVATE_KEY "
+                "or ONDEMAND_GITHUB_PRIVATE_KEY_PATH"
+            )
+        return self
+
+    def private_key(self) -> str | None:
+        """The GitHub App's PEM private key, inline or from its file."""
+        if self.github_private_key is not None:
+            return self.github_private_key.get_secret_value()
+        if self.github_private_key_path is not None:
+            return self.github_private_key_path.read_text()
+        return None
+
+    def job_url(self, job_id: int) -> str:
+        return f"{self.public_url}/jobs/{job_id}"
+
+    def log_url(self, job_id: int) -> str:
+        return f"{self.public_url}/jobs/{job_id}/log"

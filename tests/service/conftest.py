@@ -1,0 +1,53 @@
+"""Fixtures of the service tests: a fresh database on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+PG_CONNINFO = "host=127.0.0.1 port=5432 dbname=test user=postgres connect_timeout=3"
+
+
+def _pg_reachable() -> str | None:
+    try:
+        with psycopg.connect(PG_CONNINFO):
+            return None
+    except psycopg.Error as exc:
+        return f"PostgreSQL at 127.0.0.1:5432 (database test) is unreachable: {exc}"
+
+
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL of an empty database: a SQLite file, or a fresh PostgreSQL schema dropped after."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ondemand.db'}"
+    else:
+        yield from _pg_schema_url()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL schema (for PostgreSQL-only behaviour)."""
+    yield from _pg_schema_url()
+
+
+def _pg_schema_url() -> Iterator[str]:
+    why = _pg_reachable()
+    if why:
+        pytest.skip(why)
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_CONNINFO, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield (
+            f"postgresql+psycopg://postgres@127.0.0.1:5432/test?options=-csearch_path%3D{schema}"
+        )
+    finally:
+        with psycopg.connect(PG_CONNINFO, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
