@@ -1,0 +1,60 @@
+"""The plain data the report renderer takes: a job as the service sees it, a backend for help,
+and the commit status it produces. Built by the service from its store; no I/O here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from workflows.models import JobResult, JobStatus
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One job of one (PR, operator, backend), with what the runner reported if it finished.
+
+    `reason` is the service's own word on the job ("runner lost", "superseded by abc1234",
+    "cancelled by @x"); `queue_position` is 1-based among queued jobs of the backend.
+    """
+
+    id: int
+    repo: str
+    pr_number: int
+    op: str
+    backend: str
+    sha: str
+    status: JobStatus
+    bench: bool
+    compare: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    runner_name: str | None
+    queue_position: int | None
+    runners_online: int
+    job_url: str
+    log_url: str
+    result: JobResult | None
+    reason: str | None
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class StatusUpdate:
+    """A commit status: state is pending, success, failure or error."""
+
+    state: str
+    description: str
+    context: str
+    target_url: str
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """A backend as `/test help` shows it; `unhealthy` holds "runner: reason" lines."""
+
+    name: str
+    aliases: tuple[str, ...]
+    description: str
+    runners_online: int
+    unhealthy: tuple[str, ...] = ()
