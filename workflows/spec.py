@@ -2,6 +2,10 @@
 
 A workflow is data, not code: argv templates whose placeholders (`{op}`, `{artifacts}`,
 `{python}`, `{workspace}`) are substituted into single argv elements, never into a shell string.
+
+A workflow's `steps` serve the default repository layout (this project's: `tests/kernels`
+marked by operator, `python -m kernels.benchmark`); `layouts` maps another layout's name
+(e.g. `flaggems`) to its own steps, chosen by `runner.layouts.detect` from the checkout.
 """
 
 from __future__ import annotations
@@ -12,7 +16,14 @@ from enum import StrEnum
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 WORKFLOWS_DIR = Path(__file__).resolve().parent
 PLACEHOLDERS = frozenset({"op", "artifacts", "python", "workspace", "sha", "backend"})
@@ -30,6 +41,17 @@ class StepKind(StrEnum):
     command = "command"  # anything else; only its exit status counts
 
 
+class BenchmarkFormat(StrEnum):
+    kernels = "kernels.benchmark/v1"  # one JSON document (docs/benchmark-json.md)
+    flaggems = "flaggems.record"  # FlagGems `--record log`: lines of `[INFO] {json}`
+
+
+DEFAULT_RESULTS = {
+    StepKind.accuracy: "{artifacts}/junit.xml",
+    StepKind.benchmark: "{artifacts}/benchmark.json",
+}
+
+
 class Step(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -37,6 +59,13 @@ class Step(BaseModel):
     kind: StepKind = StepKind.command
     argv: list[str] = Field(min_length=1)
     timeout_s: int = Field(default=1800, gt=0)
+    results: str | None = Field(
+        default=None,
+        description="where the step writes its results (a template; a glob for flaggems.record, "
+        "relative to the checkout); default by kind: {artifacts}/junit.xml, "
+        "{artifacts}/benchmark.json",
+    )
+    format: BenchmarkFormat = BenchmarkFormat.kernels
 
     @field_validator("argv")
     @classmethod
@@ -52,7 +81,28 @@ class Step(BaseModel):
 
     def render(self, values: Mapping[str, str]) -> list[str]:
         """The argv with placeholders substituted; each element stays one element."""
-        return [_PLACEHOLDER.sub(lambda m: values[m.group(1)], arg) for arg in self.argv]
+        return [_render(arg, values) for arg in self.argv]
+
+    def results_path(self, values: Mapping[str, str]) -> str | None:
+        """The rendered location of the step's results (None for a plain command)."""
+        template = self.results or DEFAULT_RESULTS.get(self.kind)
+        return None if template is None else _render(template, values)
+
+
+def _render(template: str, values: Mapping[str, str]) -> str:
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+
+class PythonEnv(BaseModel):
+    """What the job's Python environment adds on top of the host's packages (torch, the
+    vendor plugin): the repository's own requirements and these extras of its pyproject."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    extras: list[str] = Field(default_factory=lambda: ["test"])
+    requirements_files: list[str] = Field(
+        default_factory=lambda: ["requirements.txt", "requirements-test.txt"]
+    )
 
 
 class WorkflowSpec(BaseModel):
@@ -66,7 +116,28 @@ class WorkflowSpec(BaseModel):
     visible_devices_var: str | None = None
     device_check: list[str] = Field(default_factory=list, description="argv; exit 0 = usable")
     env: dict[str, str] = Field(default_factory=dict)
+    python_env: PythonEnv = Field(default_factory=PythonEnv)
     steps: list[Step] = Field(min_length=1)
+    layouts: dict[str, list[Step]] = Field(
+        default_factory=dict, description="steps for another repository layout, by its name"
+    )
+
+    @model_validator(mode="after")
+    def _unique_steps(self) -> WorkflowSpec:
+        for layout, steps in [("steps", self.steps), *self.layouts.items()]:
+            names = [step.name for step in steps]
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"{layout}: step names must be unique; repeated: {dupes}")
+            if not steps:
+                raise ValueError(f"{layout}: a layout needs at least one step")
+        return self
+
+    def steps_for(self, layout: str | None) -> list[Step]:
+        """The steps for a repository layout; the default steps when it has none of its own."""
+        if layout and layout in self.layouts:
+            return self.layouts[layout]
+        return self.steps
 
     @field_validator("name")
     @classmethod

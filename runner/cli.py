@@ -1,0 +1,104 @@
+"""`ondemand runner` (the daemon) and `ondemand run` (one workflow here), as argv → exit status."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+
+from runner import local
+from runner.daemon import DaemonConfig, serve
+from workflows.spec import WorkflowError, load_workflows
+
+REGISTRATION_TOKEN_ENV = "ONDEMAND_REGISTRATION_TOKEN"
+
+
+def daemon_parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    parser = argparse.ArgumentParser(
+        prog="ondemand runner",
+        description="Claim jobs from the service and run them on this machine's devices.",
+        epilog=f"The registration token comes from ${REGISTRATION_TOKEN_ENV} or "
+        "--registration-token-file (never the command line: it would show in ps).",
+    )
+    parser.add_argument("--service", default=env("ONDEMAND_SERVICE_URL"), help="service base URL")
+    parser.add_argument(
+        "--backend",
+        action="append",
+        dest="backends",
+        help="backend to serve (repeat; default $ONDEMAND_RUNNER_BACKENDS, comma-separated)",
+    )
+    parser.add_argument("--label", action="append", dest="labels", default=[])
+    parser.add_argument("--name", default=env("ONDEMAND_RUNNER_NAME") or socket.gethostname())
+    parser.add_argument("--slots", type=int, default=None, help="jobs at once (default 1)")
+    parser.add_argument(
+        "--devices",
+        help="comma-separated device ids, one slot each, exported to the job as the backend's "
+        "visible-devices variable (e.g. 0,1,2,3)",
+    )
+    state = env("ONDEMAND_RUNNER_STATE", ".ondemand-runner")
+    parser.add_argument("--state-dir", type=Path, default=Path(state), help="token, caches")
+    parser.add_argument("--work-dir", type=Path, default=None, help="default: STATE_DIR/work")
+    parser.add_argument("--registration-token-file", type=Path)
+    parser.add_argument("--workflows", type=Path, help="directory of workflow YAML files")
+    parser.add_argument("--poll-seconds", type=float, default=25.0, help="claim long-poll wait")
+    parser.add_argument("--check-interval", type=float, default=60.0, help="device check reuse")
+    parser.add_argument("--backoff-max", type=float, default=30.0)
+    parser.add_argument("--grace-seconds", type=float, default=10.0, help="SIGTERM → SIGKILL")
+    parser.add_argument("--no-network-isolation", action="store_true")
+    parser.add_argument("--log-level", default="INFO")
+    return parser
+
+
+def daemon_main(argv: list[str]) -> int:
+    args = daemon_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(threadName)s %(message)s",
+        stream=sys.stderr,
+    )
+    backends = args.backends or [
+        b for b in os.environ.get("ONDEMAND_RUNNER_BACKENDS", "").split(",") if b
+    ]
+    if not args.service or not backends:
+        print("ondemand runner: --service and at least one --backend are needed", file=sys.stderr)
+        return 2
+    if args.devices and args.slots:
+        print("ondemand runner: give --slots or --devices, not both", file=sys.stderr)
+        return 2
+    devices: list[str | None] = (
+        [d.strip() for d in args.devices.split(",") if d.strip()]
+        if args.devices
+        else [None] * (args.slots or 1)
+    )
+    token = os.environ.get(REGISTRATION_TOKEN_ENV)
+    if args.registration_token_file:
+        token = args.registration_token_file.read_text().strip()
+    try:
+        workflows = load_workflows(args.workflows) if args.workflows else load_workflows()
+    except WorkflowError as exc:
+        print(f"ondemand runner: {exc}", file=sys.stderr)
+        return 2
+    config = DaemonConfig(
+        service_url=args.service.rstrip("/"),
+        name=args.name,
+        backends=backends,
+        labels=args.labels,
+        devices=devices,
+        state_dir=args.state_dir,
+        work_dir=args.work_dir or args.state_dir / "work",
+        registration_token=token,
+        poll_s=args.poll_seconds,
+        check_interval_s=args.check_interval,
+        backoff_max_s=args.backoff_max,
+        grace_s=args.grace_seconds,
+        network_isolation=not args.no_network_isolation,
+    )
+    return serve(config, workflows)
+
+
+def run_main(argv: list[str]) -> int:
+    return local.run_main(argv)

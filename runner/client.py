@@ -1,0 +1,106 @@
+"""The service's runner API (docs/runner-protocol.md) over httpx, one method per call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from workflows.models import JobResult, JobSpec
+
+
+class ServiceUnavailable(RuntimeError):
+    """The service could not be reached or answered 5xx: try again later."""
+
+
+class NotHeld(RuntimeError):
+    """The service says this runner does not hold the job (404): stop working on it."""
+
+
+class Rejected(RuntimeError):
+    """The service refused the call (4xx other than 404): retrying will not help."""
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    cancel: bool
+    reason: str | None
+
+
+class ServiceClient:
+    """One runner's connection to the service. Thread-safe (httpx.Client is)."""
+
+    def __init__(self, base_url: str, token: str | None = None, timeout_s: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _post(self, path: str, body: Any, timeout: float | None = None) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        try:
+            kwargs: dict[str, Any] = {"json": body, "headers": headers}
+            if timeout is not None:
+                kwargs["timeout"] = timeout
+            response = self._http.post(path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ServiceUnavailable(f"POST {path}: {type(exc).__name__}: {exc}") from exc
+        if response.status_code >= 500:
+            raise ServiceUnavailable(f"POST {path}: {response.status_code} {response.text[:200]}")
+        if response.status_code == 404:
+            raise NotHeld(f"POST {path}: 404 {response.text[:200]}")
+        if response.status_code >= 400 and response.status_code != 409:
+            raise Rejected(f"POST {path}: {response.status_code} {response.text[:300]}")
+        return response
+
+    def register(
+        self,
+        registration_token: str,
+        *,
+        name: str,
+        backends: list[str],
+        labels: list[str],
+        slots: int,
+        version: str,
+    ) -> tuple[int, str]:
+        """Register; (runner id, runner token)."""
+        body = {
+            "registration_token": registration_token,
+            "name": name,
+            "backends": backends,
+            "labels": labels,
+            "slots": slots,
+            "version": version,
+        }
+        data = self._post("/api/v1/runners/register", body).json()
+        return int(data["runner_id"]), str(data["token"])
+
+    def health(self, healthy: bool, reason: str | None, backends: list[str]) -> None:
+        self._post(
+            "/api/v1/runners/health", {"healthy": healthy, "reason": reason, "backends": backends}
+        )
+
+    def claim(self, wait_s: float, backends: list[str] | None = None) -> JobSpec | None:
+        """Long-poll for a job; None when none came within `wait_s`."""
+        response = self._post(
+            "/api/v1/jobs/claim", {"wait_s": wait_s, "backends": backends}, timeout=wait_s + 30
+        )
+        if response.status_code == 204:
+            return None
+        return JobSpec.model_validate(response.json())
+
+    def heartbeat(self, job_id: int) -> Heartbeat:
+        data = self._post(f"/api/v1/jobs/{job_id}/heartbeat", {}).json()
+        return Heartbeat(bool(data.get("cancel")), data.get("reason"))
+
+    def append_log(self, job_id: int, offset: int, data: str) -> tuple[bool, int]:
+        """Append a chunk at `offset`; (accepted, the service's end offset)."""
+        response = self._post(f"/api/v1/jobs/{job_id}/logs", {"offset": offset, "data": data})
+        return response.status_code == 200, int(response.json()["offset"])
+
+    def complete(self, job_id: int, result: JobResult) -> str:
+        data = self._post(f"/api/v1/jobs/{job_id}/complete", result.model_dump(mode="json")).json()
+        return str(data.get("status", ""))

@@ -1,0 +1,389 @@
+"""The runner daemon: register once, then per device slot claim a job, run it, report it.
+
+- Claims long-poll the service; when it is unreachable the slot backs off with jitter and says
+  why in the log.
+- The backend's device check runs before claiming (its verdict is reused for
+  `check_interval_s`, and redone after a job errors); a failed check stops claims on that
+  backend and is reported to the service (`/runners/health`).
+- During a job a heartbeat every third of the lease renews it; an answer saying cancel stops
+  the steps; a 404 (the job is no longer ours) stops them and reports nothing.
+- First SIGTERM (or SIGINT): stop claiming, finish the current jobs, exit. Second: cancel them,
+  report them cancelled, exit. A crash leaves only the per-slot job directories, which the next
+  start removes; the service's lease brings the job back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+from runner.client import NotHeld, Rejected, ServiceClient, ServiceUnavailable
+from runner.execute import JobContext, execute
+from runner.logstream import LogStream
+from runner.probe import device_check
+from runner.sandboxing import network_isolation_prefix, scrubbed_env
+from runner.workspace import Workspaces
+from workflows.models import JobResult, JobSpec, JobStatus
+from workflows.spec import WorkflowSpec
+
+log = logging.getLogger("ondemand.runner")
+
+
+def runner_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("ondemand-kernel-tests")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+@dataclass
+class DaemonConfig:
+    service_url: str
+    name: str
+    backends: list[str]
+    state_dir: Path
+    work_dir: Path
+    labels: list[str] = field(default_factory=list)
+    devices: list[str | None] = field(default_factory=lambda: [None])  # one entry per slot
+    registration_token: str | None = None
+    poll_s: float = 25.0
+    check_interval_s: float = 60.0
+    backoff_max_s: float = 30.0
+    network_isolation: bool = True
+    grace_s: float = 10.0
+    keep_logs: int = 50
+
+
+@dataclass(frozen=True)
+class Credentials:
+    runner_id: int
+    token: str
+
+
+def load_or_register(client: ServiceClient, config: DaemonConfig) -> Credentials:
+    """The runner token from `state_dir/runner.json` (0600), registering when there is none
+    for this service."""
+    path = config.state_dir / "runner.json"
+    if path.is_file():
+        data = json.loads(path.read_text())
+        if data.get("service_url") == config.service_url and data.get("token"):
+            return Credentials(int(data["runner_id"]), str(data["token"]))
+    if not config.registration_token:
+        raise SystemExit(
+            f"no runner token in {path} and no registration token: set "
+            "ONDEMAND_REGISTRATION_TOKEN or --registration-token-file"
+        )
+    runner_id, token = client.register(
+        config.registration_token,
+        name=config.name,
+        backends=config.backends,
+        labels=config.labels,
+        slots=len(config.devices),
+        version=runner_version(),
+    )
+    config.state_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        saved = {"service_url": config.service_url, "runner_id": runner_id, "token": token}
+        json.dump(saved, handle)
+    os.replace(path.with_suffix(".tmp"), path)
+    log.info("registered as runner %s (%s); token kept in %s", runner_id, config.name, path)
+    return Credentials(runner_id, token)
+
+
+class Backoff:
+    """Exponential backoff with full jitter, reset on success."""
+
+    def __init__(self, cap_s: float, base_s: float = 0.5) -> None:
+        self.cap_s, self.base_s, self.failures = cap_s, base_s, 0
+
+    def next(self) -> float:
+        self.failures += 1
+        return random.uniform(0, min(self.cap_s, self.base_s * 2**self.failures))
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class Health:
+    """The device checks of the backends, cached; reports changes to the service."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.lock = threading.Lock()
+        self.checked_at: dict[str, float] = {}
+        self.reasons: dict[str, str | None] = {}
+        self.reported: tuple[bool, str | None] | None = None
+
+    def invalidate(self, backend: str) -> None:
+        with self.lock:
+            self.checked_at.pop(backend, None)
+
+    def healthy_backends(self) -> list[str]:
+        with self.lock:
+            now = time.monotonic()
+            for backend in self.daemon.config.backends:
+                last = self.checked_at.get(backend)
+                if last is None or now - last > self.daemon.config.check_interval_s:
+                    self.reasons[backend] = self._check(backend)
+                    self.checked_at[backend] = now
+            backends = self.daemon.config.backends
+            healthy = [b for b in backends if self.reasons.get(b) is None]
+            sick = [f"{b}: {self.reasons[b]}" for b in backends if b not in healthy]
+            state = (not sick, "; ".join(sick) or None)
+            if state != self.reported:
+                try:
+                    self.daemon.client.health(state[0], state[1], self.daemon.config.backends)
+                    self.reported = state
+                except (ServiceUnavailable, Rejected, NotHeld) as exc:
+                    log.warning("could not report health: %s", exc)
+                if sick:
+                    log.error("not claiming for %s", state[1])
+                else:
+                    log.info("device checks pass for %s", ", ".join(healthy))
+            return healthy
+
+    def _check(self, backend: str) -> str | None:
+        workflow = self.daemon.workflows[backend]
+        argv = [a.replace("{python}", sys.executable) for a in workflow.device_check]
+        home = self.daemon.config.work_dir / "check-home"
+        env = scrubbed_env(
+            os.environ,
+            home=home,
+            workflow_env=workflow.env,
+            visible_devices=self.daemon.visible(workflow, 0),
+        )
+        return device_check(argv, env, cwd=home).reason
+
+
+class Daemon:
+    def __init__(
+        self,
+        config: DaemonConfig,
+        workflows: Mapping[str, WorkflowSpec],
+        client: ServiceClient | None = None,
+    ) -> None:
+        unknown = [b for b in config.backends if b not in workflows]
+        if unknown:
+            raise SystemExit(f"unknown backend(s) {unknown}; known: {sorted(workflows)}")
+        self.config = config
+        self.workflows = workflows
+        self.client = client or ServiceClient(config.service_url)
+        self.stopping = threading.Event()  # first signal: no new claims
+        self.stop_now = threading.Event()  # second signal: cancel running jobs
+        self.cancels: dict[int, threading.Event] = {}
+        self.lock = threading.Lock()
+        self.health = Health(self)
+        self.workspaces = Workspaces(config.work_dir / "cache")
+        self.network_prefix = network_isolation_prefix() if config.network_isolation else ()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        if not self.stopping.is_set():
+            log.warning("signal %s: no new claims; finishing current jobs (again: cancel)", signum)
+            self.stopping.set()
+            return
+        log.warning("signal %s again: cancelling current jobs", signum)
+        self.stop_now.set()
+        with self.lock:
+            for event in self.cancels.values():
+                event.set()
+
+    def clean_after_crash(self) -> None:
+        jobs = self.config.work_dir / "jobs"
+        if jobs.is_dir():
+            for stale in jobs.iterdir():
+                log.info("removing %s left by an earlier run", stale)
+                shutil.rmtree(stale, ignore_errors=True)
+        self.workspaces.prune_all()
+
+    def run(self) -> int:
+        """Serve until signalled; the exit status."""
+        self.config.work_dir.mkdir(parents=True, exist_ok=True)
+        creds = load_or_register(self.client, self.config)
+        self.client.token = creds.token
+        self.clean_after_crash()
+        log.info(
+            "runner %s (%s) serving %s with %d slot(s); network isolation: %s",
+            creds.runner_id,
+            self.config.name,
+            ", ".join(self.config.backends),
+            len(self.config.devices),
+            " ".join(self.network_prefix) or "not available",
+        )
+        threads = [
+            threading.Thread(target=self.slot_loop, args=(i,), name=f"slot-{i}", daemon=True)
+            for i in range(len(self.config.devices))
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(timeout=0.5)
+        log.info("runner %s stopped", self.config.name)
+        return 0
+
+    # -- the claim loop ------------------------------------------------------------------------
+
+    def visible(self, workflow: WorkflowSpec, slot: int) -> tuple[str, str] | None:
+        device = self.config.devices[slot]
+        if workflow.visible_devices_var and device is not None:
+            return workflow.visible_devices_var, device
+        return None
+
+    def slot_loop(self, slot: int) -> None:
+        backoff = Backoff(self.config.backoff_max_s)
+        while not self.stopping.is_set():
+            backends = self.health.healthy_backends()
+            if not backends:
+                self.stopping.wait(min(self.config.check_interval_s, 30))
+                continue
+            try:
+                spec = self.client.claim(self.config.poll_s, backends)
+            except (ServiceUnavailable, Rejected, NotHeld) as exc:
+                delay = backoff.next()
+                log.warning("slot %d: claim failed (%s); retrying in %.1fs", slot, exc, delay)
+                self.stopping.wait(delay)
+                continue
+            backoff.reset()
+            if spec is not None:
+                self.run_job(slot, spec)
+
+    def run_job(self, slot: int, spec: JobSpec) -> None:
+        """Run a claimed job with heartbeats and log streaming; report its result."""
+        workflow = self.workflows[spec.backend]
+        job_dir = self.config.work_dir / "jobs" / f"slot-{slot}"
+        shutil.rmtree(job_dir, ignore_errors=True)
+        job_dir.mkdir(parents=True)
+        logs = self.config.work_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        stream = LogStream(logs / f"job-{spec.id}.log", self.client, spec.id).start()
+        cancel = threading.Event()
+        if self.stop_now.is_set():
+            cancel.set()
+        with self.lock:
+            self.cancels[spec.id] = cancel
+        lost = threading.Event()
+        reason: list[str] = []
+        done = threading.Event()
+        beat = threading.Thread(
+            target=self.heartbeat_loop,
+            args=(spec, cancel, lost, reason, done),
+            name=f"heartbeat-{spec.id}",
+            daemon=True,
+        )
+        beat.start()
+        log.info("slot %d: job %s: %s on %s at %s", slot, spec.id, spec.op, spec.backend, spec.sha)
+        try:
+            result = execute(
+                spec,
+                workflow,
+                JobContext(
+                    workspaces=self.workspaces,
+                    env_cache=self.config.work_dir / "envs",
+                    job_dir=job_dir,
+                    runner_name=self.config.name,
+                    runner_version=runner_version(),
+                    on_output=stream.write,
+                    cancel=cancel,
+                    visible_devices=self.visible(workflow, slot),
+                    network_prefix=self.network_prefix,
+                    grace_s=self.config.grace_s,
+                ),
+            )
+        finally:
+            done.set()
+            beat.join(timeout=30)
+            stream.close()
+            shutil.rmtree(job_dir, ignore_errors=True)
+            with self.lock:
+                self.cancels.pop(spec.id, None)
+        if result.status is JobStatus.cancelled:
+            why = reason[0] if reason else "runner stopping"
+            result = result.model_copy(update={"error_message": why})
+        if result.status is JobStatus.errored:
+            self.health.invalidate(spec.backend)
+        log.info("slot %d: job %s %s", slot, spec.id, result.status.value)
+        if lost.is_set():
+            log.warning("job %s is no longer held by this runner; not reporting it", spec.id)
+        else:
+            self.report(spec, result)
+        self.prune_logs(logs)
+
+    def heartbeat_loop(
+        self,
+        spec: JobSpec,
+        cancel: threading.Event,
+        lost: threading.Event,
+        reason: list[str],
+        done: threading.Event,
+    ) -> None:
+        interval = max(spec.lease_seconds / 3, 0.2)
+        while not done.wait(interval):
+            try:
+                answer = self.client.heartbeat(spec.id)
+            except NotHeld:
+                log.warning("job %s: the service says it is not ours any more; stopping", spec.id)
+                lost.set()
+                cancel.set()
+                return
+            except (ServiceUnavailable, Rejected) as exc:
+                log.warning("job %s: heartbeat failed: %s", spec.id, exc)
+                continue
+            if answer.cancel and not cancel.is_set():
+                log.info("job %s: cancel requested: %s", spec.id, answer.reason)
+                reason.append(answer.reason or "cancelled")
+                cancel.set()
+
+    def report(self, spec: JobSpec, result: JobResult) -> None:
+        """Upload the result; retried while the service is unreachable (about ten minutes)."""
+        backoff = Backoff(self.config.backoff_max_s)
+        deadline = time.monotonic() + 600
+        while True:
+            try:
+                status = self.client.complete(spec.id, result)
+                log.info("job %s reported: %s", spec.id, status)
+                return
+            except NotHeld:
+                log.warning("job %s: not held any more; result dropped", spec.id)
+                return
+            except Rejected as exc:
+                log.error("job %s: result refused: %s", spec.id, exc)
+                return
+            except ServiceUnavailable as exc:
+                if time.monotonic() > deadline or (self.stop_now.is_set() and backoff.failures > 3):
+                    log.error("job %s: giving up reporting: %s", spec.id, exc)
+                    return
+                delay = backoff.next()
+                log.warning("job %s: report failed (%s); retrying in %.1fs", spec.id, exc, delay)
+                time.sleep(delay)
+
+    def prune_logs(self, logs: Path) -> None:
+        files = sorted(logs.glob("job-*.log"), key=lambda p: p.stat().st_mtime)
+        for old in files[: max(len(files) - self.config.keep_logs, 0)]:
+            old.unlink(missing_ok=True)
+
+
+def serve(config: DaemonConfig, workflows: Mapping[str, WorkflowSpec]) -> int:
+    """Run the daemon in this process with signal handlers installed."""
+    daemon = Daemon(config, workflows)
+    signal.signal(signal.SIGTERM, daemon.on_signal)
+    signal.signal(signal.SIGINT, daemon.on_signal)
+    try:
+        return daemon.run()
+    finally:
+        daemon.client.close()

@@ -1,0 +1,413 @@
+"""Run one job from start to result: checkout at the pinned SHA, the Python environment, the
+workflow's steps, the merge-base benchmark, and the JobResult. Shared by the daemon and
+`ondemand run`; everything it touches lives under the job's directory and is removed after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+from runner import layouts, results
+from runner.probe import environment_info
+from runner.pyenv import PythonEnvError, python_env
+from runner.sandboxing import scrubbed_env
+from runner.steps import StepOutcome, run_step
+from runner.workspace import WorkspaceError, Workspaces
+from workflows.models import (
+    AccuracyResult,
+    BenchmarkResult,
+    EnvironmentInfo,
+    JobResult,
+    JobSpec,
+    JobStatus,
+    StepResult,
+    StepStatus,
+)
+from workflows.spec import BenchmarkFormat, Step, StepKind, WorkflowSpec
+
+_T = TypeVar("_T")
+OP_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,63}$")
+PYTEST_NO_TESTS = 5
+# Markers every pytest (and its common plugins) registers: not operators.
+BUILTIN_MARKERS = frozenset(
+    {
+        "filterwarnings",
+        "skip",
+        "skipif",
+        "xfail",
+        "parametrize",
+        "usefixtures",
+        "tryfirst",
+        "trylast",
+        "timeout",
+        "hypothesis",
+        "anyio",
+        "asyncio",
+    }
+)
+
+
+@dataclass
+class JobContext:
+    """Where and how a job runs. `on_output` receives the job's log bytes as they come."""
+
+    workspaces: Workspaces
+    env_cache: Path
+    job_dir: Path
+    runner_name: str
+    runner_version: str
+    on_output: Callable[[bytes], None] = lambda _: None
+    cancel: threading.Event = field(default_factory=threading.Event)
+    visible_devices: tuple[str, str] | None = None
+    network_prefix: tuple[str, ...] = ()
+    layout: str | None = None  # None: detect from the checkout
+    grace_s: float = 5.0
+    keep: bool = False  # keep the job directory (debugging)
+
+
+class _Stop(Exception):
+    """Ends the job early with `status` after `step` (not a bug: a verdict)."""
+
+    def __init__(self, status: JobStatus, step: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.step, self.message = status, step, message
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Job:
+    def __init__(self, spec: JobSpec, workflow: WorkflowSpec, ctx: JobContext) -> None:
+        self.spec, self.workflow, self.ctx = spec, workflow, ctx
+        self.steps: list[StepResult] = []
+        self.accuracy: AccuracyResult | None = None
+        self.benchmark: BenchmarkResult | None = None
+        self.environment = EnvironmentInfo(
+            vendor=workflow.vendor, runner_name=ctx.runner_name, runner_version=ctx.runner_version
+        )
+        self.unknown_op = False
+        self.close_matches: list[str] = []
+        self.worktrees: list[tuple[Path, Path]] = []
+
+    def log(self, text: str) -> None:
+        self.ctx.on_output(f"[ondemand] {text}\n".encode())
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def checkout(self, sha: str, name: str) -> Path:
+        mirror = self.ctx.workspaces.fetch(self.spec.clone_url, sha, self.spec.pr_number)
+        path = self.ctx.workspaces.add_worktree(mirror, sha, self.ctx.job_dir / name)
+        self.worktrees.append((mirror, path))
+        return path
+
+    def environ(self, checkout: Path) -> tuple[Path, dict[str, str]]:
+        pyenv = python_env(
+            checkout,
+            self.ctx.env_cache,
+            extras=self.workflow.python_env.extras,
+            requirements_files=self.workflow.python_env.requirements_files,
+            log=self.log,
+        )
+        env = scrubbed_env(
+            os.environ,
+            home=self.ctx.job_dir / "home",
+            workflow_env=self.workflow.env,
+            extra={"PYTHONPATH": str(checkout), "VIRTUAL_ENV": str(pyenv.root)},
+            visible_devices=self.ctx.visible_devices,
+        )
+        env["PATH"] = f"{pyenv.root / 'bin'}:{env['PATH']}"
+        return pyenv.python, env
+
+    def setup(self, name: str, func: Callable[[], _T]) -> _T:
+        """Run a setup action as a step; a failure errors the job at that step."""
+        started = _now()
+        try:
+            value = func()
+        except (WorkspaceError, PythonEnvError) as exc:
+            self.steps.append(
+                StepResult(
+                    name=name,
+                    status=StepStatus.errored,
+                    duration_s=(_now() - started).total_seconds(),
+                    message=str(exc),
+                )
+            )
+            self.log(f"{name} failed: {exc}")
+            raise _Stop(JobStatus.errored, name, str(exc)) from exc
+        elapsed = (_now() - started).total_seconds()
+        self.steps.append(StepResult(name=name, status=StepStatus.succeeded, duration_s=elapsed))
+        return value
+
+    # -- steps -------------------------------------------------------------------------------
+
+    def run(
+        self, step: Step, checkout: Path, python: Path, env: dict[str, str], artifacts: Path
+    ) -> tuple[StepOutcome, dict[str, str]]:
+        artifacts.mkdir(parents=True, exist_ok=True)
+        values = {
+            "op": self.spec.op,
+            "artifacts": str(artifacts),
+            "python": str(python),
+            "workspace": str(checkout),
+            "sha": self.spec.sha,
+            "backend": self.spec.backend,
+        }
+        argv = step.render(values)
+        self.log(f"step {step.name}: {' '.join(argv)} (timeout {step.timeout_s}s)")
+        outcome = run_step(
+            [*self.ctx.network_prefix, *argv],
+            cwd=checkout,
+            env=env,
+            timeout_s=step.timeout_s,
+            on_output=self.ctx.on_output,
+            cancel=self.ctx.cancel,
+            grace_s=self.ctx.grace_s,
+        )
+        self.log(f"step {step.name}: exit {outcome.exit_code} in {outcome.duration_s:.1f}s")
+        return outcome, values
+
+    def result_of(
+        self, name: str, outcome: StepOutcome, status: StepStatus, message: str | None
+    ) -> StepResult:
+        return StepResult(
+            name=name,
+            status=status,
+            exit_code=outcome.exit_code,
+            duration_s=round(outcome.duration_s, 3),
+            message=message,
+            log_tail=None if status is StepStatus.succeeded else outcome.tail,
+        )
+
+    def interrupted(self, name: str, outcome: StepOutcome, timeout_s: int) -> None:
+        """Record and stop for a step that did not end by itself."""
+        if outcome.start_error is not None:
+            status, job, message = StepStatus.errored, JobStatus.errored, outcome.start_error
+        elif outcome.cancelled:
+            status, job, message = StepStatus.cancelled, JobStatus.cancelled, "cancelled"
+        elif outcome.timed_out:
+            status, job = StepStatus.timed_out, JobStatus.timed_out
+            message = f"timed out after {timeout_s}s; its process group was killed"
+        else:
+            return
+        self.steps.append(self.result_of(name, outcome, status, message))
+        raise _Stop(job, name, message)
+
+    def accuracy_step(self, step: Step, checkout: Path, python: Path, env: dict[str, str]) -> None:
+        outcome, values = self.run(step, checkout, python, env, self.ctx.job_dir / "artifacts")
+        self.interrupted(step.name, outcome, step.timeout_s)
+        code = outcome.exit_code
+        if code == PYTEST_NO_TESTS:
+            self.unknown_op = True
+            self.close_matches = self.known_ops(checkout, python, env)
+            message = f"no test is marked with {self.spec.op!r}"
+            self.steps.append(self.result_of(step.name, outcome, StepStatus.failed, message))
+            raise _Stop(JobStatus.failed, step.name, message)
+        if code not in (0, 1):
+            message = f"pytest exited {code}: not a test verdict (usage, collection or crash)"
+            self.steps.append(self.result_of(step.name, outcome, StepStatus.errored, message))
+            raise _Stop(JobStatus.errored, step.name, message)
+        path = Path(step.results_path(values) or "")
+        try:
+            self.accuracy = results.read_junit(checkout / path, self.spec.op, checkout)
+        except results.ResultsError as exc:
+            self.steps.append(self.result_of(step.name, outcome, StepStatus.errored, str(exc)))
+            raise _Stop(JobStatus.errored, step.name, str(exc)) from exc
+        acc = self.accuracy
+        status = StepStatus.succeeded if code == 0 else StepStatus.failed
+        message = None if code == 0 else f"{acc.failed} failed, {acc.errors} errors"
+        self.steps.append(self.result_of(step.name, outcome, status, message))
+
+    def benchmark_step(
+        self,
+        step: Step,
+        checkout: Path,
+        python: Path,
+        env: dict[str, str],
+        name: str,
+        artifacts: Path,
+    ) -> tuple[StepOutcome, BenchmarkResult | None, str | None]:
+        """Run a benchmark; (outcome, result or None, why not)."""
+        outcome, values = self.run(step, checkout, python, env, artifacts)
+        self.interrupted(name, outcome, step.timeout_s)
+        if outcome.exit_code != 0:
+            return outcome, None, f"exited {outcome.exit_code}"
+        where = step.results_path(values) or ""
+        try:
+            if step.format is BenchmarkFormat.flaggems:
+                paths = sorted(checkout.glob(where))
+                if not paths:
+                    raise results.ResultsError(f"no benchmark records matching {where}")
+                bench = layouts.read_flaggems_records(paths, self.spec.op)
+            else:
+                bench = results.read_benchmark(checkout / where)
+        except results.ResultsError as exc:
+            return outcome, None, str(exc)
+        return outcome, bench, None
+
+    def known_ops(self, checkout: Path, python: Path, env: dict[str, str]) -> list[str]:
+        """Operators the checkout's tests know: its registered pytest markers."""
+        output = bytearray()
+        run_step(
+            [*self.ctx.network_prefix, str(python), "-m", "pytest", "--markers"],
+            cwd=checkout,
+            env=env,
+            timeout_s=120,
+            on_output=output.extend,
+            cancel=self.ctx.cancel,
+        )
+        text = output.decode("utf-8", "replace")
+        markers = [m for m in results.markers_from_pytest_output(text) if m not in BUILTIN_MARKERS]
+        return results.close_matches(self.spec.op, markers)
+
+    def compare(self, step: Step, sha_tree: Path, current: BenchmarkResult) -> BenchmarkResult:
+        """The current benchmark with the merge base's numbers, when the op exists there."""
+        spec = self.spec
+        name = f"{step.name} (merge base)"
+        started = _now()
+        base = spec.base_sha or spec.base_ref
+        if not base:
+            return current
+        try:
+            mirror = self.worktrees[0][0]
+            if spec.base_sha:
+                self.ctx.workspaces.fetch(spec.clone_url, spec.base_sha, None)
+            elif spec.base_ref:
+                self.ctx.workspaces.fetch_branch(mirror, spec.clone_url, spec.base_ref)
+            merge_base = self.ctx.workspaces.merge_base(mirror, spec.sha, base)
+            if merge_base is None or merge_base == spec.sha:
+                self.log(f"no merge base with {base} to compare with")
+                return current
+            tree = self.checkout(merge_base, "base")
+            python, env = self.environ(tree)
+        except (WorkspaceError, PythonEnvError) as exc:
+            self.steps.append(
+                StepResult(
+                    name=name,
+                    status=StepStatus.skipped,
+                    duration_s=(_now() - started).total_seconds(),
+                    message=f"could not prepare the merge base: {exc}",
+                )
+            )
+            return current
+        outcome, before, why = self.benchmark_step(
+            step, tree, python, env, name, self.ctx.job_dir / "artifacts" / "base"
+        )
+        if before is None or not before.rows:
+            why = why or "no rows"
+            message = f"no benchmark of {spec.op} on the merge base {merge_base[:10]} ({why})"
+            self.steps.append(self.result_of(name, outcome, StepStatus.skipped, message))
+            return current
+        self.steps.append(
+            self.result_of(name, outcome, StepStatus.succeeded, f"merge base {merge_base[:10]}")
+        )
+        return results.with_before(current, before)
+
+    # -- the job -----------------------------------------------------------------------------
+
+    def body(self) -> None:
+        spec = self.spec
+        if not OP_NAME.match(spec.op):
+            raise _Stop(JobStatus.errored, "setup", f"not an operator name: {spec.op!r}")
+        checkout = self.setup("checkout", lambda: self.checkout(spec.sha, "src"))
+        layout = self.ctx.layout or layouts.detect(checkout)
+        if layout:
+            self.log(f"repository layout: {layout}")
+        python, env = self.setup("environment", lambda: self.environ(checkout))
+        self.environment = environment_info(
+            python,
+            env,
+            vendor=self.workflow.vendor,
+            runner_name=self.ctx.runner_name,
+            runner_version=self.ctx.runner_version,
+            cwd=checkout,
+        )
+        for step in self.workflow.steps_for(layout):
+            if self.ctx.cancel.is_set():
+                raise _Stop(JobStatus.cancelled, step.name, "cancelled")
+            if step.kind is StepKind.accuracy:
+                self.accuracy_step(step, checkout, python, env)
+            elif step.kind is StepKind.benchmark:
+                if not spec.options.bench:
+                    self.steps.append(
+                        StepResult(name=step.name, status=StepStatus.skipped, message="--no-bench")
+                    )
+                    continue
+                outcome, bench, why = self.benchmark_step(
+                    step, checkout, python, env, step.name, self.ctx.job_dir / "artifacts"
+                )
+                if bench is None:
+                    verdict = StepStatus.failed if outcome.exit_code == 1 else StepStatus.errored
+                    message = f"benchmark {why}"
+                    self.steps.append(self.result_of(step.name, outcome, verdict, message))
+                    job = JobStatus.failed if verdict is StepStatus.failed else JobStatus.errored
+                    raise _Stop(job, step.name, message)
+                self.steps.append(self.result_of(step.name, outcome, StepStatus.succeeded, None))
+                if spec.options.compare:
+                    bench = self.compare(step, checkout, bench)
+                self.benchmark = bench
+            else:
+                outcome, _ = self.run(step, checkout, python, env, self.ctx.job_dir / "artifacts")
+                self.interrupted(step.name, outcome, step.timeout_s)
+                ok = outcome.exit_code == 0
+                status = StepStatus.succeeded if ok else StepStatus.failed
+                message = None if ok else f"exited {outcome.exit_code}"
+                self.steps.append(self.result_of(step.name, outcome, status, message))
+
+    def verdict(self) -> JobStatus:
+        if any(s.status is StepStatus.failed for s in self.steps):
+            return JobStatus.failed
+        return JobStatus.succeeded
+
+
+def execute(spec: JobSpec, workflow: WorkflowSpec, ctx: JobContext) -> JobResult:
+    """Run the job and return its result; never raises for anything the job itself did."""
+    started = _now()
+    job = _Job(spec, workflow, ctx)
+    ctx.job_dir.mkdir(parents=True, exist_ok=True)
+    error_step = error_message = None
+    job.log(f"job {spec.id}: {spec.op} on {spec.backend} at {spec.sha} (attempt {spec.attempt})")
+    try:
+        job.body()
+        status = job.verdict()
+    except _Stop as stop:
+        status = stop.status
+        if status is not JobStatus.failed:
+            error_step, error_message = stop.step, stop.message
+        job.log(f"stopped at {stop.step}: {stop.message}")
+    except Exception as exc:  # a bug here must still produce a result the service can show
+        status, error_step = JobStatus.errored, "runner"
+        error_message = f"{type(exc).__name__}: {exc}"
+        job.log(f"runner error: {error_message}")
+    finally:
+        if not ctx.keep:
+            for mirror, path in reversed(job.worktrees):
+                with contextlib.suppress(WorkspaceError):
+                    ctx.workspaces.remove_worktree(mirror, path)
+    result = JobResult(
+        status=status,
+        sha=spec.sha,
+        environment=job.environment,
+        steps=job.steps,
+        accuracy=job.accuracy,
+        benchmark=job.benchmark,
+        error_step=error_step,
+        error_message=error_message,
+        unknown_op=job.unknown_op,
+        close_matches=job.close_matches,
+        started_at=started,
+        finished_at=_now(),
+    )
+    job.log(f"job {spec.id}: {status.value}")
+    if not ctx.keep:
+        shutil.rmtree(ctx.job_dir / "home", ignore_errors=True)
+    return result

@@ -1,0 +1,174 @@
+"""`ondemand run OP:BACKEND`: one workflow run right here, on a repository's commit, with no
+service; prints the report as the bot would post it. Exit status 0 passed, 1 failed, 2 errored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+from runner.daemon import runner_version
+from runner.execute import OP_NAME, JobContext, execute
+from runner.sandboxing import network_isolation_prefix
+from runner.workspace import WorkspaceError, Workspaces, git
+from workflows.models import JobOptions, JobResult, JobSpec, JobStatus
+from workflows.spec import WorkflowError, WorkflowSpec, backend_names, load_workflows
+
+EXIT = {JobStatus.succeeded: 0, JobStatus.failed: 1}
+
+
+class UsageError(ValueError):
+    pass
+
+
+def parse_target(text: str, names: Mapping[str, str]) -> tuple[str, str]:
+    """`OP:BACKEND` (the backend by name or alias) → (op, backend name)."""
+    op, sep, backend = text.partition(":")
+    op, backend = op.strip(), backend.strip().lower()
+    if not sep or not op or not backend:
+        raise UsageError(f"expected OP:BACKEND, got {text!r}")
+    if not OP_NAME.match(op):
+        raise UsageError(f"not an operator name: {op!r} (lowercase letters, digits and '_')")
+    if backend not in names:
+        raise UsageError(f"unknown backend {backend!r}; known: {', '.join(sorted(names))}")
+    return op, names[backend]
+
+
+def default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ondemand"
+
+
+def render(spec: JobSpec, result: JobResult, log_path: Path) -> str:
+    """The report as the bot posts it (service.report), or a plain summary without it."""
+    try:
+        from service.report import JobView, render_comment
+    except ImportError:
+        return plain_summary(spec, result, log_path)
+    view = JobView(
+        id=spec.id,
+        repo=spec.repo,
+        pr_number=spec.pr_number,
+        op=spec.op,
+        backend=spec.backend,
+        sha=spec.sha,
+        status=result.status,
+        bench=spec.options.bench,
+        compare=spec.options.compare,
+        created_at=result.started_at or datetime.now(UTC),
+        started_at=result.started_at,
+        finished_at=result.finished_at,
+        runner_name=result.environment.runner_name,
+        queue_position=None,
+        runners_online=1,
+        job_url=log_path.parent.as_uri(),
+        log_url=log_path.as_uri(),
+        result=result,
+        reason=None,
+    )
+    return render_comment(view)
+
+
+def plain_summary(spec: JobSpec, result: JobResult, log_path: Path) -> str:
+    lines = [f"{result.status.value}: {spec.op} on {spec.backend} at {spec.sha[:10]}"]
+    acc = result.accuracy
+    if result.unknown_op:
+        lines.append(f"no test is marked with {spec.op!r}; close matches: {result.close_matches}")
+    if acc is not None:
+        lines.append(f"{acc.passed} passed, {acc.failed} failed, {acc.skipped} skipped")
+        lines += [f"  FAILED {f.test_id}: {f.message}" for f in acc.failures]
+    if result.benchmark is not None and result.benchmark.arithmetic_mean_speedup is not None:
+        lines.append(f"mean speedup {result.benchmark.arithmetic_mean_speedup:.3f}x")
+    if result.error_step:
+        lines.append(f"error in {result.error_step}: {result.error_message}")
+    lines.append(f"log: {log_path}")
+    return "\n".join(lines)
+
+
+def resolve(repo: Path, ref: str) -> str:
+    try:
+        return git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=repo).strip()
+    except WorkspaceError as exc:
+        raise UsageError(f"{ref!r} is not a commit in {repo}") from exc
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ondemand run",
+        description="Run one OP:BACKEND workflow here on a commit and print the report.",
+    )
+    parser.add_argument("target", help="OP:BACKEND, e.g. adaptive_max_pool3d_backward:cpu")
+    parser.add_argument("--repo", type=Path, default=Path.cwd(), help="git repository (default .)")
+    parser.add_argument("--ref", default="HEAD", help="commit to test (default HEAD)")
+    parser.add_argument("--base", help="compare the benchmark with the merge base of this ref")
+    parser.add_argument("--no-bench", action="store_true", help="skip the benchmark step")
+    parser.add_argument("--json", type=Path, help="also write the JobResult as JSON here")
+    parser.add_argument("--workflows", type=Path, help="directory of workflow YAML files")
+    parser.add_argument("--cache", type=Path, default=None, help="mirrors and Python envs")
+    parser.add_argument("--quiet", "-q", action="store_true", help="do not echo the job log")
+    parser.add_argument(
+        "--no-network-isolation", action="store_true", help="let the steps use the network"
+    )
+    return parser
+
+
+def run_main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        workflows: dict[str, WorkflowSpec] = (
+            load_workflows(args.workflows) if args.workflows else load_workflows()
+        )
+        op, backend = parse_target(args.target, backend_names(workflows))
+        repo = args.repo.resolve()
+        sha = resolve(repo, args.ref)
+        base_sha = resolve(repo, args.base) if args.base else None
+    except (UsageError, WorkflowError) as exc:
+        print(f"ondemand run: {exc}", file=sys.stderr)
+        return 2
+    spec = JobSpec(
+        id=0,
+        repo=repo.name,
+        clone_url=str(repo),
+        pr_number=0,
+        sha=sha,
+        base_sha=base_sha,
+        op=op,
+        backend=backend,
+        options=JobOptions(bench=not args.no_bench, compare=base_sha is not None),
+    )
+    cache = args.cache or default_cache()
+    run_dir = Path(tempfile.mkdtemp(prefix=f"ondemand-run-{op}-"))
+    log_path = run_dir / "job.log"
+
+    with log_path.open("ab") as log_file:
+
+        def on_output(data: bytes) -> None:
+            log_file.write(data)
+            log_file.flush()
+            if not args.quiet:
+                sys.stderr.buffer.write(data)
+                sys.stderr.buffer.flush()
+
+        result = execute(
+            spec,
+            workflows[backend],
+            JobContext(
+                workspaces=Workspaces(cache),
+                env_cache=cache / "envs",
+                job_dir=run_dir / "job",
+                runner_name=f"local ({os.uname().nodename})",
+                runner_version=runner_version(),
+                on_output=on_output,
+                network_prefix=() if args.no_network_isolation else network_isolation_prefix(),
+            ),
+        )
+    if args.json:
+        args.json.write_text(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
+    print(render(spec, result, log_path))
+    return EXIT.get(result.status, 2)

@@ -1,0 +1,194 @@
+"""The job's Python environment: the host's torch and vendor plugin, plus what the repository
+declares and the host lacks; cached by the hash of the repository's dependency files.
+
+The scheme, chosen to be quick and to never reinstall torch:
+- a venv (`python -m venv --without-pip`, milliseconds) whose `_ondemand_host.pth` lists the
+  runner's own site-packages directories, so torch, triton and torch_musa (which comes with
+  the MUSA stack, not from an index) import from the host. Only the directory lines are
+  added: the host's `.pth` hooks (editable installs of other projects) do not run;
+- the repository's requirements (`project.dependencies`, the workflow's extras, its
+  requirements files) that the host does not already satisfy are `pip install`ed into the
+  venv — usually none, so nothing is installed;
+- the repository itself is not installed: steps run in the checkout with `PYTHONPATH` set to
+  it, so one cached environment serves every commit with the same dependency files.
+The cache key is the SHA-256 of the dependency files, the extras and the host interpreter; a
+`.ready` file marks a complete environment, a lock keeps two slots from building one twice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import re
+import shutil
+import site
+import subprocess
+import sys
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+DEPENDENCY_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
+Log = Callable[[str], None]
+
+
+class PythonEnvError(RuntimeError):
+    """The environment could not be made; says what failed."""
+
+
+@dataclass(frozen=True)
+class PythonEnv:
+    python: Path
+    root: Path
+    key: str
+    installed: tuple[str, ...]  # requirements pip installed when the env was built
+    reused: bool  # True when it came from the cache
+
+
+def host_site_dirs() -> list[str]:
+    """The runner's site-packages directories (and any in sys.path named so)."""
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE and site.getusersitepackages():
+        dirs.append(site.getusersitepackages())
+    dirs += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    seen: list[str] = []
+    for d in dirs:
+        if d not in seen and Path(d).is_dir():
+            seen.append(d)
+    return seen
+
+
+def _requirement_lines(path: Path) -> list[str]:
+    lines = []
+    for raw in path.read_text(errors="replace").splitlines():
+        line = raw.split(" #", 1)[0].strip()
+        if line and not line.startswith(("#", "-")):
+            lines.append(line)
+    return lines
+
+
+def declared_requirements(
+    checkout: Path, extras: Sequence[str], requirements_files: Sequence[str]
+) -> list[str]:
+    """The repository's requirements: pyproject's dependencies and chosen extras, and the
+    requirements files that exist."""
+    reqs: list[str] = []
+    pyproject = checkout / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            project = tomllib.loads(pyproject.read_text()).get("project", {})
+        except tomllib.TOMLDecodeError as exc:
+            raise PythonEnvError(f"pyproject.toml does not parse: {exc}") from exc
+        reqs += list(project.get("dependencies", []))
+        optional = project.get("optional-dependencies", {})
+        own = str(project.get("name", "")).lower()
+        pending = list(extras)
+        done: set[str] = set()
+        while pending:
+            extra = pending.pop()
+            if extra in done:
+                continue
+            done.add(extra)
+            for req in optional.get(extra, []):
+                # `name[other]` on the project itself pulls in another extra.
+                match = re.match(r"^([A-Za-z0-9_.-]+)\[([^\]]+)\]\s*$", req)
+                if match and match.group(1).lower() == own:
+                    pending += [e.strip() for e in match.group(2).split(",")]
+                else:
+                    reqs.append(req)
+    for name in requirements_files:
+        path = checkout / name
+        if path.is_file():
+            reqs += _requirement_lines(path)
+    return reqs
+
+
+def missing_requirements(reqs: Sequence[str]) -> list[str]:
+    """Those of `reqs` that the host's installed distributions do not satisfy."""
+    missing = []
+    for text in reqs:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            missing.append(text)  # pip will say what is wrong with it
+            continue
+        if req.marker is not None and not req.marker.evaluate():
+            continue
+        try:
+            version = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            missing.append(text)
+            continue
+        if req.specifier and not req.specifier.contains(version, prereleases=True):
+            missing.append(text)
+    return missing
+
+
+def env_key(checkout: Path, extras: Sequence[str], requirements_files: Sequence[str]) -> str:
+    digest = hashlib.sha256()
+    digest.update(json.dumps([sys.version, sys.executable, sorted(extras)]).encode())
+    for name in (*DEPENDENCY_FILES, *requirements_files):
+        path = checkout / name
+        digest.update(name.encode() + b"\0")
+        digest.update(path.read_bytes() if path.is_file() else b"-")
+    return digest.hexdigest()[:24]
+
+
+def python_env(
+    checkout: Path,
+    cache: Path,
+    *,
+    extras: Sequence[str] = ("test",),
+    requirements_files: Sequence[str] = ("requirements.txt",),
+    log: Log = lambda _: None,
+    pip_timeout_s: float = 1800,
+) -> PythonEnv:
+    """The cached environment for `checkout`'s dependency files, built when absent."""
+    key = env_key(checkout, extras, requirements_files)
+    root = cache / key
+    python = root / "bin" / "python"
+    ready = root / ".ready"
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache / f"{key}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ready.is_file() and python.exists():
+            installed = tuple(json.loads(ready.read_text()).get("installed", []))
+            log(f"python environment {key} reused (installed: {', '.join(installed) or 'none'})")
+            return PythonEnv(python, root, key, installed, reused=True)
+        shutil.rmtree(root, ignore_errors=True)
+        _run([sys.executable, "-m", "venv", "--without-pip", str(root)], "venv", 300)
+        purelib = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        Path(purelib, "_ondemand_host.pth").write_text("\n".join(host_site_dirs()) + "\n")
+        missing = missing_requirements(declared_requirements(checkout, extras, requirements_files))
+        if missing:
+            log(f"installing what the host lacks: {', '.join(missing)}")
+            # pip itself comes from the host through the .pth; it installs into the venv and
+            # leaves what the host already satisfies (torch) alone.
+            _run(
+                [str(python), "-m", "pip", "install", "--disable-pip-version-check", *missing],
+                "pip install",
+                pip_timeout_s,
+            )
+        ready.write_text(json.dumps({"installed": missing}))
+        log(f"python environment {key} built (installed: {', '.join(missing) or 'none'})")
+        return PythonEnv(python, root, key, tuple(missing), reused=False)
+
+
+def _run(argv: list[str], what: str, timeout: float) -> None:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise PythonEnvError(f"{what}: {exc}") from exc
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
+        raise PythonEnvError(f"{what} exited {proc.returncode}:\n{tail}")
