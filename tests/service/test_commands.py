@@ -1,0 +1,381 @@
+"""The comment command parser: the grammar, its errors, and (hypothesis) that no text makes it
+raise and that every command it accepts round-trips through its canonical form."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.commands import (
+    MAX_TARGETS,
+    CancelCommand,
+    Command,
+    CommandError,
+    HelpCommand,
+    RetestCommand,
+    Selector,
+    Target,
+    TestCommand,
+    command_lines,
+    format_command,
+    parse_comment,
+)
+from workflows.spec import backend_names, load_workflows
+
+BACKENDS = backend_names(load_workflows())  # the deployed workflows: cpu, mthreads, nvidia
+CANONICAL = sorted(set(BACKENDS.values()))
+DEFAULTS = ["mthreads"]
+
+
+def parse(body: str, defaults: list[str] | None = None) -> list[Command]:
+    return parse_comment(body, BACKENDS, DEFAULTS if defaults is None else defaults)
+
+
+def one(body: str) -> Command:
+    commands = parse(body)
+    assert len(commands) == 1, commands
+    return commands[0]
+
+
+def error(body: str) -> CommandError:
+    cmd = one(body)
+    assert isinstance(cmd, CommandError), cmd
+    return cmd
+
+
+def test_the_seed_comment_means_the_operator_without_the_bar() -> None:
+    assert one("/test | adaptive_max_pool3d_backward:mthreads") == TestCommand(
+        (Target("adaptive_max_pool3d_backward", "mthreads"),)
+    )
+
+
+def test_deployed_backends_have_the_expected_spellings() -> None:
+    assert CANONICAL == ["cpu", "mthreads", "nvidia"]
+    assert BACKENDS["musa"] == "mthreads" and BACKENDS["cuda"] == "nvidia"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "/test add:nvidia",
+        "/test | add:nvidia",
+        "/test|add:nvidia",
+        "/test   add : nvidia",
+        "/test add :nvidia",
+        "/test add: nvidia",
+        "   /test add:cuda",
+        "/test add:NVIDIA",
+        "/Test add:nvidia",
+        "/TEST add:nvidia",
+        "/test add:nvidia,cuda",
+        "/test add:nvidia add:nvidia",
+        "\t/test | | add:nvidia |",
+    ],
+)
+def test_forgiving_separators_case_and_aliases_mean_one_target(body: str) -> None:
+    assert one(body) == TestCommand((Target("add", "nvidia"),))
+
+
+def test_fan_out_is_ops_times_backends_in_order() -> None:
+    cmd = one("/test add,mul:nvidia,musa")
+    assert cmd == TestCommand(
+        (
+            Target("add", "nvidia"),
+            Target("add", "mthreads"),
+            Target("mul", "nvidia"),
+            Target("mul", "mthreads"),
+        )
+    )
+
+
+def test_spaces_around_commas_are_forgiven_and_duplicates_dropped_in_order() -> None:
+    cmd = one("/test mul , add : cpu , interpreter add:cpu mul:nvidia")
+    assert cmd == TestCommand((Target("mul", "cpu"), Target("add", "cpu"), Target("mul", "nvidia")))
+
+
+def test_a_spec_without_backend_uses_the_defaults() -> None:
+    cmd = parse("/test add", defaults=["cpu", "cuda", "nvidia"])
+    assert cmd == [TestCommand((Target("add", "cpu"), Target("add", "nvidia")))]
+
+
+def test_no_default_backend_is_an_error_naming_the_backends() -> None:
+    [cmd] = parse("/test add", defaults=[])
+    assert isinstance(cmd, CommandError)
+    assert "no default backend" in cmd.message and "`mthreads`" in cmd.message
+
+
+@pytest.mark.parametrize(
+    ("body", "bench", "compare"),
+    [
+        ("/test add:cpu --no-bench", False, True),
+        ("/test --no-compare add:cpu", True, False),
+        ("/test add:cpu --no-bench --no-compare", False, False),
+        ("/test add:cpu --NO-BENCH", False, True),
+        ("/test add:cpu —no-bench", False, True),  # a phone's em dash
+    ],
+)
+def test_flags(body: str, bench: bool, compare: bool) -> None:
+    assert one(body) == TestCommand((Target("add", "cpu"),), bench=bench, compare=compare)
+
+
+@pytest.mark.parametrize(
+    "body", ["/test help", "/test ?", "/test HELP", "/test | help", "/test --help"]
+)
+def test_help(body: str) -> None:
+    assert one(body) == HelpCommand()
+
+
+def test_cancel_all_and_selected() -> None:
+    assert one("/test cancel") == CancelCommand(())
+    assert one("/test cancel add mul:cuda,cpu add") == CancelCommand(
+        (Selector("add", None), Selector("mul", "nvidia"), Selector("mul", "cpu"))
+    )
+
+
+def test_retest() -> None:
+    assert one("/retest") == RetestCommand()
+    assert one("  /Retest  ") == RetestCommand()
+
+
+def test_retest_takes_no_arguments_and_points_at_test() -> None:
+    err = error("/retest add:cpu")
+    assert "takes no arguments" in err.message
+    assert err.suggestions == ("/test add:cpu",)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "/testing add:cpu",
+        "/tests add",
+        "/test-add",
+        "/retesting",
+        "please /test add:cpu",
+        "`/test add:cpu`",
+        "test add:cpu",
+        "LGTM",
+        "",
+    ],
+)
+def test_text_that_is_not_a_command_is_ignored(body: str) -> None:
+    assert parse(body) == []
+
+
+def test_quotes_fences_and_html_comments_are_not_commands() -> None:
+    body = "\n".join(
+        [
+            "> /test quoted:cpu",
+            "  > /test quoted_too:cpu",
+            "```",
+            "/test in_backticks:cpu",
+            "```",
+            "~~~~ text",
+            "/test in_tildes:cpu",
+            "~~~",  # shorter than the opener: does not close it
+            "/test still_in_tildes:cpu",
+            "~~~~",
+            "<!--",
+            "/test in_html_comment:cpu",
+            "-->",
+            "```/test inline_code:cpu```",  # one-line inline code, not a fence
+            "/test real:cpu",
+        ]
+    )
+    assert parse(body) == [TestCommand((Target("real", "cpu"),))]
+
+
+def test_an_unclosed_fence_runs_to_the_end() -> None:
+    assert parse("/test a:cpu\n```python\n/test b:cpu") == [TestCommand((Target("a", "cpu"),))]
+
+
+def test_several_commands_one_per_line_in_order() -> None:
+    body = "Thanks!\r\n/test add:cpu\r\nand also\n/test help\n/retest\n/test cancel add\n"
+    assert parse(body) == [
+        TestCommand((Target("add", "cpu"),)),
+        HelpCommand(),
+        RetestCommand(),
+        CancelCommand((Selector("add", None),)),
+    ]
+
+
+def test_unknown_backend_suggests_and_lists_the_known_ones() -> None:
+    err = error("/test add:mthread")
+    assert err.suggestions[0] == "mthreads"
+    assert "did you mean `mthreads`" in err.message.lower()
+    for name in ("`cpu`", "`mthreads`", "`nvidia`", "cuda", "musa"):
+        assert name in err.message
+
+
+def test_unknown_backend_without_near_miss_still_lists_the_known_ones() -> None:
+    err = error("/test add:rocm")
+    assert err.suggestions == ()
+    assert "unknown backend `rocm`" in err.message and "`nvidia`" in err.message
+
+
+def test_misspelt_subcommand_gets_did_you_mean() -> None:
+    assert error("/test hlep").suggestions == ("help",)
+    assert error("/test cancle").suggestions == ("cancel",)
+    # with a backend it is an operator of that name
+    assert one("/test hlep:cpu") == TestCommand((Target("hlep", "cpu"),))
+
+
+def test_misspelt_flag_gets_did_you_mean() -> None:
+    err = error("/test add:cpu --no-bnch")
+    assert err.suggestions == ("--no-bench",)
+    assert "--no-compare" in err.message
+
+
+def test_backend_written_as_an_operator_is_pointed_out() -> None:
+    err = error("/test add cpu")
+    assert err.suggestions == ("add:cpu",)
+    assert "is a backend" in err.message
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment", "suggestion"),
+    [
+        ("/test Add:cpu", "not an operator name", "add"),
+        ("/test add-mul:cpu", "not an operator name", "add_mul"),
+        ("/test 2add:cpu", "not an operator name", None),
+        ("/test a:b:c", "more than one `:`", None),
+        ("/test :cpu", "no operator", None),
+        ("/test add:", "no backend", None),
+        ("/test add,,mul:cpu", "empty operator", None),
+        ("/test add:cpu,,nvidia", "empty backend", None),
+        ("/test", "needs an operator", None),
+        ("/test --no-bench", "not only flags", None),
+        ("/test cancel add --no-bench", "takes no flags", None),
+        ("/test cancel add:gpu", "unknown backend", None),
+        ("/test $(rm -rf ~):cpu", "not an operator name", None),
+    ],
+)
+def test_errors_say_what_is_wrong(body: str, fragment: str, suggestion: str | None) -> None:
+    err = error(body)
+    assert fragment in err.message
+    assert err.line == body.strip()
+    if suggestion is not None:
+        assert suggestion in err.suggestions
+
+
+def test_operator_names_are_limited_to_64_characters() -> None:
+    ok = "a" * 64
+    assert one(f"/test {ok}:cpu") == TestCommand((Target(ok, "cpu"),))
+    assert "longer than 64" in error(f"/test {ok}b:cpu").message
+
+
+def test_too_many_targets_is_an_error_but_the_limit_itself_is_fine() -> None:
+    ops = [f"op{i}" for i in range(MAX_TARGETS)]
+    cmd = one(f"/test {','.join(ops)}:cpu")
+    assert isinstance(cmd, TestCommand) and len(cmd.targets) == MAX_TARGETS
+    err = error(f"/test {','.join(ops)}:cpu,nvidia")
+    assert f"at most {MAX_TARGETS}" in err.message
+
+
+def test_format_command_is_canonical() -> None:
+    cmd = one("/Test | add , mul : cuda,musa  —no-bench")
+    assert format_command(cmd) == "/test add:nvidia,mthreads mul:nvidia,mthreads --no-bench"
+    assert format_command(HelpCommand()) == "/test help"
+    assert format_command(RetestCommand()) == "/retest"
+    assert format_command(CancelCommand(())) == "/test cancel"
+    assert format_command(error("/test add:tpu")) == "/test add:tpu"
+
+
+def test_command_lines_keeps_the_stripped_command_lines() -> None:
+    assert command_lines("x\n  /test a  \n> /test b\n/retest") == ["/test a", "/retest"]
+
+
+# --- hypothesis ------------------------------------------------------------------------------
+
+OPS = st.from_regex(re.compile(r"[a-z_][a-z0-9_]{0,63}"), fullmatch=True)
+WORDS = st.sampled_from(
+    [
+        "/test", "/retest", "/Test", "/testing", "|", ":", ",", " ", "  ", "\t", "\n", "\r\n",
+        "--no-bench", "--no-compare", "—no-bench", "-", "--", "help", "?", "cancel", "hlep",
+        "add", "Add", "cpu", "cuda", "musa", "mthreads", "nvidia", "tpu", "```", "~~~", ">",
+        "<!--", "-->", "`", "a" * 70, "é", "\u2028", "\x00", "1", "_", ":cpu", "add,mul",
+    ]
+)  # fmt: skip
+COMMANDISH = st.lists(WORDS, max_size=40).map("".join)
+
+
+def _check_invariants(commands: list[Command]) -> None:
+    for cmd in commands:
+        assert isinstance(
+            cmd, TestCommand | HelpCommand | CancelCommand | RetestCommand | CommandError
+        )
+        if isinstance(cmd, TestCommand):
+            assert 1 <= len(cmd.targets) <= MAX_TARGETS
+            assert len(set(cmd.targets)) == len(cmd.targets)
+            for t in cmd.targets:
+                assert re.fullmatch(r"[a-z_][a-z0-9_]{0,63}", t.op)
+                assert t.backend in CANONICAL
+        if isinstance(cmd, CommandError):
+            assert cmd.message
+            assert cmd.line.lower().startswith(("/test", "/retest"))
+        if not isinstance(cmd, CommandError):
+            # everything accepted round-trips
+            assert parse(format_command(cmd)) == [cmd]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text())
+def test_no_text_makes_the_parser_raise(body: str) -> None:
+    _check_invariants(parse(body))
+
+
+@settings(max_examples=600, deadline=None)
+@given(COMMANDISH)
+def test_no_commandish_text_makes_the_parser_raise(body: str) -> None:
+    _check_invariants(parse(body))
+    _check_invariants(parse("/test " + body))
+
+
+TARGETS = st.lists(
+    st.builds(Target, OPS, st.sampled_from(CANONICAL)),
+    min_size=1,
+    max_size=MAX_TARGETS,
+    unique=True,
+)
+SELECTORS = st.lists(
+    st.builds(Selector, OPS, st.none() | st.sampled_from(CANONICAL)),
+    max_size=MAX_TARGETS,
+    unique=True,
+)
+VALID = st.one_of(
+    st.builds(TestCommand, TARGETS.map(tuple), st.booleans(), st.booleans()),
+    st.builds(CancelCommand, SELECTORS.map(tuple)),
+    st.just(HelpCommand()),
+    st.just(RetestCommand()),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(VALID)
+def test_every_valid_command_round_trips(cmd: Command) -> None:
+    text = format_command(cmd)
+    assert parse(text) == [cmd]
+    # and again inside prose, behind a quote of itself and a fenced copy
+    body = f"Please run:\n> {text}\n```\n{text}\n```\n  {text}\nthanks"
+    assert parse(body) == [cmd]
+
+
+ALIASES = {name: [s for s, c in BACKENDS.items() if c == name] for name in CANONICAL}
+
+
+@settings(max_examples=300, deadline=None)
+@given(TARGETS, st.data())
+def test_messy_spellings_parse_to_the_same_targets(
+    targets: list[Target], data: st.DataObject
+) -> None:
+    words = []
+    for t in targets:
+        alias = data.draw(st.sampled_from(ALIASES[t.backend]))
+        alias = alias.upper() if data.draw(st.booleans()) else alias
+        sep = data.draw(st.sampled_from([":", " : ", " :", ": "]))
+        words.append(f"{t.op}{sep}{alias}")
+    gap = data.draw(st.sampled_from([" ", "  ", " | ", "\t"]))
+    cmd = one(f"/test |{gap}{gap.join(words)}")
+    assert cmd == TestCommand(tuple(targets))
