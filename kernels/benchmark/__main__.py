@@ -1,0 +1,182 @@
+"""`python -m kernels.benchmark --op OP`: verify, time and tabulate one operator.
+
+Exit status: 0 measured; 1 a kernel result differed from PyTorch's or a case raised (no JSON
+is written then); 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from kernels.benchmark.definition import KNOWN_OPS, Case
+
+IMPLS = ("active", "generic", "mthreads")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m kernels.benchmark",
+        description="Time our kernel against PyTorch's own operator on the same inputs, "
+        "after checking that both give the same result.",
+    )
+    parser.add_argument("--op", required=True, choices=KNOWN_OPS, help="operator to benchmark")
+    parser.add_argument(
+        "--dtypes",
+        nargs="+",
+        default=["float16,float32,bfloat16"],
+        metavar="DTYPE",
+        help="float16, float32, bfloat16, float64 (comma- or space-separated; fp16/bf16/fp32 "
+        "work too). Default: float16 float32 bfloat16",
+    )
+    parser.add_argument(
+        "--sizes",
+        choices=("tiny", "large", "all"),
+        default="tiny",
+        help="tiny: the seed's four shapes; large: memory-bound shapes (GPU only); all: both",
+    )
+    parser.add_argument(
+        "--impl",
+        choices=IMPLS,
+        default="active",
+        help="active: what kernels.runtime dispatches to on this device; generic or mthreads: "
+        "force that implementation (default: active)",
+    )
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the JSON result here")
+    parser.add_argument("--markdown", type=Path, metavar="PATH", help="write the table here")
+    parser.add_argument("--rep-ms", type=_positive_int, default=100, help="GPU: do_bench rep")
+    parser.add_argument("--warmup-ms", type=_positive_int, default=25, help="GPU: do_bench warmup")
+    parser.add_argument(
+        "--host-reps", type=_positive_int, default=3, help="interpreter: calls timed per case"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {value}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+
+    # Imports kernels first: on a CPU it sets up the Triton interpreter before triton loads.
+    from kernels.benchmark import implementations
+    from kernels.benchmark.bandwidth import copy_bandwidth_gbps
+    from kernels.benchmark.definition import load
+    from kernels.benchmark.harness import BenchmarkError, DeviceTimer, HostTimer, Timer, run_cases
+    from kernels.benchmark.report import NOT_PERFORMANCE, Environment, Report
+    from kernels.benchmark.sizes import parse_dtypes, shapes
+
+    try:
+        dtypes = parse_dtypes(args.dtypes)
+    except ValueError as exc:
+        parser.error(str(exc))
+    target = implementations.current_target()
+    size_set = args.sizes
+    if not target.performance:
+        if size_set == "large":
+            parser.error(
+                "--sizes large needs a GPU: under the Triton interpreter only the tiny sizes "
+                "run (use --sizes tiny)"
+            )
+        if size_set == "all":
+            print("note: Triton interpreter: --sizes all runs the tiny sizes only", file=sys.stderr)
+            size_set = "tiny"
+        print(f"note: {NOT_PERFORMANCE}", file=sys.stderr)
+
+    try:
+        kernel_fn, implementation = implementations.select(args.op, args.impl)
+    except ValueError as exc:
+        parser.error(str(exc))
+    bench = load(args.op)
+    timer: Timer = (
+        DeviceTimer(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
+        if target.performance
+        else HostTimer(reps=args.host_reps)
+    )
+    copy_gbps = copy_bandwidth_gbps(target.device, timer) if target.performance else None
+    cases = [Case(dtype, size, out) for dtype in dtypes for size, out in shapes(size_set)]
+
+    show = not args.no_progress and sys.stderr.isatty()
+    try:
+        with _progress(len(cases), show) as advance:
+            rows = run_cases(bench, cases, kernel_fn, target.device, timer, copy_gbps, advance)
+    except BenchmarkError as exc:
+        if exc.__cause__ is not None and not _is_mismatch(exc.__cause__):
+            traceback.print_exception(exc.__cause__, file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+    env = Environment(
+        impl=args.impl,
+        implementation=implementation,
+        device=target.device_name,
+        vendor=target.vendor,
+        torch=target.torch_version,
+        triton=target.triton_version,
+        performance=target.performance,
+        timing=timer.description,
+        copy_bandwidth_gbps=copy_gbps,
+    )
+    report = Report(op=args.op, env=env, rows=rows)
+    markdown = report.to_markdown()
+    sys.stdout.write(markdown)
+    if args.markdown:
+        _write(args.markdown, markdown)
+    if args.json:
+        _write(args.json, json.dumps(report.to_json(), indent=2) + "\n")
+    return 0
+
+
+def _is_mismatch(exc: BaseException) -> bool:
+    from kernels.benchmark.definition import KernelMismatch
+
+    return isinstance(exc, KernelMismatch)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+@contextmanager
+def _progress(total: int, show: bool) -> Iterator[Any]:
+    """Yields a per-case callback: a rich progress bar on a terminal, nothing otherwise."""
+    if not show:
+        yield lambda case: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("benchmark", total=total)
+        started = False
+
+        def advance(case: Case) -> None:
+            nonlocal started
+            if started:
+                progress.advance(task)
+            started = True
+            progress.update(task, description=case.label())
+
+        yield advance
+        progress.update(task, completed=total)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

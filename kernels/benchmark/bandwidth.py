@@ -1,0 +1,50 @@
+"""Memory traffic and bandwidth: what a kernel must move, how fast it moved it, and the
+device's own copy bandwidth to compare with."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+INDEX_BYTES = 8  # int64 indices
+
+# The copy that measures the device's bandwidth: large enough to dwarf any L2 (H200: 50 MB).
+COPY_BYTES = 1 << 30
+MIN_COPY_BYTES = 1 << 26
+
+
+def pool3d_traffic_bytes(input_numel: int, output_numel: int, element_size: int) -> int:
+    """Minimum traffic of adaptive_max_pool3d and of its backward: input·e + output·(e+8).
+
+    Forward: read the input, write values and int64 indices. Backward: read the gradient and
+    the indices, write the input-sized gradient once.
+    """
+    return input_numel * element_size + output_numel * (element_size + INDEX_BYTES)
+
+
+def gbps(traffic_bytes: int, ms: float) -> float:
+    """Achieved bandwidth in GB/s (10^9 bytes per second)."""
+    if ms <= 0:
+        raise ValueError(f"a latency must be positive, got {ms} ms")
+    return traffic_bytes / (ms * 1e-3) / 1e9
+
+
+def copy_bandwidth_gbps(device: str, time_ms: Callable[[Callable[[], object]], float]) -> float:
+    """The device's device-to-device copy bandwidth in GB/s (bytes read + written).
+
+    Times `dst.copy_(src)` of COPY_BYTES with `time_ms`, halving the size when memory is short.
+    """
+    size = COPY_BYTES
+    while True:
+        try:
+            src = torch.empty(size, dtype=torch.uint8, device=device)
+            dst = torch.empty_like(src)
+            break
+        except RuntimeError:  # torch.OutOfMemoryError, or a vendor plugin's own
+            if size // 2 < MIN_COPY_BYTES:
+                raise
+            size //= 2
+    src.fill_(1)
+    ms = time_ms(lambda: dst.copy_(src))
+    return gbps(2 * size, ms)

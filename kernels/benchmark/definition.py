@@ -1,0 +1,104 @@
+"""What an operator benchmark is: cases, the prepared callables of one case, and the registry."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kernels.benchmark.sizes import DTYPES, Shape, Spatial
+
+# The operators that have a benchmark definition: module kernels.benchmark.<name> with BENCHMARK.
+KNOWN_OPS: tuple[str, ...] = ("adaptive_max_pool3d", "adaptive_max_pool3d_backward")
+
+
+class KernelMismatch(Exception):
+    """The kernel's result differs from the reference: the case must not be timed."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row of the table: a dtype and an input shape pooled to an output size."""
+
+    dtype: str
+    size: Shape
+    output_size: Spatial
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    def label(self) -> str:
+        size = ", ".join(map(str, self.size))
+        out = ", ".join(map(str, self.output_size))
+        return f"{self.dtype} ({size}) → ({out})"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A case made ready on a device: both callables work on the same inputs.
+
+    `verify` runs both once and raises `KernelMismatch` when the kernel's result is wrong;
+    `traffic_bytes` is the minimum memory traffic of the operator on this case.
+    """
+
+    reference: Callable[[], Any]
+    kernel: Callable[[], Any]
+    verify: Callable[[], None]
+    traffic_bytes: int
+
+
+# prepare(case, device, kernel function) -> Prepared
+Prepare = Callable[[Case, str, Callable[..., Any]], Prepared]
+
+
+@dataclass(frozen=True)
+class OpBenchmark:
+    """An operator's benchmark: its name and how to prepare a case."""
+
+    name: str
+    prepare: Prepare
+
+
+def load(op: str) -> OpBenchmark:
+    """The benchmark definition of `op`; ValueError naming the known operators otherwise."""
+    if op not in KNOWN_OPS:
+        raise ValueError(f"no benchmark for operator {op!r}; known: {', '.join(KNOWN_OPS)}")
+    module = importlib.import_module(f"kernels.benchmark.{op}")
+    bench: OpBenchmark = module.BENCHMARK
+    return bench
+
+
+def describe_mismatch(
+    got: torch.Tensor, want: torch.Tensor, what: str, allowed: torch.Tensor | None = None
+) -> str:
+    """A short account of how two same-shaped tensors differ: how many elements are off and
+    the worst one (largest difference, or largest difference over `allowed` when given)."""
+    diff = (got.double() - want.double()).abs()
+    diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
+    if allowed is None:
+        bad = diff > 0
+        score = diff
+    else:
+        bad = diff > allowed
+        score = diff / allowed.double().clamp_min(torch.finfo(torch.float64).tiny)
+    flat = int(score.flatten().argmax())
+    pos = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), got.shape))
+    text = (
+        f"{what}: {int(bad.sum())} of {got.numel()} elements differ; worst at {pos}: "
+        f"kernel {float(got.flatten()[flat]):.6g}, reference {float(want.flatten()[flat]):.6g}"
+    )
+    if allowed is not None:
+        text += f", allowed difference {float(allowed.flatten()[flat]):.3g}"
+    return text
+
+
+def check_layout(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    """Raise KernelMismatch when shape or dtype differ."""
+    if got.shape != want.shape:
+        raise KernelMismatch(f"{what}: shape {tuple(got.shape)}, reference {tuple(want.shape)}")
+    if got.dtype != want.dtype:
+        raise KernelMismatch(f"{what}: dtype {got.dtype}, reference {want.dtype}")

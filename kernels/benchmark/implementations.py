@@ -1,0 +1,70 @@
+"""Which implementation runs and where: the bridge to `kernels.runtime`.
+
+Importing this module imports `kernels.runtime` first, which sets up the Triton interpreter
+on a machine without a GPU before Triton is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kernels import runtime
+
+IMPLS: tuple[str, ...] = ("active", "generic", "mthreads")
+
+
+@dataclass(frozen=True)
+class Target:
+    """The device a run measures on and what the timings there mean."""
+
+    device: str  # torch device type: cuda, musa or cpu
+    device_name: str
+    vendor: str
+    performance: bool  # False under the Triton interpreter
+    torch_version: str
+    triton_version: str
+
+
+def current_target() -> Target:
+    """Describe this process's device, vendor and library versions."""
+    import triton
+
+    interpreted = runtime.interpreted or os.environ.get("TRITON_INTERPRET") == "1"
+    return Target(
+        device=runtime.device,
+        device_name=device_name(runtime.device),
+        vendor=runtime.vendor(),
+        performance=not interpreted,
+        torch_version=torch.__version__,
+        triton_version=triton.__version__,
+    )
+
+
+def device_name(device: str) -> str:
+    """The accelerator's marketing name, or the CPU's architecture under the interpreter."""
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    if device == "musa":
+        return str(torch.musa.get_device_name())  # type: ignore[attr-defined]
+    return f"CPU {platform.machine()} (Triton interpreter)"
+
+
+def select(op: str, impl: str) -> tuple[Callable[..., Any], str]:
+    """The function to time for `op` and its dotted path.
+
+    `generic` is the vendor-neutral op; `mthreads` forces the Moore Threads vendor for the rest
+    of the process (its ops may check the active vendor) and takes its version, or the generic
+    one when it has none; `active` is what the runtime dispatches to here.
+    """
+    if impl not in IMPLS:
+        raise ValueError(f"unknown implementation {impl!r}; known: {', '.join(IMPLS)}")
+    if impl == "mthreads":
+        runtime.set_vendor("mthreads")
+    fn = runtime.function(op, impl)
+    return fn, f"{fn.__module__}.{fn.__qualname__}"

@@ -1,0 +1,158 @@
+"""Rows, means and the two outputs: the markdown table (seed's form) and the runner's JSON.
+
+The JSON schema is documented in docs/benchmark-json.md; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA = "kernels.benchmark/v1"
+
+# Top-level JSON keys beyond workflows.models.BenchmarkResult's fields (the runner drops them).
+EXTRA_KEYS: tuple[str, ...] = (
+    "schema",
+    "impl",
+    "implementation",
+    "vendor",
+    "torch",
+    "triton",
+    "timing",
+    "copy_bandwidth_gbps",
+)
+
+COLUMNS: tuple[str, ...] = (
+    "dtype",
+    "Size",
+    "Torch Latency (ms)",
+    "Kernel Latency (ms)",
+    "Speedup",
+    "Achieved (GB/s)",
+    "Of Copy Bandwidth",
+)
+
+NOT_PERFORMANCE = (
+    "Timed under the Triton interpreter on the CPU: these timings are not performance."
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured case; the field names are workflows.models.BenchmarkRow's."""
+
+    dtype: str
+    size: list[int]
+    output_size: list[int]
+    reference_ms: float
+    kernel_ms: float
+    speedup: float
+    gbps: float | None = None
+    bandwidth_fraction: float | None = None
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where and how a run measured."""
+
+    impl: str  # what was asked: generic, mthreads or active
+    implementation: str  # the dotted path of the function that ran
+    device: str  # device name, e.g. "NVIDIA H200"
+    vendor: str
+    torch: str
+    triton: str
+    performance: bool  # False under the Triton interpreter
+    timing: str
+    copy_bandwidth_gbps: float | None = None
+
+
+@dataclass(frozen=True)
+class Report:
+    op: str
+    env: Environment
+    rows: list[Row] = field(default_factory=list)
+
+    def means(self) -> tuple[float | None, float | None]:
+        return means([row.speedup for row in self.rows])
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object the runner parses (schema kernels.benchmark/v1)."""
+        arithmetic, geometric = self.means()
+        env = self.env
+        return {
+            "schema": SCHEMA,
+            "op": self.op,
+            "impl": env.impl,
+            "implementation": env.implementation,
+            "device": env.device,
+            "vendor": env.vendor,
+            "torch": env.torch,
+            "triton": env.triton,
+            "performance": env.performance,
+            "timing": env.timing,
+            "copy_bandwidth_gbps": env.copy_bandwidth_gbps,
+            "rows": [asdict(row) for row in self.rows],
+            "arithmetic_mean_speedup": arithmetic,
+            "geometric_mean_speedup": geometric,
+        }
+
+    def to_markdown(self) -> str:
+        """The seed's table plus bandwidth columns, then the means."""
+        env = self.env
+        copy = f"{env.copy_bandwidth_gbps:.1f} GB/s" if env.copy_bandwidth_gbps else "not measured"
+        lines = [
+            f"### {self.op}",
+            "",
+            f"Implementation `{env.impl}` (`{env.implementation}`) on {env.device} "
+            f"(vendor {env.vendor}); torch {env.torch}, triton {env.triton}; "
+            f"copy bandwidth {copy}; timing: {env.timing}.",
+            "",
+        ]
+        if not env.performance:
+            lines += [f"**{NOT_PERFORMANCE}**", ""]
+        lines.append(_table_line(COLUMNS))
+        lines.append(_table_line(("---",) * 2 + ("---:",) * (len(COLUMNS) - 2)))
+        lines += [_table_line(_cells(row)) for row in self.rows]
+        arithmetic, geometric = self.means()
+        lines += [
+            "",
+            _table_line(("Operator", "Arithmetic Mean Speedup", "Geometric Mean Speedup")),
+            _table_line(("---", "---:", "---:")),
+            _table_line((self.op, _speedup(arithmetic, 2), _speedup(geometric, 2))),
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def means(speedups: list[float]) -> tuple[float | None, float | None]:
+    """Arithmetic and geometric mean (None, None for no rows)."""
+    if not speedups:
+        return None, None
+    arithmetic = sum(speedups) / len(speedups)
+    geometric = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+    return arithmetic, geometric
+
+
+def shape_text(shape: list[int]) -> str:
+    """The seed's way of writing a shape: "1, 1, 8, 8, 8"."""
+    return ", ".join(str(n) for n in shape)
+
+
+def _cells(row: Row) -> tuple[str, ...]:
+    return (
+        row.dtype,
+        f"{shape_text(row.size)} → {shape_text(row.output_size)}",
+        f"{row.reference_ms:.6f}",
+        f"{row.kernel_ms:.6f}",
+        _speedup(row.speedup, 3),
+        "—" if row.gbps is None else f"{row.gbps:.1f}",
+        "—" if row.bandwidth_fraction is None else f"{row.bandwidth_fraction * 100:.1f}%",
+    )
+
+
+def _speedup(value: float | None, digits: int) -> str:
+    return "—" if value is None else f"{value:.{digits}f}x"
+
+
+def _table_line(cells: tuple[str, ...]) -> str:
+    return "| " + " | ".join(cells) + " |"
