@@ -1,0 +1,571 @@
+"""The REST subset of GitHub's API that the service uses, in GitHub's JSON shapes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Request, Response
+from fastapi.responses import JSONResponse
+
+from sandbox import git, shapes
+from sandbox.auth import Caller, resolve
+from sandbox.state import Comment, Pull, Repo, SandboxError, SandboxState, now
+from sandbox.webhooks import Deliverer, issue_comment_payload
+
+router = APIRouter()
+Json = dict[str, Any]
+INSTALLATION_TOKEN_TTL = timedelta(hours=1)
+OptionalBody = Annotated[dict[str, Any] | None, Body()]
+
+
+@dataclass
+class Ctx:
+    """What one request handler needs: the store, the deliverer, the caller and the base URL."""
+
+    state: SandboxState
+    deliverer: Deliverer
+    caller: Caller
+    base: str
+    request: Request
+
+    def require_user(self) -> str:
+        """The calling user's login; 401 for anonymous callers, 403 for App JWTs."""
+        if self.caller.kind == "anonymous":
+            raise SandboxError(401, "Requires authentication")
+        if self.caller.kind == "app" or self.caller.login is None:
+            raise SandboxError(403, "Resource not accessible by integration")
+        return self.caller.login
+
+    def require_app(self) -> int:
+        if self.caller.kind != "app" or self.caller.app_id is None:
+            raise SandboxError(401, "A JSON web token could not be decoded")
+        return self.caller.app_id
+
+
+def ctx(request: Request) -> Ctx:
+    state: SandboxState = request.app.state.sandbox
+    caller = resolve(state, request.headers.get("authorization"))
+    base = str(request.base_url).rstrip("/")
+    return Ctx(state, request.app.state.deliverer, caller, base, request)
+
+
+def visible_repo(c: Ctx, owner: str, name: str) -> Repo:
+    """The repository, or 404 when it does not exist or the caller may not see it."""
+    repo = c.state.repo(owner, name)
+    if repo.private:
+        login = c.caller.login
+        covered = c.caller.installation_id is not None and (
+            c.state.installation_for(repo) is not None
+        )
+        if not covered and (login is None or c.state.permission(repo, login) == "none"):
+            raise SandboxError(404, "Not Found")
+    return repo
+
+
+def paginate(request: Request, items: list[Any], response: Response) -> list[Any]:
+    """One page of `items` (`page`, `per_page` ≤ 100) with GitHub's Link header."""
+    try:
+        page = max(1, int(request.query_params.get("page", 1)))
+        per_page = min(100, max(1, int(request.query_params.get("per_page", 30))))
+    except ValueError as exc:
+        raise SandboxError(422, "page and per_page must be integers") from exc
+    last = max(1, -(-len(items) // per_page))
+    links = []
+
+    def link(p: int, rel: str) -> str:
+        url = request.url.include_query_params(page=p, per_page=per_page)
+        return f'<{url}>; rel="{rel}"'
+
+    if page < last:
+        links += [link(page + 1, "next"), link(last, "last")]
+    if page > 1:
+        links += [link(1, "first"), link(page - 1, "prev")]
+    if links:
+        response.headers["Link"] = ", ".join(links)
+    return items[(page - 1) * per_page : page * per_page]
+
+
+def _pull_for_issue(c: Ctx, repo: Repo, number: int) -> Pull:
+    return c.state.pull(repo, number)
+
+
+def _resolve_sha(repo: Repo, ref: str) -> str:
+    try:
+        return git.resolve(repo.git_path, ref)
+    except git.GitError as exc:
+        raise SandboxError(422, f"No commit found for SHA: {ref}") from exc
+
+
+# -- users, rate limit, apps ----------------------------------------------------------------
+
+
+@router.get("/user")
+def get_user(request: Request) -> Json:
+    c = ctx(request)
+    if c.caller.installation_id is not None:
+        raise SandboxError(403, "Resource not accessible by integration")
+    login = c.require_user()
+    with c.state.lock:
+        return shapes.full_user_json(c.base, c.state.user(login))
+
+
+@router.get("/users/{login}")
+def get_named_user(login: str, request: Request) -> Json:
+    c = ctx(request)
+    with c.state.lock:
+        return shapes.full_user_json(c.base, c.state.user(login))
+
+
+@router.get("/rate_limit")
+def rate_limit(request: Request) -> Json:
+    c = ctx(request)
+    key = c.caller.login or (f"app:{c.caller.app_id}" if c.caller.app_id else "-")
+    with c.state.lock:
+        used = c.state.rate_used.get(key, 0)
+        core = {
+            "limit": c.state.rate_limit,
+            "used": used,
+            "remaining": max(0, c.state.rate_limit - used),
+            "reset": c.state.rate_reset,
+            "resource": "core",
+        }
+    other = {**core, "used": 0, "remaining": core["limit"]}
+    return {
+        "resources": {
+            "core": core,
+            "search": {**other, "resource": "search"},
+            "graphql": {**other, "resource": "graphql"},
+        },
+        "rate": core,
+    }
+
+
+@router.get("/app")
+def get_app(request: Request) -> Json:
+    c = ctx(request)
+    app_id = c.require_app()
+    with c.state.lock:
+        return shapes.app_json(c.base, c.state, c.state.apps[app_id])
+
+
+@router.get("/app/installations")
+def list_installations(request: Request, response: Response) -> list[Json]:
+    c = ctx(request)
+    app_id = c.require_app()
+    with c.state.lock:
+        items = [
+            shapes.installation_json(c.base, c.state, i)
+            for i in c.state.installations.values()
+            if i.app_id == app_id
+        ]
+    return paginate(request, items, response)
+
+
+@router.get("/app/installations/{installation_id:int}")
+def get_installation(installation_id: int, request: Request) -> Json:
+    c = ctx(request)
+    app_id = c.require_app()
+    with c.state.lock:
+        inst = c.state.installations.get(installation_id)
+        if inst is None or inst.app_id != app_id:
+            raise SandboxError(404, "Not Found")
+        return shapes.installation_json(c.base, c.state, inst)
+
+
+@router.post("/app/installations/{installation_id:int}/access_tokens", status_code=201)
+def create_access_token(
+    installation_id: int, request: Request, payload: OptionalBody = None
+) -> Json:
+    c = ctx(request)
+    app_id = c.require_app()
+    with c.state.lock:
+        inst = c.state.installations.get(installation_id)
+        if inst is None or inst.app_id != app_id:
+            raise SandboxError(404, "Not Found")
+        app = c.state.apps[app_id]
+        grant = c.state.add_token(
+            app.bot_login,
+            installation_id=inst.id,
+            expires_at=now() + INSTALLATION_TOKEN_TTL,
+        )
+        permissions = (payload or {}).get("permissions") or shapes.app_json(c.base, c.state, app)[
+            "permissions"
+        ]
+        return {
+            "token": grant.token,
+            "expires_at": shapes.ts(grant.expires_at),
+            "permissions": permissions,
+            "repository_selection": "all",
+        }
+
+
+@router.get("/repos/{owner}/{name}/installation")
+def repo_installation(owner: str, name: str, request: Request) -> Json:
+    c = ctx(request)
+    app_id = c.require_app()
+    with c.state.lock:
+        inst = c.state.installation_for(c.state.repo(owner, name), app_id)
+        if inst is None:
+            raise SandboxError(404, "Not Found")
+        return shapes.installation_json(c.base, c.state, inst)
+
+
+# -- repositories, pull requests, issues -----------------------------------------------------
+
+
+@router.get("/repos/{owner}/{name}")
+def get_repo(owner: str, name: str, request: Request) -> Json:
+    c = ctx(request)
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        return shapes.repo_json(c.base, c.state, repo, viewer=c.caller.login)
+
+
+@router.get("/repos/{owner}/{name}/pulls")
+def list_pulls(owner: str, name: str, request: Request, response: Response) -> list[Json]:
+    c = ctx(request)
+    wanted = request.query_params.get("state", "open")
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        pulls = sorted(
+            (
+                p
+                for p in c.state.pulls.values()
+                if p.repo == repo.full_name and wanted in ("all", p.state)
+            ),
+            key=lambda p: -p.number,
+        )
+        items = [shapes.pull_json(c.base, c.state, repo, p) for p in pulls]
+    return paginate(request, items, response)
+
+
+@router.get("/repos/{owner}/{name}/pulls/{number:int}")
+def get_pull(owner: str, name: str, number: int, request: Request) -> Json:
+    c = ctx(request)
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        return shapes.pull_json(c.base, c.state, repo, c.state.pull(repo, number))
+
+
+@router.get("/repos/{owner}/{name}/issues/{number:int}")
+def get_issue(owner: str, name: str, number: int, request: Request) -> Json:
+    c = ctx(request)
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        return shapes.issue_json(c.base, c.state, repo, _pull_for_issue(c, repo, number))
+
+
+# -- issue comments and reactions ----------------------------------------------------------
+
+
+@router.get("/repos/{owner}/{name}/issues/comments")
+def list_repo_comments(owner: str, name: str, request: Request, response: Response) -> list[Json]:
+    c = ctx(request)
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        items = [
+            shapes.comment_json(c.base, c.state, repo, cm)
+            for cm in c.state.comments.values()
+            if cm.repo == repo.full_name and not cm.deleted
+        ]
+    return paginate(request, items, response)
+
+
+@router.get("/repos/{owner}/{name}/issues/{number:int}/comments")
+def list_comments(
+    owner: str, name: str, number: int, request: Request, response: Response
+) -> list[Json]:
+    c = ctx(request)
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        pull = _pull_for_issue(c, repo, number)
+        items = [shapes.comment_json(c.base, c.state, repo, cm) for cm in c.state.comments_on(pull)]
+    return paginate(request, items, response)
+
+
+def _body_of(payload: Json | None) -> str:
+    body = (payload or {}).get("body")
+    if not isinstance(body, str) or not body:
+        raise SandboxError(422, 'Invalid request.\n\n"body" wasn\'t supplied.')
+    return body
+
+
+@router.post("/repos/{owner}/{name}/issues/{number:int}/comments", status_code=201)
+def create_comment(
+    owner: str, name: str, number: int, request: Request, payload: OptionalBody = None
+) -> Json:
+    c = ctx(request)
+    login = c.require_user()
+    body = _body_of(payload)
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        pull = _pull_for_issue(c, repo, number)
+        comment = c.state.add_comment(pull, login, body)
+        emit_comment_event(c.deliverer, c.base, repo, pull, comment, "created", login)
+        return shapes.comment_json(c.base, c.state, repo, comment)
+
+
+def emit_comment_event(
+    deliverer: Deliverer,
+    base: str,
+    repo: Repo,
+    pull: Pull,
+    comment: Comment,
+    action: str,
+    sender: str,
+    old_body: str | None = None,
+) -> None:
+    """Deliver `issue_comment` for a comment change (shared with the admin API)."""
+    payload = issue_comment_payload(
+        base, deliverer.state, repo, pull, comment, action, sender, old_body
+    )
+    deliverer.emit("issue_comment", payload, repo=repo)
+
+
+def _editable_comment(c: Ctx, owner: str, name: str, comment_id: int) -> tuple[Repo, Comment, str]:
+    login = c.require_user()
+    repo = visible_repo(c, owner, name)
+    comment = c.state.comment(repo, comment_id)
+    rank = shapes.RANK[c.state.permission(repo, login)]
+    if comment.user != login and rank < shapes.RANK["write"]:
+        raise SandboxError(403, "You cannot edit or delete another user's comment")
+    return repo, comment, login
+
+
+@router.get("/repos/{owner}/{name}/issues/comments/{comment_id:int}")
+def get_comment(owner: str, name: str, comment_id: int, request: Request) -> Json:
+    c = ctx(request)
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        return shapes.comment_json(c.base, c.state, repo, c.state.comment(repo, comment_id))
+
+
+@router.patch("/repos/{owner}/{name}/issues/comments/{comment_id:int}")
+def edit_comment(
+    owner: str,
+    name: str,
+    comment_id: int,
+    request: Request,
+    payload: OptionalBody = None,
+) -> Json:
+    c = ctx(request)
+    body = _body_of(payload)
+    with c.state.lock:
+        repo, comment, login = _editable_comment(c, owner, name, comment_id)
+        old = c.state.edit_comment(comment, body, login)
+        pull = c.state.pull(repo, comment.issue_number)
+        emit_comment_event(c.deliverer, c.base, repo, pull, comment, "edited", login, old)
+        return shapes.comment_json(c.base, c.state, repo, comment)
+
+
+@router.delete("/repos/{owner}/{name}/issues/comments/{comment_id:int}", status_code=204)
+def delete_comment(owner: str, name: str, comment_id: int, request: Request) -> Response:
+    c = ctx(request)
+    with c.state.lock:
+        repo, comment, login = _editable_comment(c, owner, name, comment_id)
+        c.state.delete_comment(comment)
+        pull = c.state.pull(repo, comment.issue_number)
+        emit_comment_event(c.deliverer, c.base, repo, pull, comment, "deleted", login)
+    return Response(status_code=204)
+
+
+@router.get("/repos/{owner}/{name}/issues/comments/{comment_id:int}/reactions")
+def list_reactions(
+    owner: str, name: str, comment_id: int, request: Request, response: Response
+) -> list[Json]:
+    c = ctx(request)
+    wanted = request.query_params.get("content")
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        comment = c.state.comment(repo, comment_id)
+        items = [
+            shapes.reaction_json(c.base, c.state, r)
+            for r in c.state.reactions_on(comment.id)
+            if wanted in (None, r.content)
+        ]
+    return paginate(request, items, response)
+
+
+@router.post("/repos/{owner}/{name}/issues/comments/{comment_id:int}/reactions")
+def create_reaction(
+    owner: str,
+    name: str,
+    comment_id: int,
+    request: Request,
+    payload: OptionalBody = None,
+) -> JSONResponse:
+    c = ctx(request)
+    login = c.require_user()
+    content = (payload or {}).get("content")
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        comment = c.state.comment(repo, comment_id)
+        reaction, created = c.state.add_reaction(comment, login, str(content))
+        data = shapes.reaction_json(c.base, c.state, reaction)
+    return JSONResponse(data, status_code=201 if created else 200)
+
+
+@router.delete(
+    "/repos/{owner}/{name}/issues/comments/{comment_id:int}/reactions/{reaction_id:int}",
+    status_code=204,
+)
+def delete_reaction(
+    owner: str, name: str, comment_id: int, reaction_id: int, request: Request
+) -> Response:
+    c = ctx(request)
+    login = c.require_user()
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        comment = c.state.comment(repo, comment_id)
+        reaction = c.state.reactions.get(reaction_id)
+        if reaction is not None and reaction.user != login:
+            raise SandboxError(403, "You cannot delete another user's reaction")
+        c.state.delete_reaction(comment, reaction_id)
+    return Response(status_code=204)
+
+
+# -- commits and statuses ------------------------------------------------------------------
+
+
+@router.post("/repos/{owner}/{name}/statuses/{sha}", status_code=201)
+def create_status(
+    owner: str, name: str, sha: str, request: Request, payload: OptionalBody = None
+) -> Json:
+    c = ctx(request)
+    login = c.require_user()
+    data = payload or {}
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+    full_sha = _resolve_sha(repo, sha)
+    with c.state.lock:
+        status = c.state.add_status(
+            repo,
+            full_sha,
+            state=str(data.get("state")),
+            context=str(data.get("context") or "default"),
+            description=data.get("description"),
+            target_url=data.get("target_url"),
+            creator=login,
+        )
+        return shapes.status_json(c.base, c.state, repo, status)
+
+
+@router.get("/repos/{owner}/{name}/statuses/{ref}")
+@router.get("/repos/{owner}/{name}/commits/{ref}/statuses")
+def list_statuses(
+    owner: str, name: str, ref: str, request: Request, response: Response
+) -> list[Json]:
+    c = ctx(request)
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+    sha = _resolve_sha(repo, ref)
+    with c.state.lock:
+        items = [
+            shapes.status_json(c.base, c.state, repo, s) for s in c.state.statuses_for(repo, sha)
+        ]
+    return paginate(request, items, response)
+
+
+@router.get("/repos/{owner}/{name}/commits/{ref}/status")
+def combined_status(owner: str, name: str, ref: str, request: Request) -> Json:
+    c = ctx(request)
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+    sha = _resolve_sha(repo, ref)
+    with c.state.lock:
+        return shapes.combined_status_json(
+            c.base, c.state, repo, sha, c.state.statuses_for(repo, sha)
+        )
+
+
+@router.get("/repos/{owner}/{name}/commits/{ref}")
+def get_commit(owner: str, name: str, ref: str, request: Request) -> Json:
+    c = ctx(request)
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+    sha = _resolve_sha(repo, ref)
+    try:
+        info = git.commit_info(repo.git_path, sha)
+    except git.GitError as exc:
+        raise SandboxError(422, f"No commit found for SHA: {ref}") from exc
+    with c.state.lock:
+        return shapes.commit_json(c.base, c.state, repo, info)
+
+
+# -- permissions and teams -----------------------------------------------------------------
+
+
+@router.get("/repos/{owner}/{name}/collaborators/{login}/permission")
+def collaborator_permission(owner: str, name: str, login: str, request: Request) -> Json:
+    c = ctx(request)
+    if c.caller.kind == "anonymous":
+        raise SandboxError(401, "Requires authentication")
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        return shapes.permission_json(c.base, c.state, repo, c.state.user(login))
+
+
+@router.get("/repos/{owner}/{name}/collaborators/{login}", status_code=204)
+def is_collaborator(owner: str, name: str, login: str, request: Request) -> Response:
+    c = ctx(request)
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        if login not in repo.collaborators:
+            raise SandboxError(404, "Not Found")
+    return Response(status_code=204)
+
+
+@router.get("/orgs/{org}")
+def get_org(org: str, request: Request) -> Json:
+    c = ctx(request)
+    with c.state.lock:
+        user = c.state.user(org)
+        if user.type != "Organization":
+            raise SandboxError(404, "Not Found")
+        data = shapes.full_user_json(c.base, user)
+        data["url"] = f"{c.base}/orgs/{org}"
+        return data
+
+
+def _team(c: Ctx, org: str, slug: str) -> Any:
+    team = c.state.teams.get((org, slug))
+    if team is None:
+        raise SandboxError(404, "Not Found")
+    return team
+
+
+@router.get("/orgs/{org}/teams/{slug}")
+def get_team(org: str, slug: str, request: Request) -> Json:
+    c = ctx(request)
+    with c.state.lock:
+        return shapes.team_json(c.base, c.state, _team(c, org, slug))
+
+
+def _membership(c: Ctx, team: Any, login: str) -> Json:
+    role = team.members.get(login)
+    if role is None:
+        raise SandboxError(404, "Not Found")
+    return {
+        "url": f"{c.base}/orgs/{team.org}/teams/{team.slug}/memberships/{login}",
+        "role": role,
+        "state": "active",
+    }
+
+
+@router.get("/orgs/{org}/teams/{slug}/memberships/{login}")
+def team_membership(org: str, slug: str, login: str, request: Request) -> Json:
+    c = ctx(request)
+    with c.state.lock:
+        return _membership(c, _team(c, org, slug), login)
+
+
+@router.get("/teams/{team_id:int}/memberships/{login}")
+def team_membership_by_id(team_id: int, login: str, request: Request) -> Json:
+    c = ctx(request)
+    with c.state.lock:
+        for team in c.state.teams.values():
+            if team.id == team_id:
+                return _membership(c, team, login)
+    raise SandboxError(404, "Not Found")

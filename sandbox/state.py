@@ -1,0 +1,661 @@
+"""The sandbox's in-memory store: users, apps, repositories, pull requests, comments, reactions,
+statuses, webhook deliveries and faults, behind one re-entrant lock.
+
+Every mutation bumps `version` and wakes `wait_for` callers, so tests can wait for a condition
+instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal, TypeVar
+
+UserType = Literal["User", "Bot", "Organization"]
+PERMISSIONS = ("none", "read", "triage", "write", "maintain", "admin")
+REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
+STATUS_STATES = ("error", "failure", "pending", "success")
+FAULT_STATUSES = (403, 429, 500, 502, 503)
+T = TypeVar("T")
+
+
+class SandboxError(Exception):
+    """A request the sandbox refuses; `status` is the HTTP status to answer."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+@dataclass
+class User:
+    id: int
+    login: str
+    type: UserType
+    created_at: datetime
+
+
+@dataclass
+class App:
+    id: int
+    slug: str
+    name: str
+    public_key_pem: str
+    owner: str
+    bot_login: str
+    created_at: datetime
+
+
+@dataclass
+class Installation:
+    id: int
+    app_id: int
+    account: str | None  # None: every repository in the sandbox
+    created_at: datetime
+
+
+@dataclass
+class Token:
+    token: str
+    login: str
+    installation_id: int | None = None
+    expires_at: datetime | None = None
+
+
+@dataclass
+class Team:
+    id: int
+    org: str
+    slug: str
+    name: str
+    members: dict[str, str] = field(default_factory=dict)  # login -> "member" | "maintainer"
+
+
+@dataclass
+class Repo:
+    id: int
+    owner: str
+    name: str
+    git_path: str
+    default_branch: str
+    private: bool
+    created_at: datetime
+    collaborators: dict[str, str] = field(default_factory=dict)  # login -> permission
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+
+@dataclass
+class Pull:
+    id: int
+    issue_id: int
+    repo: str
+    number: int
+    title: str
+    body: str
+    user: str
+    head_ref: str
+    head_sha: str
+    base_ref: str
+    base_sha: str
+    state: Literal["open", "closed"]
+    merged: bool
+    created_at: datetime
+    updated_at: datetime
+    closed_at: datetime | None = None
+    commits: int = 1
+
+
+@dataclass
+class Revision:
+    """One version of a comment's body: who wrote it and when."""
+
+    body: str
+    at: datetime
+    by: str
+
+
+@dataclass
+class Comment:
+    id: int
+    repo: str
+    issue_number: int
+    user: str
+    body: str
+    created_at: datetime
+    updated_at: datetime
+    history: list[Revision] = field(default_factory=list)
+    deleted: bool = False
+
+
+@dataclass
+class Reaction:
+    id: int
+    comment_id: int
+    user: str
+    content: str
+    created_at: datetime
+
+
+@dataclass
+class Status:
+    id: int
+    repo: str
+    sha: str
+    state: str
+    context: str
+    description: str | None
+    target_url: str | None
+    creator: str
+    created_at: datetime
+
+
+@dataclass
+class Attempt:
+    """One HTTP attempt of a webhook delivery."""
+
+    at: datetime
+    status_code: int | None
+    error: str | None
+    duration_ms: int
+
+
+@dataclass
+class Delivery:
+    id: str
+    event: str
+    action: str | None
+    url: str
+    body: bytes
+    headers: dict[str, str]
+    created_at: datetime
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def status_code(self) -> int | None:
+        return self.attempts[-1].status_code if self.attempts else None
+
+
+@dataclass
+class Fault:
+    id: int
+    status: int
+    remaining: int
+    path_prefix: str | None
+    retry_after: int | None
+    method: str | None
+
+
+@dataclass
+class Webhook:
+    url: str
+    secret: str | None
+
+
+@dataclass
+class ApiCall:
+    """One REST call the sandbox answered, for assertions on what a client did."""
+
+    at: datetime
+    method: str
+    path: str
+    status: int
+    login: str | None
+
+
+class SandboxState:
+    """Everything the sandbox knows. Mutate only through the methods (they take the lock)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self.version = 0
+        self._ids = itertools.count(1001)
+        self.users: dict[str, User] = {}
+        self.apps: dict[int, App] = {}
+        self.installations: dict[int, Installation] = {}
+        self.tokens: dict[str, Token] = {}
+        self.teams: dict[tuple[str, str], Team] = {}
+        self.repos: dict[str, Repo] = {}
+        self.pulls: dict[tuple[str, int], Pull] = {}
+        self.next_number: dict[str, int] = {}
+        self.comments: dict[int, Comment] = {}
+        self.reactions: dict[int, Reaction] = {}
+        self.statuses: list[Status] = []
+        self.deliveries: dict[str, Delivery] = {}
+        self.faults: dict[int, Fault] = {}
+        self.webhook: Webhook | None = None
+        self.api_calls: list[ApiCall] = []
+        self.rate_used: dict[str, int] = {}
+        self.rate_limit = 5000
+        self.rate_reset = int(time.time()) + 3600
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def new_id(self) -> int:
+        with self.lock:
+            return next(self._ids)
+
+    def touch(self) -> None:
+        """Record that something changed and wake waiters."""
+        with self.lock:
+            self.version += 1
+            self.changed.notify_all()
+
+    def wait_for(self, predicate: Callable[[], T], timeout: float) -> T:
+        """Block until `predicate()` (called under the lock) is truthy or `timeout` passes;
+        returns its last value."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while True:
+                value = predicate()
+                left = deadline - time.monotonic()
+                if value or left <= 0:
+                    return value
+                self.changed.wait(min(left, 0.5))
+
+    # -- users, tokens, apps --------------------------------------------------------------
+
+    def add_user(self, login: str, type_: UserType = "User") -> User:
+        if not login or "/" in login or len(login) > 100:
+            raise SandboxError(422, f"invalid login {login!r}")
+        with self.lock:
+            user = self.users.get(login)
+            if user is None:
+                user = User(self.new_id(), login, type_, now())
+                self.users[login] = user
+                self.touch()
+            return user
+
+    def user(self, login: str) -> User:
+        with self.lock:
+            if login not in self.users:
+                raise SandboxError(404, f"Not Found (no user {login!r})")
+            return self.users[login]
+
+    def add_token(
+        self,
+        login: str,
+        token: str | None = None,
+        *,
+        installation_id: int | None = None,
+        expires_at: datetime | None = None,
+    ) -> Token:
+        with self.lock:
+            self.user(login)
+            value = token or f"{'ghs' if installation_id else 'ghp'}_{secrets.token_hex(18)}"
+            grant = Token(value, login, installation_id, expires_at)
+            self.tokens[value] = grant
+            self.touch()
+            return grant
+
+    def token_user(self, token: str) -> Token | None:
+        with self.lock:
+            grant = self.tokens.get(token)
+            if grant and grant.expires_at and grant.expires_at <= now():
+                return None
+            return grant
+
+    def add_app(
+        self, app_id: int, public_key_pem: str, slug: str, name: str | None, owner: str | None
+    ) -> App:
+        with self.lock:
+            if app_id in self.apps:
+                raise SandboxError(422, f"app {app_id} exists")
+            bot = self.add_user(f"{slug}[bot]", "Bot")
+            owner_login = owner or "sandbox"
+            self.add_user(owner_login, "Organization" if owner is None else "User")
+            app = App(app_id, slug, name or slug, public_key_pem, owner_login, bot.login, now())
+            self.apps[app_id] = app
+            self.touch()
+            return app
+
+    def add_installation(
+        self, app_id: int, account: str | None, installation_id: int | None = None
+    ) -> Installation:
+        with self.lock:
+            if app_id not in self.apps:
+                raise SandboxError(404, f"no app {app_id}")
+            inst_id = installation_id or self.new_id()
+            if inst_id in self.installations:
+                raise SandboxError(422, f"installation {inst_id} exists")
+            inst = Installation(inst_id, app_id, account, now())
+            self.installations[inst_id] = inst
+            self.touch()
+            return inst
+
+    def installation_for(self, repo: Repo, app_id: int | None = None) -> Installation | None:
+        """The installation covering `repo` (of `app_id`, when given): one on its owner first."""
+        with self.lock:
+            found = [
+                i
+                for i in self.installations.values()
+                if (app_id is None or i.app_id == app_id) and i.account in (repo.owner, None)
+            ]
+            found.sort(key=lambda i: i.account is None)
+            return found[0] if found else None
+
+    def add_team(self, org: str, slug: str, members: dict[str, str]) -> Team:
+        with self.lock:
+            self.add_user(org, "Organization")
+            for login in members:
+                self.user(login)
+            team = self.teams.get((org, slug))
+            if team is None:
+                team = Team(self.new_id(), org, slug, slug)
+                self.teams[(org, slug)] = team
+            team.members.update(members)
+            self.touch()
+            return team
+
+    # -- repositories and pull requests ---------------------------------------------------
+
+    def add_repo(
+        self, owner: str, name: str, git_path: str, default_branch: str, private: bool
+    ) -> Repo:
+        with self.lock:
+            full = f"{owner}/{name}"
+            if full in self.repos:
+                raise SandboxError(422, f"repository {full} exists")
+            owner_user = self.users.get(owner) or self.add_user(owner, "User")
+            repo = Repo(self.new_id(), owner, name, git_path, default_branch, private, now())
+            if owner_user.type == "User":
+                repo.collaborators[owner] = "admin"
+            self.repos[full] = repo
+            self.next_number[full] = 1
+            self.touch()
+            return repo
+
+    def repo(self, owner: str, name: str) -> Repo:
+        with self.lock:
+            full = f"{owner}/{name}"
+            if full not in self.repos:
+                raise SandboxError(404, "Not Found")
+            return self.repos[full]
+
+    def set_permission(self, repo: Repo, login: str, permission: str) -> None:
+        if permission not in PERMISSIONS:
+            raise SandboxError(422, f"permission must be one of {', '.join(PERMISSIONS)}")
+        with self.lock:
+            self.user(login)
+            if permission == "none":
+                repo.collaborators.pop(login, None)
+            else:
+                repo.collaborators[login] = permission
+            self.touch()
+
+    def permission(self, repo: Repo, login: str) -> str:
+        with self.lock:
+            return repo.collaborators.get(login, "read" if not repo.private else "none")
+
+    def open_pull(
+        self,
+        repo: Repo,
+        *,
+        title: str,
+        body: str,
+        user: str,
+        head_ref: str,
+        head_sha: str,
+        base_ref: str,
+        base_sha: str,
+        commits: int,
+    ) -> Pull:
+        with self.lock:
+            self.user(user)
+            number = self.next_number[repo.full_name]
+            self.next_number[repo.full_name] = number + 1
+            ts = now()
+            pull = Pull(
+                id=self.new_id(),
+                issue_id=self.new_id(),
+                repo=repo.full_name,
+                number=number,
+                title=title,
+                body=body,
+                user=user,
+                head_ref=head_ref,
+                head_sha=head_sha,
+                base_ref=base_ref,
+                base_sha=base_sha,
+                state="open",
+                merged=False,
+                created_at=ts,
+                updated_at=ts,
+                commits=commits,
+            )
+            self.pulls[(repo.full_name, number)] = pull
+            self.touch()
+            return pull
+
+    def pull(self, repo: Repo, number: int) -> Pull:
+        with self.lock:
+            pull = self.pulls.get((repo.full_name, number))
+            if pull is None:
+                raise SandboxError(404, "Not Found")
+            return pull
+
+    def push_pull(self, pull: Pull, sha: str, commits: int) -> str:
+        """Move the head of `pull` to `sha`; returns the SHA it had before."""
+        with self.lock:
+            if pull.state != "open":
+                raise SandboxError(422, f"pull request #{pull.number} is closed")
+            before = pull.head_sha
+            pull.head_sha = sha
+            pull.commits = commits
+            pull.updated_at = now()
+            self.touch()
+            return before
+
+    def close_pull(self, pull: Pull, merged: bool) -> None:
+        with self.lock:
+            if pull.state == "closed":
+                raise SandboxError(422, f"pull request #{pull.number} is already closed")
+            pull.state = "closed"
+            pull.merged = merged
+            pull.closed_at = pull.updated_at = now()
+            self.touch()
+
+    # -- comments, reactions, statuses ----------------------------------------------------
+
+    def add_comment(self, pull: Pull, user: str, body: str) -> Comment:
+        if not body:
+            raise SandboxError(422, "body is required")
+        with self.lock:
+            self.user(user)
+            ts = now()
+            comment = Comment(self.new_id(), pull.repo, pull.number, user, body, ts, ts)
+            comment.history.append(Revision(body, ts, user))
+            self.comments[comment.id] = comment
+            pull.updated_at = ts
+            self.touch()
+            return comment
+
+    def comment(self, repo: Repo, comment_id: int) -> Comment:
+        with self.lock:
+            comment = self.comments.get(comment_id)
+            if comment is None or comment.deleted or comment.repo != repo.full_name:
+                raise SandboxError(404, "Not Found")
+            return comment
+
+    def comments_on(self, pull: Pull) -> list[Comment]:
+        with self.lock:
+            return [
+                c
+                for c in self.comments.values()
+                if c.repo == pull.repo and c.issue_number == pull.number and not c.deleted
+            ]
+
+    def edit_comment(self, comment: Comment, body: str, by: str) -> str:
+        """Replace the body; returns the old one."""
+        if not body:
+            raise SandboxError(422, "body is required")
+        with self.lock:
+            old = comment.body
+            comment.body = body
+            comment.updated_at = now()
+            comment.history.append(Revision(body, comment.updated_at, by))
+            self.touch()
+            return old
+
+    def delete_comment(self, comment: Comment) -> None:
+        with self.lock:
+            comment.deleted = True
+            self.touch()
+
+    def add_reaction(self, comment: Comment, user: str, content: str) -> tuple[Reaction, bool]:
+        """Add a reaction; (reaction, created) — an existing identical one is returned as is."""
+        if content not in REACTIONS:
+            raise SandboxError(422, f"content must be one of {', '.join(REACTIONS)}")
+        with self.lock:
+            for r in self.reactions.values():
+                if r.comment_id == comment.id and r.user == user and r.content == content:
+                    return r, False
+            reaction = Reaction(self.new_id(), comment.id, user, content, now())
+            self.reactions[reaction.id] = reaction
+            self.touch()
+            return reaction, True
+
+    def reactions_on(self, comment_id: int) -> list[Reaction]:
+        with self.lock:
+            return [r for r in self.reactions.values() if r.comment_id == comment_id]
+
+    def delete_reaction(self, comment: Comment, reaction_id: int) -> None:
+        with self.lock:
+            r = self.reactions.get(reaction_id)
+            if r is None or r.comment_id != comment.id:
+                raise SandboxError(404, "Not Found")
+            del self.reactions[reaction_id]
+            self.touch()
+
+    def add_status(
+        self,
+        repo: Repo,
+        sha: str,
+        *,
+        state: str,
+        context: str,
+        description: str | None,
+        target_url: str | None,
+        creator: str,
+    ) -> Status:
+        if state not in STATUS_STATES:
+            raise SandboxError(422, f"state must be one of {', '.join(STATUS_STATES)}")
+        with self.lock:
+            status = Status(
+                self.new_id(),
+                repo.full_name,
+                sha,
+                state,
+                context or "default",
+                description,
+                target_url,
+                creator,
+                now(),
+            )
+            self.statuses.append(status)
+            self.touch()
+            return status
+
+    def statuses_for(self, repo: Repo, sha: str) -> list[Status]:
+        """Newest first, as GitHub lists them."""
+        with self.lock:
+            found = [s for s in self.statuses if s.repo == repo.full_name and s.sha == sha]
+            return found[::-1]
+
+    # -- webhook, deliveries, faults, call log --------------------------------------------
+
+    def set_webhook(self, url: str | None, secret: str | None) -> None:
+        with self.lock:
+            self.webhook = Webhook(url, secret) if url else None
+            self.touch()
+
+    def record_delivery(self, delivery: Delivery) -> None:
+        with self.lock:
+            self.deliveries[delivery.id] = delivery
+            self.touch()
+
+    def record_attempt(self, delivery_id: str, attempt: Attempt) -> None:
+        with self.lock:
+            self.deliveries[delivery_id].attempts.append(attempt)
+            self.touch()
+
+    def delivery(self, delivery_id: str) -> Delivery:
+        with self.lock:
+            if delivery_id not in self.deliveries:
+                raise SandboxError(404, f"no delivery {delivery_id}")
+            return self.deliveries[delivery_id]
+
+    def add_fault(
+        self,
+        status: int,
+        count: int,
+        path_prefix: str | None,
+        retry_after: int | None,
+        method: str | None,
+    ) -> Fault:
+        if status not in FAULT_STATUSES:
+            raise SandboxError(422, f"status must be one of {FAULT_STATUSES}")
+        if count < 1:
+            raise SandboxError(422, "count must be at least 1")
+        with self.lock:
+            fault = Fault(
+                self.new_id(),
+                status,
+                count,
+                path_prefix,
+                retry_after,
+                method.upper() if method else None,
+            )
+            self.faults[fault.id] = fault
+            self.touch()
+            return fault
+
+    def take_fault(self, method: str, path: str) -> Fault | None:
+        """The first armed fault matching this request, spending one of its count."""
+        with self.lock:
+            for fault in list(self.faults.values()):
+                if fault.path_prefix and not path.startswith(fault.path_prefix):
+                    continue
+                if fault.method and fault.method != method.upper():
+                    continue
+                fault.remaining -= 1
+                if fault.remaining <= 0:
+                    del self.faults[fault.id]
+                self.touch()
+                return fault
+            return None
+
+    def clear_faults(self) -> None:
+        with self.lock:
+            self.faults.clear()
+            self.touch()
+
+    def spend_rate(self, login: str | None) -> int:
+        """Count one call against `login`'s hourly window; returns the calls used in it."""
+        with self.lock:
+            if time.time() >= self.rate_reset:
+                self.rate_reset = int(time.time()) + 3600
+                self.rate_used.clear()
+            key = login or "-"
+            self.rate_used[key] = self.rate_used.get(key, 0) + 1
+            return self.rate_used[key]
+
+    def record_call(self, method: str, path: str, status: int, login: str | None) -> None:
+        """Log a REST call (the newest 2000 are kept)."""
+        with self.lock:
+            self.api_calls.append(ApiCall(now(), method, path, status, login))
+            del self.api_calls[:-2000]
+            self.touch()
