@@ -50,10 +50,13 @@ class DeviceTimer:
 
 @dataclass(frozen=True)
 class HostTimer:
-    """Median wall-clock time of a few calls: for the Triton interpreter, not performance."""
+    """Median wall-clock time of a few calls: for the Triton interpreter, not performance.
+
+    No warm-up by default: the interpreter compiles nothing, and verification already ran
+    each callable once."""
 
     reps: int = 3
-    warmup: int = 1
+    warmup: int = 0
     performance: bool = False
 
     @property

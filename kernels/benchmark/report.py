@@ -151,7 +151,11 @@ def _cells(row: Row) -> tuple[str, ...]:
 
 
 def _speedup(value: float | None, digits: int) -> str:
-    return "—" if value is None else f"{value:.{digits}f}x"
+    if value is None:
+        return "—"
+    # The seed's fixed decimals from 1 up; below, three significant digits (interpreter
+    # timings can be thousands of times slower and would all read 0.000x).
+    return f"{value:.{digits}f}x" if value >= 1 else f"{value:.3g}x"
 
 
 def _table_line(cells: tuple[str, ...]) -> str:

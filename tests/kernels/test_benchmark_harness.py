@@ -1,0 +1,259 @@
+"""The benchmark harness, run as the runner runs it: `python -m kernels.benchmark` in a
+subprocess on this machine (Triton interpreter), then its JSON and markdown checked."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernels.benchmark.bandwidth import gbps, pool3d_traffic_bytes
+from kernels.benchmark.report import COLUMNS, EXTRA_KEYS, SCHEMA, Environment, Report, Row
+from kernels.benchmark.sizes import TINY, parse_dtypes
+from workflows.models import BenchmarkResult, BenchmarkRow
+
+ROOT = Path(__file__).resolve().parents[2]
+OPS = ("adaptive_max_pool3d", "adaptive_max_pool3d_backward")
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["KERNELS_VENDOR"] = "cpu"
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kernels.benchmark", *args],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module", params=OPS)
+def cli_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One CPU run per operator: tiny sizes, one dtype, JSON and markdown files."""
+    op = request.param
+    out = tmp_path_factory.mktemp(op)
+    proc = run_cli(
+        "--op", op, "--sizes", "tiny", "--dtypes", "float32", "--host-reps", "1",
+        "--json", str(out / "bench.json"), "--markdown", str(out / "bench.md"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((out / "bench.json").read_text())
+    markdown = (out / "bench.md").read_text()
+    return op, proc, data, markdown
+
+
+def _table_rows(markdown: str, first_header: str) -> list[list[str]]:
+    """The body rows of the markdown table whose header starts with `first_header`."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def test_json_has_the_tiny_rows_and_the_environment(cli_run: Any) -> None:
+    op, _, data, _ = cli_run
+    assert data["schema"] == SCHEMA
+    assert data["op"] == op
+    assert data["impl"] == "active"
+    assert data["implementation"].startswith("kernels.")
+    assert data["implementation"].endswith(f".{op}")
+    assert data["performance"] is False
+    assert data["copy_bandwidth_gbps"] is None
+    assert data["vendor"] == "cpu"
+    assert "interpreter" in data["device"].lower()
+    import torch
+    import triton
+
+    assert data["torch"] == torch.__version__
+    assert data["triton"] == triton.__version__
+    assert [(tuple(r["size"]), tuple(r["output_size"])) for r in data["rows"]] == list(TINY)
+    for row in data["rows"]:
+        assert row["dtype"] == "float32"
+        assert row["reference_ms"] > 0 and row["kernel_ms"] > 0
+        assert row["speedup"] == pytest.approx(row["reference_ms"] / row["kernel_ms"], rel=1e-12)
+        numel_in = math.prod(row["size"])
+        numel_out = math.prod(row["size"][:2]) * math.prod(row["output_size"])
+        traffic = numel_in * 4 + numel_out * (4 + 8)
+        assert row["gbps"] == pytest.approx(traffic / (row["kernel_ms"] * 1e-3) / 1e9, rel=1e-9)
+        assert row["bandwidth_fraction"] is None
+
+
+def test_json_means_are_the_means_of_the_rows(cli_run: Any) -> None:
+    _, _, data, _ = cli_run
+    speedups = [row["speedup"] for row in data["rows"]]
+    arithmetic = sum(speedups) / len(speedups)
+    geometric = math.prod(speedups) ** (1 / len(speedups))
+    assert data["arithmetic_mean_speedup"] == pytest.approx(arithmetic, rel=1e-9)
+    assert data["geometric_mean_speedup"] == pytest.approx(geometric, rel=1e-9)
+    assert BenchmarkResult.means(speedups) == pytest.approx((arithmetic, geometric), rel=1e-9)
+
+
+def test_json_validates_as_benchmark_result_once_the_extra_keys_are_dropped(
+    cli_run: Any,
+) -> None:
+    _, _, data, _ = cli_run
+    assert set(data) - set(BenchmarkResult.model_fields) == set(EXTRA_KEYS)
+    result = BenchmarkResult.model_validate({k: v for k, v in data.items() if k not in EXTRA_KEYS})
+    assert result.performance is False
+    assert len(result.rows) == len(TINY)
+    assert set(data["rows"][0]) <= set(BenchmarkRow.model_fields)
+    assert result.rows[2].size == [1, 1, 32, 32, 32]
+    assert result.rows[2].output_size == [16, 16, 16]
+
+
+def test_markdown_table_matches_the_json(cli_run: Any) -> None:
+    op, proc, data, markdown = cli_run
+    assert proc.stdout == markdown  # the same table goes to stdout
+    assert "not performance" in markdown
+    header = next(line for line in markdown.splitlines() if line.startswith("| dtype |"))
+    assert [c.strip() for c in header.strip("|").split("|")] == list(COLUMNS)
+    body = _table_rows(markdown, "dtype")
+    assert len(body) == len(data["rows"])
+    for cells, row in zip(body, data["rows"], strict=True):
+        assert cells[0] == row["dtype"]
+        size = ", ".join(map(str, row["size"]))
+        out = ", ".join(map(str, row["output_size"]))
+        assert cells[1] == f"{size} → {out}"
+        assert float(cells[2]) == pytest.approx(row["reference_ms"], abs=1e-6)
+        assert float(cells[3]) == pytest.approx(row["kernel_ms"], abs=1e-6)
+        assert float(cells[4].removesuffix("x")) == pytest.approx(row["speedup"], rel=1e-2)
+        assert cells[6] == "—"  # no copy bandwidth on the CPU
+    (means,) = _table_rows(markdown, "Operator")
+    assert means[0] == op
+    assert float(means[1].removesuffix("x")) == pytest.approx(
+        data["arithmetic_mean_speedup"], rel=1e-2
+    )
+    assert float(means[2].removesuffix("x")) == pytest.approx(
+        data["geometric_mean_speedup"], rel=1e-2
+    )
+
+
+def test_cpu_run_says_its_timings_are_not_performance_and_draws_no_bar(cli_run: Any) -> None:
+    _, proc, _, _ = cli_run
+    assert "not performance" in proc.stderr
+    assert "━" not in proc.stderr  # stderr is a pipe here: no progress bar
+
+
+def test_large_sizes_are_refused_under_the_interpreter(tmp_path: Path) -> None:
+    proc = run_cli("--op", "adaptive_max_pool3d", "--sizes", "large", "--json", str(tmp_path / "x"))
+    assert proc.returncode == 2
+    assert "--sizes large needs a GPU" in proc.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_bad_arguments_get_a_clear_error() -> None:
+    proc = run_cli("--op", "adaptive_max_pool3d", "--dtypes", "float8")
+    assert proc.returncode == 2
+    assert "unknown dtype 'float8'" in proc.stderr
+    proc = run_cli("--op", "| adaptive_max_pool3d")
+    assert proc.returncode == 2
+    assert "invalid choice" in proc.stderr
+
+
+WRONG_KERNEL = """
+import sys
+import torch
+from kernels.benchmark import __main__ as cli, implementations
+
+def wrong(grad_output, input, indices):
+    return torch.zeros_like(input)  # drops every gradient
+
+implementations.select = lambda op, impl: (wrong, "tests.wrong")
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_wrong_kernel_fails_the_run_before_any_timing(tmp_path: Path) -> None:
+    target = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", WRONG_KERNEL, "--op", "adaptive_max_pool3d_backward",
+         "--dtypes", "float32", "--json", str(target)],
+        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "kernel result differs from PyTorch's" in proc.stderr
+    assert "(1, 1, 8, 8, 8) → (4, 4, 4)" in proc.stderr
+    assert not target.exists()
+    assert proc.stdout == ""
+
+
+def test_mthreads_is_selected_through_the_runtime() -> None:
+    from kernels import runtime
+    from kernels.benchmark import implementations
+
+    previous = runtime.vendor()
+    try:
+        fn, dotted = implementations.select("adaptive_max_pool3d_backward", "mthreads")
+        assert runtime.vendor() == "mthreads"
+        assert "_mthreads" in dotted
+        generic, generic_dotted = implementations.select("adaptive_max_pool3d_backward", "generic")
+        assert generic is not fn
+        assert generic_dotted.startswith("kernels.ops.")
+    finally:
+        runtime.set_vendor(previous)
+
+
+def test_traffic_and_bandwidth_arithmetic() -> None:
+    # (2,3,16,16,16) fp16 pooled to (8,8,8): input 24576·2 + output 3072·(2+8)
+    assert pool3d_traffic_bytes(24576, 3072, 2) == 24576 * 2 + 3072 * 10
+    assert gbps(2_000_000_000, 1000.0) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="positive"):
+        gbps(1, 0.0)
+
+
+def test_report_shows_bandwidth_fraction_and_means_when_measured() -> None:
+    env = Environment(
+        impl="generic", implementation="kernels.ops.x.x", device="NVIDIA H200", vendor="nvidia",
+        torch="2.11.0", triton="3.6.0", performance=True, timing="do_bench",
+        copy_bandwidth_gbps=4000.0,
+    )  # fmt: skip
+    rows = [
+        Row("float16", [1, 1, 8, 8, 8], [4, 4, 4], 0.008, 0.004, 2.0, 100.0, 0.025),
+        Row("float16", [2, 3, 16, 16, 16], [8, 8, 8], 0.008, 0.001, 8.0, 400.0, 0.1),
+    ]
+    report = Report("adaptive_max_pool3d_backward", env, rows)
+    assert report.means() == pytest.approx((5.0, 4.0))
+    markdown = report.to_markdown()
+    assert "not performance" not in markdown
+    assert (
+        "| float16 | 2, 3, 16, 16, 16 → 8, 8, 8 | 0.008000 | 0.001000 | 8.000x | 400.0 | 10.0% |"
+        in (markdown)
+    )
+    assert "| adaptive_max_pool3d_backward | 5.00x | 4.00x |" in markdown
+    assert re.search(r"copy bandwidth 4000\.0 GB/s", markdown)
+    assert Report("x", env, []).means() == (None, None)
+
+
+def test_dtype_names_and_aliases() -> None:
+    assert parse_dtypes(["fp16,bf16", "float32", "fp16"]) == ["float16", "bfloat16", "float32"]
+    with pytest.raises(ValueError, match="unknown dtype 'int8'"):
+        parse_dtypes(["int8"])
+
+
+def test_the_schema_document_names_every_key(cli_run: Any) -> None:
+    _, _, data, _ = cli_run
+    doc = (ROOT / "docs" / "benchmark-json.md").read_text()
+    assert SCHEMA in doc
+    for key in [*data, *data["rows"][0]]:
+        assert f"`{key}`" in doc, key
+    for key in EXTRA_KEYS:
+        assert f"`{key}`" in doc, key
