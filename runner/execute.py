@@ -36,7 +36,8 @@ from workflows.spec import BenchmarkFormat, Step, StepKind, WorkflowSpec
 
 _T = TypeVar("_T")
 OP_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,63}$")
-PYTEST_NO_TESTS = 5
+PYTEST_NO_TESTS = 5  # nothing selected: no test is marked with the operator
+PYTEST_USAGE_ERROR = 4  # with --strict-markers, `-m unknown_marker` ends here
 # Markers every pytest (and its common plugins) registers: not operators.
 BUILTIN_MARKERS = frozenset(
     {
@@ -206,7 +207,8 @@ class _Job:
         outcome, values = self.run(step, checkout, python, env, self.ctx.job_dir / "artifacts")
         self.interrupted(step.name, outcome, step.timeout_s)
         code = outcome.exit_code
-        if code == PYTEST_NO_TESTS:
+        unknown_marker = code == PYTEST_USAGE_ERROR and "Unknown marker" in outcome.tail
+        if code == PYTEST_NO_TESTS or unknown_marker:
             self.unknown_op = True
             self.close_matches = self.known_ops(checkout, python, env)
             message = f"no test is marked with {self.spec.op!r}"

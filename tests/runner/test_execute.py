@@ -1,0 +1,196 @@
+"""A whole job on the tiny repository with the real cpu workflow: checkout, environment, pytest,
+the benchmark, the merge-base comparison, and every way a job ends."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from runner.execute import JobContext, execute
+from runner.sandboxing import network_isolation_prefix
+from runner.workspace import Workspaces
+from tests.runner.tinyrepo import TinyRepo
+from workflows.models import JobResult, JobSpec, JobStatus, StepStatus
+from workflows.spec import WorkflowSpec, load_workflows
+
+CPU = load_workflows()["cpu"]
+
+
+def _spec(repo: TinyRepo, op: str, **kw: object) -> JobSpec:
+    return JobSpec.model_validate(
+        {
+            "id": 1,
+            "repo": "o/tinyops",
+            "clone_url": str(repo.path),
+            "pr_number": 7,
+            "sha": repo.head_sha,
+            "op": op,
+            "backend": "cpu",
+            **kw,
+        }
+    )
+
+
+def _run(
+    repo: TinyRepo,
+    cache: Path,
+    tmp_path: Path,
+    op: str,
+    workflow: WorkflowSpec = CPU,
+    cancel: threading.Event | None = None,
+    prefix: tuple[str, ...] = (),
+    **kw: object,
+) -> tuple[JobResult, str]:
+    log = bytearray()
+    ctx = JobContext(
+        workspaces=Workspaces(cache),
+        env_cache=cache / "envs",
+        job_dir=tmp_path / "job",
+        runner_name="test-runner",
+        runner_version="0",
+        on_output=log.extend,
+        cancel=cancel or threading.Event(),
+        network_prefix=prefix,
+        grace_s=1,
+    )
+    result = execute(_spec(repo, op, **kw), workflow, ctx)
+    return result, log.decode()
+
+
+def _with_timeout(seconds: int) -> WorkflowSpec:
+    steps = [s.model_copy(update={"timeout_s": seconds}) for s in CPU.steps]
+    return CPU.model_copy(update={"steps": steps})
+
+
+def test_passing_operator_with_benchmark_against_the_merge_base(
+    tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path
+) -> None:
+    result, log = _run(tiny_repo, runner_cache, tmp_path, "good_op", base_ref="main")
+    assert result.status is JobStatus.succeeded, log
+    assert result.sha == tiny_repo.head_sha
+    acc = result.accuracy
+    assert acc is not None
+    assert (acc.passed, acc.failed, acc.skipped) == (3, 0, 2)
+    assert [(s.reason, s.count) for s in acc.skips] == [("output_size > input size", 2)]
+    assert acc.implementation == "kernels.ops.good_op.good_op"
+    bench = result.benchmark
+    assert bench is not None and len(bench.rows) == 4
+    assert bench.arithmetic_mean_speedup == pytest.approx(2.0)
+    assert bench.before_arithmetic_mean_speedup == pytest.approx(1.5)
+    assert all(r.before_speedup == pytest.approx(1.5) for r in bench.rows)
+    assert bench.performance is False
+    names = [s.name for s in result.steps]
+    assert names == ["checkout", "environment", "accuracy", "benchmark", "benchmark (merge base)"]
+    assert all(s.status is StepStatus.succeeded for s in result.steps)
+    env = result.environment
+    assert env.runner_name == "test-runner" and env.vendor == "cpu"
+    assert env.torch and env.triton and env.python
+    assert result.duration_s is not None and result.duration_s > 0
+    assert "3 passed, 2 skipped" in log
+    # The worktrees are gone afterwards.
+    assert not (tmp_path / "job" / "src").exists() and not (tmp_path / "job" / "base").exists()
+
+
+def test_failing_operator(tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path) -> None:
+    result, _ = _run(tiny_repo, runner_cache, tmp_path, "bad_op", options={"bench": False})
+    assert result.status is JobStatus.failed
+    acc = result.accuracy
+    assert acc is not None and (acc.passed, acc.failed) == (1, 1)
+    failure = acc.failures[0]
+    assert failure.test_id == "tests/kernels/test_ops.py::test_bad_value"
+    assert "mismatch | at `index` 7" in failure.message
+    assert "assert" in failure.traceback_tail
+    assert acc.implementation == "kernels.backends._cpu.ops.bad_op"
+    steps = {s.name: s for s in result.steps}
+    assert steps["accuracy"].status is StepStatus.failed
+    assert steps["accuracy"].exit_code == 1
+    assert steps["benchmark"].status is StepStatus.skipped
+    assert steps["benchmark"].message == "--no-bench"
+    assert result.benchmark is None
+
+
+def test_unknown_operator_gets_close_matches(
+    tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path
+) -> None:
+    result, _ = _run(tiny_repo, runner_cache, tmp_path, "good_opp")
+    assert result.status is JobStatus.failed
+    assert result.unknown_op
+    assert result.close_matches[0] == "good_op"
+    assert "skipif" not in result.close_matches
+    assert [s.name for s in result.steps][-1] == "accuracy"  # no benchmark of nothing
+
+
+def test_step_timeout_kills_and_reports(
+    tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "child.pid"
+    workflow = _with_timeout(6)
+    workflow = workflow.model_copy(update={"env": {**CPU.env, "SLOW_PIDFILE": str(pidfile)}})
+    result, log = _run(tiny_repo, runner_cache, tmp_path, "slow_op", workflow)
+    assert result.status is JobStatus.timed_out
+    assert result.error_step == "accuracy"
+    assert "timed out after 6s" in (result.error_message or "")
+    step = result.steps[-1]
+    assert step.status is StepStatus.timed_out
+    assert step.exit_code is not None and step.exit_code < 0
+    assert "step accuracy: exit -15" in log
+    # The test's own child, in the step's process group, was killed with it.
+    child = int(pidfile.read_text())
+    assert not Path(f"/proc/{child}").exists() or " Z " in Path(f"/proc/{child}/stat").read_text()
+
+
+def test_cancellation(tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path) -> None:
+    cancel = threading.Event()
+    timer = threading.Timer(4.0, cancel.set)
+    timer.start()
+    result, _ = _run(tiny_repo, runner_cache, tmp_path, "slow_op", cancel=cancel)
+    timer.cancel()
+    assert result.status is JobStatus.cancelled
+    assert result.steps[-1].status is StepStatus.cancelled
+    assert result.duration_s is not None and result.duration_s < 60
+
+
+def test_bad_sha_errors_at_checkout(
+    tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path
+) -> None:
+    result, _ = _run(tiny_repo, runner_cache, tmp_path, "good_op", sha="f" * 40)
+    assert result.status is JobStatus.errored
+    assert result.error_step == "checkout"
+    assert "not found" in (result.error_message or "")
+
+
+def test_steps_see_a_scrubbed_environment_and_no_network(
+    tiny_repo: TinyRepo,
+    runner_cache: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ONDEMAND_RUNNER_TOKEN", "very-secret")
+    monkeypatch.setenv("SOME_CLOUD_KEY", "also-secret")
+    server = socket.create_server(("127.0.0.1", 0))
+    artifacts = tmp_path / "seen"
+    artifacts.mkdir()
+    env = {**CPU.env, "ARTIFACTS_DIR": str(artifacts), "PROBE_PORT": str(server.getsockname()[1])}
+    workflow = CPU.model_copy(update={"env": env})
+    prefix = network_isolation_prefix()
+    result, log = _run(
+        tiny_repo,
+        runner_cache,
+        tmp_path,
+        "env_op",
+        workflow,
+        prefix=prefix,
+        options={"bench": False},
+    )
+    server.close()
+    assert result.status is JobStatus.succeeded, log
+    seen = json.loads((artifacts / "env.json").read_text())
+    assert "very-secret" not in seen.values() and "also-secret" not in seen.values()
+    assert seen["HOME"] == str(tmp_path / "job" / "home")
+    assert seen["KERNELS_VENDOR"] == "cpu" and seen["TRITON_INTERPRET"] == "1"
+    if prefix:
+        assert json.loads((artifacts / "net.json").read_text()) == {"reached": False}

@@ -1,0 +1,58 @@
+"""The job's Python environment: the host's packages through a .pth, cached by the hash of the
+dependency files."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from runner.pyenv import declared_requirements, env_key, missing_requirements, python_env
+
+
+def _project(path: Path, deps: str = "[]") -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "pyproject.toml").write_text(
+        f'[project]\nname = "demo"\nversion = "1"\ndependencies = {deps}\n'
+        "[project.optional-dependencies]\n"
+        'test = ["pytest>=7", "demo[extra]"]\nextra = ["pydantic>=2"]\nunused = ["nope-xyz"]\n'
+    )
+    return path
+
+
+def test_declared_and_missing_requirements(tmp_path: Path) -> None:
+    repo = _project(tmp_path / "repo", '["torch>=2", "no-such-package-xyz>=1"]')
+    (repo / "requirements.txt").write_text("# comment\nnumpy\n-r other.txt\n")
+    reqs = declared_requirements(repo, ["test"], ["requirements.txt"])
+    assert sorted(reqs) == sorted(
+        ["torch>=2", "no-such-package-xyz>=1", "pytest>=7", "pydantic>=2", "numpy"]
+    )
+    assert missing_requirements(reqs) == ["no-such-package-xyz>=1"]
+    assert missing_requirements(["pytest<1", 'foo-xyz; python_version < "3"']) == ["pytest<1"]
+
+
+def test_env_reuses_host_torch_and_is_cached(tmp_path: Path) -> None:
+    repo = _project(tmp_path / "repo")
+    cache = tmp_path / "envs"
+    first = python_env(repo, cache, extras=["test"])
+    assert not first.reused and first.installed == ()
+    out = subprocess.run(
+        [
+            str(first.python),
+            "-c",
+            "import importlib.util as u, sys; "
+            "print(sys.prefix); print(u.find_spec('torch').origin)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert out[0] == str(first.root)  # the venv's own prefix ...
+    assert "site-packages" in out[1]  # ... with the host's torch
+    started = time.monotonic()
+    second = python_env(repo, cache, extras=["test"])
+    assert second.reused and second.python == first.python
+    assert time.monotonic() - started < 1.0
+    # Another dependency file is another environment.
+    (repo / "requirements.txt").write_text("pytest\n")
+    assert env_key(repo, ["test"], ["requirements.txt"]) != first.key

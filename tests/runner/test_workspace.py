@@ -1,0 +1,67 @@
+"""Workspaces: a cached bare mirror, a worktree at exactly the pinned SHA, PR refs fetched when
+the SHA is not on a branch, clean removal."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from runner.workspace import WorkspaceError, Workspaces
+from tests.runner.tinyrepo import TinyRepo, add_hidden_commit
+
+
+def _head(path: Path) -> str:
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def test_worktree_at_the_pinned_sha(tiny_repo: TinyRepo, tmp_path: Path) -> None:
+    spaces = Workspaces(tmp_path / "cache")
+    mirror = spaces.fetch(str(tiny_repo.path), tiny_repo.head_sha, 7)
+    tree = spaces.add_worktree(mirror, tiny_repo.head_sha, tmp_path / "job" / "src")
+    assert _head(tree) == tiny_repo.head_sha
+    assert (tree / "tests" / "kernels" / "test_ops.py").is_file()
+    # The same mirror serves the next job without fetching again, at another SHA.
+    assert spaces.fetch(str(tiny_repo.path), tiny_repo.base_sha, None) == mirror
+    spaces.remove_worktree(mirror, tree)
+    assert not tree.exists()
+    listing = subprocess.run(
+        ["git", "worktree", "list"], cwd=mirror, capture_output=True, text=True, check=True
+    ).stdout
+    assert str(tree) not in listing
+
+
+def test_sha_only_on_the_pull_request_ref(tiny_repo: TinyRepo, tmp_path: Path) -> None:
+    hidden = add_hidden_commit(tiny_repo)
+    spaces = Workspaces(tmp_path / "cache")
+    mirror = spaces.fetch(str(tiny_repo.path), hidden, 8)
+    assert (mirror / "refs" / "pull" / "8" / "head").exists() or "refs/pull/8/head" in (
+        subprocess.run(["git", "show-ref"], cwd=mirror, capture_output=True, text=True).stdout
+    )
+    tree = spaces.add_worktree(mirror, hidden, tmp_path / "src")
+    assert (tree / "NOTE").read_text() == "only on the PR ref\n"
+
+
+def test_unknown_and_malformed_shas(tiny_repo: TinyRepo, tmp_path: Path) -> None:
+    spaces = Workspaces(tmp_path / "cache")
+    with pytest.raises(WorkspaceError, match="not a commit SHA"):
+        spaces.fetch(str(tiny_repo.path), "--upload-pack=touch /tmp/x", 1)
+    with pytest.raises(WorkspaceError, match="not found"):
+        spaces.fetch(str(tiny_repo.path), "0" * 40, 99)
+
+
+def test_merge_base_and_stale_worktree(tiny_repo: TinyRepo, tmp_path: Path) -> None:
+    spaces = Workspaces(tmp_path / "cache")
+    mirror = spaces.fetch(str(tiny_repo.path), tiny_repo.head_sha, 7)
+    assert spaces.merge_base(mirror, tiny_repo.head_sha, "main") == tiny_repo.base_sha
+    assert spaces.merge_base(mirror, tiny_repo.head_sha, "no-such-branch") is None
+    target = tmp_path / "src"
+    spaces.add_worktree(mirror, tiny_repo.base_sha, target)
+    (target / "leftover").write_text("from a crashed job")
+    # A crash left the directory: the next job at the same path replaces it.
+    spaces.add_worktree(mirror, tiny_repo.head_sha, target)
+    assert _head(target) == tiny_repo.head_sha
+    assert not (target / "leftover").exists()
