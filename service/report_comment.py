@@ -423,8 +423,8 @@ def _error(view: JobView, result: JobResult, limits: Limits) -> list[str]:
     parts = ["#### Error" if view.status is not JobStatus.failed else "#### Failed step"]
     name = result.error_step or (step.name if step else None)
     what = f"Step {code_span(name, 60)}" if name else "The job"
-    verb = "timed out" if view.status is JobStatus.timed_out else "failed"
-    line = f"{what} {verb}"
+    verbs = {JobStatus.timed_out: "timed out", JobStatus.errored: "errored"}
+    line = f"{what} {verbs.get(view.status, 'failed')}"
     if step is not None and step.exit_code is not None:
         line += f" with exit status {step.exit_code}"
     message = result.error_message or (step.message if step else None) or view.reason

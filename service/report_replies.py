@@ -71,7 +71,7 @@ def render_command_error(error: CommandError, backends: Sequence[BackendInfo]) -
     lines = [
         f"⚠️ I could not run this command: {code_span(error.line, 200)}",
         "",
-        error.message,
+        error.message[:1].upper() + error.message[1:],
     ]
     if len(error.suggestions) > 1:
         lines += ["", "Close matches: " + ", ".join(code_span(s, 80) for s in error.suggestions)]

@@ -434,7 +434,7 @@ def test_error_shows_the_step_its_exit_status_and_the_log_tail() -> None:
     log = "\n".join(f"line {i}" for i in range(500))
     text = render_comment(view(JobStatus.errored, result=errored_result(log)))
     assert "#### Error" in text
-    assert "Step `device_check` failed with exit status 3: no MUSA device." in text
+    assert "Step `device_check` errored with exit status 3: no MUSA device." in text
     [block] = fenced_blocks(text)
     assert block.split("\n")[-1] == "line 499"
     assert block.split("\n")[0] == "… 440 earlier lines"
@@ -734,7 +734,7 @@ def test_command_error_quotes_the_line_and_says_what_is_accepted() -> None:
     )
     text = render_command_error(err, BACKEND_INFO)
     assert text.startswith("⚠️ I could not run this command: `` /test add:mthread `x` ``")
-    assert "Did you mean `mthreads`?" in text
+    assert "Unknown backend `mthread`. Did you mean `mthreads`?" in text
     assert "Close matches: `mthreads`, `threads`" in text
     assert "`nvidia` (0 runners online)" in text and "`cpu` (1 runner online)" in text
     assert "`/test help`" in text
