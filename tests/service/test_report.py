@@ -774,3 +774,18 @@ def test_not_allowed_addresses_the_commenter_and_gives_the_reason() -> None:
     assert text.startswith("@drive-by: only people with write permission")
     assert "nothing was run" in text
     assert "@drive-by has" not in text  # the reason does not ping them twice
+
+
+def test_when_nothing_fits_the_comment_falls_back_to_headline_and_links(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import service.report_comment as report_comment
+
+    monkeypatch.setattr(report_comment, "COMMENT_BUDGET", 600)
+    text = render_comment(view(JobStatus.failed, result=failed_result()))
+    assert len(text) <= 600
+    assert text.startswith(f"<!-- ondemand:{OP}:mthreads -->\n")
+    assert (
+        "too long for a comment" in text and "[job page](https://ondemand.example/jobs/42)" in text
+    )
+    assert "#### Accuracy" not in text
