@@ -212,6 +212,25 @@ def repo_installation(owner: str, name: str, request: Request) -> Json:
         return shapes.installation_json(c.base, c.state, inst)
 
 
+@router.get("/orgs/{account}/installation")
+@router.get("/users/{account}/installation")
+def account_installation(account: str, request: Request) -> Json:
+    c = ctx(request)
+    app_id = c.require_app()
+    with c.state.lock:
+        found = sorted(
+            (
+                i
+                for i in c.state.installations.values()
+                if i.app_id == app_id and i.account in (account, None)
+            ),
+            key=lambda i: i.account is None,
+        )
+        if not found:
+            raise SandboxError(404, "Not Found")
+        return shapes.installation_json(c.base, c.state, found[0])
+
+
 # -- repositories, pull requests, issues -----------------------------------------------------
 
 

@@ -38,6 +38,7 @@ def test_installation_token_flow(world: World) -> None:
     assert integration.get_app().slug == "ondemand"
     installation = integration.get_repo_installation("acme", "kernels")
     assert installation.id == registered["installation_id"]
+    assert integration.get_org_installation("acme").id == installation.id
     token = integration.get_access_token(installation.id)
     assert token.token.startswith("ghs_")
     assert token.expires_at is not None
