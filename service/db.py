@@ -13,6 +13,7 @@ from sqlalchemy.orm import DeclarativeBase, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+IMMEDIATE = "ondemand_sqlite_immediate"  # execution option: begin SQLite with BEGIN IMMEDIATE
 
 
 class Base(DeclarativeBase):
@@ -48,8 +49,9 @@ def is_sqlite(engine: Engine) -> bool:
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
-    """An engine for `url`. SQLite gets WAL, a busy timeout, and `BEGIN IMMEDIATE` transactions
-    so that concurrent writers queue on the lock instead of failing mid-transaction."""
+    """An engine for `url`. SQLite gets WAL and a busy timeout; sessions from
+    `make_sessionmaker(engine, write=True)` begin with `BEGIN IMMEDIATE`, so that concurrent
+    writers queue on the lock instead of failing when a read turns into a write."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         if parsed.drivername == "postgresql":
@@ -76,10 +78,13 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        immediate = conn.get_execution_options().get(IMMEDIATE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
 
 
-def make_sessionmaker(engine: Engine) -> sessionmaker[Any]:
-    return sessionmaker(engine, expire_on_commit=False)
+def make_sessionmaker(engine: Engine, *, write: bool = False) -> sessionmaker[Any]:
+    """Sessions for reads, or (write=True) for transactions that write."""
+    bind = engine.execution_options(**{IMMEDIATE: True}) if write else engine
+    return sessionmaker(bind, expire_on_commit=False)

@@ -19,7 +19,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.db import utcnow
+from service.db import make_sessionmaker, utcnow
 from service.models import ACTIVE_STATUSES, Job, LogChunk, Runner
 from service.wakeup import Wakeup
 from workflows.models import JobOptions, JobResult, JobSpec, JobStatus
@@ -112,6 +112,7 @@ class Store:
         on_commit: Callable[[], None] | None = None,
     ) -> None:
         self.sessions = sessions
+        self.writes = make_sessionmaker(sessions.kw["bind"], write=True)
         self.lease_seconds = lease_seconds
         self.runner_online_seconds = runner_online_seconds
         self.wakeup = wakeup or Wakeup()
@@ -124,7 +125,7 @@ class Store:
     @contextmanager
     def _tx(self) -> Iterator[tuple[Session, _Pending]]:
         pending = _Pending()
-        with self.sessions() as session, session.begin():
+        with self.writes() as session, session.begin():
             yield session, pending
             for backend in pending.backends:
                 if self.postgres:

@@ -1,0 +1,170 @@
+"""The runner API over HTTP against the real service under uvicorn (docs/runner-protocol.md)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.service.helpers import LiveService, live_service, new_job, service_settings
+from workflows.models import JobResult, JobStatus
+
+
+@pytest.fixture
+def svc(db_url: str) -> Iterator[LiveService]:
+    with live_service(service_settings(db_url, lease_seconds=30)) as live:
+        yield live
+
+
+@pytest.fixture
+def sqlite_svc(tmp_path: Path) -> Iterator[LiveService]:
+    url = f"sqlite:///{tmp_path / 'svc.db'}"
+    with live_service(service_settings(url, lease_seconds=1)) as live:
+        yield live
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def result(status: str = "succeeded") -> dict[str, object]:
+    return JobResult(status=JobStatus(status), sha="a" * 40).model_dump(mode="json")
+
+
+def test_register_checks_token_and_backends(svc: LiveService) -> None:
+    url = f"{svc.url}/api/v1/runners/register"
+    bad = httpx.post(url, json={"registration_token": "nope", "name": "r", "backends": ["cpu"]})
+    assert bad.status_code == 401
+    unknown = httpx.post(
+        url, json={"registration_token": "reg-token", "name": "r", "backends": ["tpu"]}
+    )
+    assert unknown.status_code == 422 and "tpu" in unknown.text
+    alias = httpx.post(
+        url, json={"registration_token": "reg-token", "name": "r", "backends": ["musa"]}
+    )
+    assert alias.status_code == 201
+    runner = svc.ctx.store.authenticate(alias.json()["token"])
+    assert runner is not None and runner.backends == ["mthreads"]
+    assert runner.token_hash != alias.json()["token"]  # stored hashed
+
+
+def test_calls_need_a_runner_token(svc: LiveService) -> None:
+    for path in ("/api/v1/jobs/claim", "/api/v1/jobs/1/heartbeat", "/api/v1/runners/health"):
+        assert httpx.post(f"{svc.url}{path}", json={}).status_code == 401
+        wrong = httpx.post(f"{svc.url}{path}", json={}, headers=auth("forged"))
+        assert wrong.status_code == 401
+
+
+def test_claim_answers_204_then_the_job(svc: LiveService) -> None:
+    _, token = svc.register()
+    empty = httpx.post(f"{svc.url}/api/v1/jobs/claim", json={"wait_s": 0}, headers=auth(token))
+    assert empty.status_code == 204
+    job, _ = svc.ctx.store.create_job(new_job("add", "cpu"))
+    got = httpx.post(f"{svc.url}/api/v1/jobs/claim", json={"wait_s": 0}, headers=auth(token))
+    assert got.status_code == 200
+    spec = got.json()
+    assert spec["id"] == job.id and spec["op"] == "add" and spec["sha"] == "a" * 40
+    assert spec["lease_seconds"] == 30 and spec["attempt"] == 1
+    assert spec["options"] == {"bench": True, "compare": True}
+
+
+def test_long_poll_wakes_at_once(svc: LiveService) -> None:
+    _, token = svc.register()
+    answers: list[tuple[int, float]] = []
+
+    def claim() -> None:
+        r = httpx.post(
+            f"{svc.url}/api/v1/jobs/claim", json={"wait_s": 20}, headers=auth(token), timeout=30
+        )
+        answers.append((r.status_code, time.monotonic()))
+
+    thread = threading.Thread(target=claim)
+    thread.start()
+    time.sleep(0.5)  # the claim is now waiting
+    assert not answers
+    start = time.monotonic()
+    svc.ctx.store.create_job(new_job("mul", "cpu"))
+    thread.join(timeout=10)
+    assert answers and answers[0][0] == 200
+    assert answers[0][1] - start < 0.5
+
+
+def test_heartbeat_logs_complete_and_isolation(svc: LiveService) -> None:
+    _, token = svc.register("mine")
+    _, other = svc.register("other")
+    job, _ = svc.ctx.store.create_job(new_job())
+    api = f"{svc.url}/api/v1/jobs"
+    assert httpx.post(f"{api}/claim", json={}, headers=auth(token)).status_code == 200
+    beat = httpx.post(f"{api}/{job.id}/heartbeat", json={}, headers=auth(token))
+    assert beat.status_code == 200 and beat.json()["cancel"] is False
+    for path, body in (("heartbeat", {}), ("logs", {"offset": 0, "data": "x"})):
+        assert (
+            httpx.post(f"{api}/{job.id}/{path}", json=body, headers=auth(other)).status_code == 404
+        )
+    assert (
+        httpx.post(f"{api}/{job.id}/complete", json=result(), headers=auth(other)).status_code
+        == 404
+    )
+    assert httpx.post(f"{api}/999/heartbeat", json={}, headers=auth(token)).status_code == 404
+
+    first = httpx.post(
+        f"{api}/{job.id}/logs", json={"offset": 0, "data": "step 1 ✓\n"}, headers=auth(token)
+    )
+    end = len("step 1 ✓\n".encode())
+    assert first.status_code == 200 and first.json() == {"offset": end}
+    dup = httpx.post(
+        f"{api}/{job.id}/logs", json={"offset": 0, "data": "step 1 ✓\n"}, headers=auth(token)
+    )
+    assert dup.status_code == 200 and dup.json() == {"offset": end}
+    gap = httpx.post(
+        f"{api}/{job.id}/logs", json={"offset": end + 10, "data": "x"}, headers=auth(token)
+    )
+    assert gap.status_code == 409 and gap.json() == {"offset": end}
+    more = httpx.post(
+        f"{api}/{job.id}/logs", json={"offset": end, "data": "done\n"}, headers=auth(token)
+    )
+    assert more.status_code == 200
+    assert httpx.get(f"{svc.url}/jobs/{job.id}/log").text == "step 1 ✓\ndone\n"
+
+    done = httpx.post(f"{api}/{job.id}/complete", json=result("failed"), headers=auth(token))
+    assert done.status_code == 200 and done.json() == {"status": "failed"}
+    again = httpx.post(f"{api}/{job.id}/complete", json=result("succeeded"), headers=auth(token))
+    assert again.status_code == 200 and again.json() == {"status": "failed"}
+    assert svc.ctx.store.get_job(job.id).status == JobStatus.failed
+    page = httpx.get(f"{svc.url}/jobs/{job.id}")
+    assert page.status_code == 200 and "failed" in page.text and f"/jobs/{job.id}/log" in page.text
+
+
+def test_health_counts_only_healthy_runners(svc: LiveService) -> None:
+    _, token = svc.register("gpu-1", ["mthreads"])
+    assert svc.ctx.store.runners_online("mthreads") == 1
+    sick = httpx.post(
+        f"{svc.url}/api/v1/runners/health",
+        json={"healthy": False, "reason": "no MUSA device"},
+        headers=auth(token),
+    )
+    assert sick.status_code == 204
+    assert svc.ctx.store.runners_online("mthreads") == 0
+    assert "sick: no MUSA device" in httpx.get(f"{svc.url}/").text
+
+
+def test_lapsed_lease_requeues_then_runner_lost(sqlite_svc: LiveService) -> None:
+    svc = sqlite_svc
+    _, t1 = svc.register("lost-1")
+    _, t2 = svc.register("lost-2")
+    job, _ = svc.ctx.store.create_job(new_job())
+    api = f"{svc.url}/api/v1/jobs"
+    assert httpx.post(f"{api}/claim", json={}, headers=auth(t1)).json()["attempt"] == 1
+    second = httpx.post(f"{api}/claim", json={"wait_s": 10}, headers=auth(t2), timeout=15)
+    assert second.status_code == 200 and second.json()["attempt"] == 2
+    assert httpx.post(f"{api}/{job.id}/heartbeat", json={}, headers=auth(t1)).status_code == 404
+    deadline = time.monotonic() + 10
+    while svc.ctx.store.get_job(job.id).status == JobStatus.running:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    lost = svc.ctx.store.get_job(job.id)
+    assert lost.status == JobStatus.errored and lost.reason == "runner lost"
