@@ -1,0 +1,127 @@
+"""`ondemand run OP:BACKEND` end to end: the real CLI as a subprocess on the tiny repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runner.local import UsageError, parse_target
+from tests.runner.tinyrepo import TinyRepo
+from workflows.models import JobResult, JobStatus
+from workflows.spec import backend_names, load_workflows
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def ondemand(*args: str, cache: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", "run", *args],
+        cwd=cwd or ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_passing_op_prints_the_report_and_exits_0(
+    tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "result.json"
+    proc = ondemand(
+        "good_op:interpreter",  # an alias of cpu
+        "--repo",
+        str(tiny_repo.path),
+        "--ref",
+        "pr",
+        "--base",
+        "main",
+        "--json",
+        str(out),
+        cache=runner_cache,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = proc.stdout
+    assert "<!-- ondemand:good_op:cpu -->" in report
+    assert "3 passed" in report and "2 skipped" in report
+    assert tiny_repo.head_sha[:7] in report
+    assert "Speedup" in report
+    assert "not performance" in report  # the interpreter's timings are labelled
+    result = JobResult.model_validate_json(out.read_text())
+    assert result.status is JobStatus.succeeded
+    assert result.benchmark is not None
+    assert result.benchmark.rows[0].before_speedup == pytest.approx(1.5)
+    assert "step accuracy" in proc.stderr  # the job log is echoed unless --quiet
+
+
+def test_failing_op_exits_1_from_the_current_checkout(
+    tiny_repo: TinyRepo, runner_cache: Path
+) -> None:
+    # Default repo: the current directory; default ref: HEAD (main, the base commit).
+    proc = ondemand("bad_op:cpu", "--no-bench", "-q", cache=runner_cache, cwd=tiny_repo.path)
+    assert proc.returncode == 1, proc.stderr
+    assert "test_bad_value" in proc.stdout
+    assert tiny_repo.base_sha[:7] in proc.stdout
+    assert proc.stderr == ""
+
+
+def test_unknown_op_and_usage_errors(tiny_repo: TinyRepo, runner_cache: Path) -> None:
+    proc = ondemand("good_opx:cpu", "-q", "--repo", str(tiny_repo.path), cache=runner_cache)
+    assert proc.returncode == 1
+    assert "good_op" in proc.stdout
+    bad = ondemand("good_op:tpu", "--repo", str(tiny_repo.path), cache=runner_cache)
+    assert bad.returncode == 2 and "unknown backend 'tpu'" in bad.stderr
+    ref = ondemand(
+        "good_op:cpu", "--repo", str(tiny_repo.path), "--ref", "nope", cache=runner_cache
+    )
+    assert ref.returncode == 2 and "'nope' is not a commit" in ref.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("add:cpu", ("add", "cpu")),
+        (" add : CUDA ", ("add", "nvidia")),
+        ("adaptive_max_pool3d_backward:musa", ("adaptive_max_pool3d_backward", "mthreads")),
+    ],
+)
+def test_parse_target(text: str, expected: tuple[str, str]) -> None:
+    assert parse_target(text, backend_names(load_workflows())) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("add", "expected OP:BACKEND"),
+        ("|add:cpu", "not an operator name"),
+        ("add;rm -rf /:cpu", "not an operator name"),
+        ("add:tpu", "unknown backend"),
+    ],
+)
+def test_parse_target_errors(text: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_target(text, backend_names(load_workflows()))
+
+
+def test_json_result_is_the_wire_format(tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path):
+    out = tmp_path / "r.json"
+    proc = ondemand(
+        "good_op:cpu",
+        "-q",
+        "--no-bench",
+        "--repo",
+        str(tiny_repo.path),
+        "--json",
+        str(out),
+        cache=runner_cache,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["status"] == "succeeded" and data["accuracy"]["passed"] == 3

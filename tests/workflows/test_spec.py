@@ -1,0 +1,104 @@
+"""Workflow files: the shipped ones load; a bad one is rejected with the file, field and why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from workflows.spec import (
+    BenchmarkFormat,
+    StepKind,
+    WorkflowError,
+    backend_names,
+    load_workflow,
+    load_workflows,
+)
+
+GOOD = """\
+name: {name}
+vendor: cpu
+aliases: {aliases}
+steps:
+  - name: accuracy
+    kind: accuracy
+    argv: ["{{python}}", "-m", "pytest", "-m", "{{op}}", "--junitxml={{artifacts}}/junit.xml"]
+"""
+
+
+def test_shipped_workflows() -> None:
+    specs = load_workflows()
+    assert {"cpu", "nvidia", "mthreads"} <= set(specs)
+    assert specs["mthreads"].visible_devices_var == "MUSA_VISIBLE_DEVICES"
+    assert specs["nvidia"].visible_devices_var == "CUDA_VISIBLE_DEVICES"
+    assert specs["cpu"].env["TRITON_INTERPRET"] == "1"
+    names = backend_names(specs)
+    assert names["musa"] == "mthreads" and names["cuda"] == "nvidia" and names["cpu"] == "cpu"
+    for spec in specs.values():
+        kinds = [s.kind for s in spec.steps]
+        assert kinds == [StepKind.accuracy, StepKind.benchmark]
+        flaggems = spec.steps_for("flaggems")
+        assert flaggems[1].format is BenchmarkFormat.flaggems
+        assert spec.steps_for(None) == spec.steps == spec.steps_for("unknown-layout")
+
+
+def test_render_keeps_each_placeholder_in_its_element() -> None:
+    step = load_workflows()["cpu"].steps[0]
+    values = {
+        "op": "x; rm -rf / #",
+        "artifacts": "/a b",
+        "python": "/py",
+        "workspace": "/w",
+        "sha": "abc",
+        "backend": "cpu",
+    }
+    argv = step.render(values)
+    assert argv[0] == "/py"
+    assert "x; rm -rf / #" in argv  # one element, never split or interpreted
+    assert "--junitxml=/a b/junit.xml" in argv
+    assert step.results_path(values) == "/a b/junit.xml"
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("- a list\n", "expected a mapping"),
+        ("name: [unclosed\n", "cannot read"),
+        (GOOD.format(name="other", aliases="[]"), "must match the file name"),
+        (GOOD.format(name="demo", aliases="[]").replace("{op}", "{opp}"), "unknown placeholder"),
+        (GOOD.format(name="demo", aliases="[]").replace("vendor: cpu\n", ""), "vendor"),
+        (GOOD.format(name="demo", aliases="[]") + "surprise: 1\n", "surprise"),
+        (GOOD.format(name="demo", aliases="[]").replace("kind: accuracy", "kind: magic"), "kind"),
+        (
+            GOOD.format(name="demo", aliases="[]")
+            + "layouts:\n  flaggems:\n"
+            + "    - {name: a, argv: [x]}\n    - {name: a, argv: [y]}\n",
+            "repeated",
+        ),
+    ],
+)
+def test_bad_files_say_file_field_and_why(tmp_path: Path, text: str, fragment: str) -> None:
+    path = _write(tmp_path, "demo", text)
+    with pytest.raises(WorkflowError) as info:
+        load_workflow(path)
+    assert str(path) in str(info.value)
+    assert fragment in str(info.value)
+
+
+def test_alias_collision(tmp_path: Path) -> None:
+    _write(tmp_path, "one", GOOD.format(name="one", aliases="[gpu]"))
+    _write(tmp_path, "two", GOOD.format(name="two", aliases="[gpu]"))
+    with pytest.raises(WorkflowError, match="'gpu' is already used by 'one'"):
+        load_workflows(tmp_path)
+
+
+def test_adding_a_backend_is_adding_a_file(tmp_path: Path) -> None:
+    _write(tmp_path, "rocm", GOOD.format(name="rocm", aliases="[amd]"))
+    specs = load_workflows(tmp_path)
+    assert backend_names(specs) == {"rocm": "rocm", "amd": "rocm"}
