@@ -103,10 +103,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     bench = load(args.op)
+    try:
+        implementations.check_reference_is_pytorch()
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     timer: Timer = (
         DeviceTimer(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
         if target.performance
-        else HostTimer(reps=args.host_reps)
+        else HostTimer(reps=args.host_reps, synchronize=implementations.synchronizer(target.device))
     )
     copy_gbps = copy_bandwidth_gbps(target.device, timer) if target.performance else None
     cases = [Case(dtype, size, out) for dtype in dtypes for size, out in shapes(size_set)]

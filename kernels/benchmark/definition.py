@@ -77,6 +77,8 @@ def describe_mismatch(
 ) -> str:
     """A short account of how two same-shaped tensors differ: how many elements are off and
     the worst one (largest difference, or largest difference over `allowed` when given)."""
+    # On the host: some devices (MUSA) have no float64.
+    got, want = got.detach().cpu(), want.detach().cpu()
     diff = (got.double() - want.double()).abs()
     diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
     if allowed is None:
@@ -84,6 +86,7 @@ def describe_mismatch(
         score = diff
     else:
         bad = diff > allowed
+        allowed = allowed.detach().cpu()
         score = diff / allowed.double().clamp_min(torch.finfo(torch.float64).tiny)
     flat = int(score.flatten().argmax())
     pos = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), got.shape))

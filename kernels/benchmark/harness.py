@@ -57,19 +57,23 @@ class HostTimer:
 
     reps: int = 3
     warmup: int = 0
+    synchronize: Callable[[], None] = lambda: None  # waits for the device, if there is one
     performance: bool = False
 
     @property
     def description(self) -> str:
-        return f"host clock median of {self.reps} calls (Triton interpreter: not performance)"
+        calls = "call" if self.reps == 1 else "calls"
+        return f"host clock median of {self.reps} {calls} (Triton interpreter: not performance)"
 
     def __call__(self, fn: Callable[[], Any]) -> float:
         for _ in range(self.warmup):
             fn()
         times = []
         for _ in range(self.reps):
+            self.synchronize()
             start = time.perf_counter()
             fn()
+            self.synchronize()
             times.append((time.perf_counter() - start) * 1e3)
         return _positive(statistics.median(times))
 

@@ -55,6 +55,27 @@ def device_name(device: str) -> str:
     return f"CPU {platform.machine()} (Triton interpreter)"
 
 
+def synchronizer(device: str) -> Callable[[], None]:
+    """Waits for all work queued on `device` (a no-op on the CPU)."""
+    if device == "cuda":
+        return torch.cuda.synchronize
+    if device == "musa":
+        return torch.musa.synchronize  # type: ignore[attr-defined,no-any-return]
+    return lambda: None
+
+
+def check_reference_is_pytorch() -> None:
+    """Refuse to run while our kernels are registered for aten's operators: the reference
+    would then be our own kernel."""
+    import kernels
+
+    if kernels.enabled():
+        raise RuntimeError(
+            "kernels.enable() is in effect: aten's operators dispatch to our kernels, so "
+            "PyTorch's own operator cannot be the reference (call kernels.disable() first)"
+        )
+
+
 def select(op: str, impl: str) -> tuple[Callable[..., Any], str]:
     """The function to time for `op` and its dotted path.
 

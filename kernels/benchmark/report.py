@@ -145,9 +145,15 @@ def _cells(row: Row) -> tuple[str, ...]:
         f"{row.reference_ms:.6f}",
         f"{row.kernel_ms:.6f}",
         _speedup(row.speedup, 3),
-        "—" if row.gbps is None else f"{row.gbps:.1f}",
+        _gbps(row.gbps),
         "—" if row.bandwidth_fraction is None else f"{row.bandwidth_fraction * 100:.1f}%",
     )
+
+
+def _gbps(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
 
 
 def _speedup(value: float | None, digits: int) -> str:

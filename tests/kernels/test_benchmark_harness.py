@@ -257,3 +257,42 @@ def test_the_schema_document_names_every_key(cli_run: Any) -> None:
         assert f"`{key}`" in doc, key
     for key in EXTRA_KEYS:
         assert f"`{key}`" in doc, key
+
+
+def test_refuses_while_our_kernels_replace_pytorchs_operators() -> None:
+    import kernels
+    from kernels.benchmark import implementations
+
+    with kernels.use_kernels(), pytest.raises(RuntimeError, match="cannot be the reference"):
+        implementations.check_reference_is_pytorch()
+    implementations.check_reference_is_pytorch()  # undone on exit
+
+
+def _gpu_available() -> bool:
+    from kernels import runtime
+
+    return runtime.device in ("cuda", "musa") and not runtime.interpreted
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _gpu_available(), reason="needs a CUDA or MUSA device")
+def test_gpu_run_measures_copy_bandwidth_and_bandwidth_fractions(tmp_path: Path) -> None:
+    env = _env()
+    del env["KERNELS_VENDOR"]  # the device's own vendor
+    target = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernels.benchmark", "--op", "adaptive_max_pool3d_backward",
+         "--dtypes", "float16", "--sizes", "tiny", "--rep-ms", "20", "--warmup-ms", "5",
+         "--json", str(target)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(target.read_text())
+    assert data["performance"] is True
+    assert "do_bench" in data["timing"]
+    assert "not performance" not in proc.stdout
+    assert data["copy_bandwidth_gbps"] > 10
+    for row in data["rows"]:
+        assert 0 < row["kernel_ms"] < 100 and 0 < row["reference_ms"] < 100
+        fraction = row["gbps"] / data["copy_bandwidth_gbps"]
+        assert row["bandwidth_fraction"] == pytest.approx(fraction, rel=1e-9)
