@@ -1,0 +1,1 @@
+"""Vendor specializations: `_<vendor>/ops` functions replace the generic ops of the same name."""

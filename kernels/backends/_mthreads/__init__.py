@@ -1,0 +1,1 @@
+"""Moore Threads (MUSA) specializations of the generic operators."""

@@ -1,0 +1,178 @@
+"""Shared host-side pieces of the adaptive 3-D pooling operators: argument checks and window math.
+
+Adaptive pooling maps output o of an axis of input size I and output size O to the window
+[floor(o·I/O), ceil((o+1)·I/O)); conversely input p lies in the windows of the outputs
+floor(p·O/I) ≤ o < ceil((p+1)·O/I). Both counts are bounded, which keeps every kernel loop
+bounded. The checks raise before any kernel runs, with PyTorch's wording where it has one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+
+import torch
+
+FLOAT_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+)
+INT32_LIMIT = 2**31 - 1
+
+Spatial = tuple[int, int, int]
+
+
+def window_start(o: int, in_size: int, out_size: int) -> int:
+    """First input position of output `o`'s window."""
+    return (o * in_size) // out_size
+
+
+def window_end(o: int, in_size: int, out_size: int) -> int:
+    """One past the last input position of output `o`'s window."""
+    return -((-(o + 1) * in_size) // out_size)
+
+
+@lru_cache(maxsize=1024)
+def max_window(in_size: int, out_size: int) -> int:
+    """The largest window of an axis: how many inputs one output reads at most.
+
+    Swapping the arguments gives how many outputs one input belongs to at most.
+    """
+    if out_size <= 0 or in_size <= 0:
+        return 0
+    if in_size % out_size == 0:
+        return in_size // out_size
+    if out_size > 4096:
+        return math.ceil(in_size / out_size) + 1  # a safe bound; exactness only saves masked lanes
+    return max(
+        window_end(o, in_size, out_size) - window_start(o, in_size, out_size)
+        for o in range(out_size)
+    )
+
+
+def output_size3(output_size: int | Sequence[int | None], input: torch.Tensor) -> Spatial:
+    """Normalize `output_size` to three non-negative ints (None keeps the input's size)."""
+    if isinstance(output_size, int):
+        sizes: list[int | None] = [output_size] * 3
+    else:
+        sizes = list(output_size)
+    if len(sizes) != 3:
+        raise RuntimeError(
+            "adaptive_max_pool3d(): internal error: output_size.size() must be 3, "
+            f"got {len(sizes)} ({list(sizes)})"
+        )
+    spatial = input.shape[-3:]
+    out: list[int] = []
+    for axis, size in enumerate(sizes):
+        value = int(spatial[axis]) if size is None else size
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"adaptive_max_pool3d(): output_size must hold ints, got {size!r}")
+        if value < 0:
+            raise RuntimeError(
+                f"adaptive_max_pool3d(): output_size must be non-negative, got {list(sizes)}"
+            )
+        out.append(value)
+    return out[0], out[1], out[2]
+
+
+def check_input(input: torch.Tensor, name: str = "adaptive_max_pool3d") -> None:
+    """The checks PyTorch makes of a pooling input: 4-D or 5-D, non-empty spatial dims, float."""
+    if not isinstance(input, torch.Tensor):
+        raise TypeError(f"{name}(): input must be a Tensor, got {type(input).__name__}")
+    if input.dim() not in (4, 5):
+        raise RuntimeError(f"{name}(): Expected 4D or 5D tensor, but got: {list(input.shape)}")
+    for dim in range(1 if input.dim() == 4 else 2, input.dim()):
+        if input.shape[dim] == 0:
+            raise RuntimeError(
+                f"{name}(): Expected input to have non-zero size for non-batch dimensions, "
+                f"but input has sizes {list(input.shape)} with dimension {dim} being empty"
+            )
+    if input.dtype not in FLOAT_DTYPES:
+        raise NotImplementedError(f'"{name}" not implemented for {input.dtype}')
+
+
+def check_backward(grad_output: torch.Tensor, input: torch.Tensor, indices: torch.Tensor) -> None:
+    """Shapes, dtypes and devices of a backward call must agree, as PyTorch checks them."""
+    name = "adaptive_max_pool3d_backward"
+    for label, tensor in (("grad_output", grad_output), ("input", input), ("indices", indices)):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name}(): {label} must be a Tensor, got {type(tensor).__name__}")
+    if grad_output.dim() not in (4, 5):
+        raise RuntimeError(
+            f"{name}(): Expected 4D or 5D gradOutput, but got: {list(grad_output.shape)}"
+        )
+    check_input(input, name)
+    if indices.dtype != torch.int64:
+        raise RuntimeError(f"{name}(): expected indices of dtype int64, but got {indices.dtype}")
+    if grad_output.dtype != input.dtype:
+        raise RuntimeError(
+            f"{name}(): expected dtype {input.dtype} for `gradOutput` but got {grad_output.dtype}"
+        )
+    if indices.dim() != input.dim():
+        raise RuntimeError(
+            f"{name}(): expected dimensions {input.dim()} for `indices` "
+            f"but got dimensions {indices.dim()}"
+        )
+    expected = list(input.shape[:-3]) + list(indices.shape[-3:])
+    if list(indices.shape[:-3]) != list(input.shape[:-3]):
+        raise RuntimeError(
+            f"{name}(): expected sizes {expected} for `indices` but got {list(indices.shape)}"
+        )
+    if list(grad_output.shape) != list(indices.shape):
+        raise RuntimeError(
+            f"{name}(): expected sizes {list(indices.shape)} for `gradOutput` "
+            f"but got sizes {list(grad_output.shape)}"
+        )
+    devices = {grad_output.device, input.device, indices.device}
+    if len(devices) != 1:
+        raise RuntimeError(
+            f"{name}(): expected all tensors on one device, but got grad_output on "
+            f"{grad_output.device}, input on {input.device}, indices on {indices.device}"
+        )
+
+
+def as_5d(tensor: torch.Tensor) -> torch.Tensor:
+    """A view with a batch dimension of 1 added to an unbatched (4-D) tensor."""
+    return tensor.unsqueeze(0) if tensor.dim() == 4 else tensor
+
+
+def next_pow2(n: int) -> int:
+    """The smallest power of two ≥ n (1 for n ≤ 1)."""
+    return 1 << max(0, n - 1).bit_length()
+
+
+def span(shape: Sequence[int], strides: Sequence[int]) -> int:
+    """The largest element offset reachable in a tensor of this shape and strides, plus one."""
+    return 1 + sum(
+        (size - 1) * abs(stride) for size, stride in zip(shape, strides, strict=True) if size > 0
+    )
+
+
+def fits_int32(*values: int) -> bool:
+    """Whether offsets up to each value can be computed in 32-bit arithmetic."""
+    return all(value <= INT32_LIMIT for value in values)
+
+
+def _strides_like_channels_last(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    # c10's is_channels_last_strides_{2d,3d}: C innermost, then the spatial dims, then N.
+    order = (1, 3, 2, 0) if len(shape) == 4 else (1, 4, 3, 2, 0)
+    if strides[1] == 0:
+        return False
+    smallest = 0
+    for dim in order:
+        if shape[dim] == 0 or strides[dim] < smallest:
+            return False
+        if dim == 0 and smallest == strides[1]:
+            return False  # ambiguous (e.g. N1HW): PyTorch falls back to contiguous
+        smallest = strides[dim] * (shape[dim] if shape[dim] > 1 else 1)
+    return True
+
+
+def suggest_memory_format(tensor: torch.Tensor) -> torch.memory_format:
+    """`Tensor.suggest_memory_format()` of ATen, which Python does not expose."""
+    if tensor.dim() in (4, 5) and _strides_like_channels_last(tensor.shape, tensor.stride()):
+        return torch.channels_last if tensor.dim() == 4 else torch.channels_last_3d
+    return torch.contiguous_format
