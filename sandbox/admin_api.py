@@ -79,6 +79,12 @@ class PullIn(BaseModel):
     user: str
 
 
+class IssueIn(BaseModel):
+    title: str = "Sandbox issue"
+    body: str = ""
+    user: str
+
+
 class PushIn(BaseModel):
     sha: str = Field(min_length=1)
     user: str | None = None
@@ -246,6 +252,16 @@ def open_pull(owner: str, name: str, spec: PullIn, request: Request) -> Json:
         return shapes.pull_json(base, state, repo, pull)
 
 
+@router.post("/repos/{owner}/{name}/issues", status_code=201)
+def open_issue(owner: str, name: str, spec: IssueIn, request: Request) -> Json:
+    """A plain issue (no pull request); nothing is delivered for it."""
+    state, _, base = _parts(request)
+    with state.lock:
+        repo = state.repo(owner, name)
+        issue = state.open_issue(repo, title=spec.title, body=spec.body, user=spec.user)
+        return shapes.issue_json(base, state, repo, issue)
+
+
 @router.post("/repos/{owner}/{name}/pulls/{number:int}/push")
 def push_pull(owner: str, name: str, number: int, spec: PushIn, request: Request) -> Json:
     state, deliverer, base = _parts(request)
@@ -281,7 +297,7 @@ def post_comment(owner: str, name: str, number: int, spec: CommentIn, request: R
     state, deliverer, base = _parts(request)
     with state.lock:
         repo = state.repo(owner, name)
-        pull = state.pull(repo, number)
+        pull = state.issue(repo, number)
         comment = state.add_comment(pull, spec.user, spec.body)
         emit_comment_event(deliverer, base, repo, pull, comment, "created", spec.user)
         return shapes.comment_json(base, state, repo, comment)
@@ -296,7 +312,7 @@ def edit_comment(owner: str, name: str, comment_id: int, spec: EditIn, request: 
         sender = spec.user or comment.user
         state.user(sender)
         old = state.edit_comment(comment, spec.body, sender)
-        pull = state.pull(repo, comment.issue_number)
+        pull = state.issue(repo, comment.issue_number)
         emit_comment_event(deliverer, base, repo, pull, comment, "edited", sender, old)
         return shapes.comment_json(base, state, repo, comment)
 
@@ -312,7 +328,7 @@ def delete_comment(
         sender = user or comment.user
         state.user(sender)
         state.delete_comment(comment)
-        pull = state.pull(repo, comment.issue_number)
+        pull = state.issue(repo, comment.issue_number)
         emit_comment_event(deliverer, base, repo, pull, comment, "deleted", sender)
     return Response(status_code=204)
 
@@ -466,6 +482,12 @@ def snapshot(state: SandboxState) -> Json:
                     "base_sha": p.base_sha,
                 }
                 for p in state.pulls.values()
+                if p.is_pull
+            ],
+            "issues": [
+                {"repo": i.repo, "number": i.number, "title": i.title, "user": i.user}
+                for i in state.pulls.values()
+                if not i.is_pull
             ],
             "comments": [comment_record(state, c) for c in state.comments.values()],
             "statuses": [

@@ -157,6 +157,14 @@ class SandboxAdmin:
             {"head": head, "base": base, "title": title, "body": body, "user": user},
         )
 
+    def open_issue(
+        self, repo: str, *, user: str, title: str = "Sandbox issue", body: str = ""
+    ) -> Json:
+        """A plain issue (no `pull_request`); comments on it go out like any other."""
+        return self._call(
+            "POST", f"/repos/{repo}/issues", {"title": title, "body": body, "user": user}
+        )
+
     def push(self, repo: str, number: int, sha: str, user: str | None = None) -> Json:
         """Move the PR head to `sha` (branch or SHA); delivers `synchronize`."""
         return self._call("POST", f"/repos/{repo}/pulls/{number}/push", {"sha": sha, "user": user})

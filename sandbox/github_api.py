@@ -88,7 +88,8 @@ def paginate(request: Request, items: list[Any], response: Response) -> list[Any
 
 
 def _pull_for_issue(c: Ctx, repo: Repo, number: int) -> Pull:
-    return c.state.pull(repo, number)
+    """Issue `number`, a pull request or a plain issue."""
+    return c.state.issue(repo, number)
 
 
 def _resolve_sha(repo: Repo, ref: str) -> str:
@@ -252,7 +253,7 @@ def list_pulls(owner: str, name: str, request: Request, response: Response) -> l
             (
                 p
                 for p in c.state.pulls.values()
-                if p.repo == repo.full_name and wanted in ("all", p.state)
+                if p.repo == repo.full_name and p.is_pull and wanted in ("all", p.state)
             ),
             key=lambda p: -p.number,
         )
@@ -374,7 +375,7 @@ def edit_comment(
     with c.state.lock:
         repo, comment, login = _editable_comment(c, owner, name, comment_id)
         old = c.state.edit_comment(comment, body, login)
-        pull = c.state.pull(repo, comment.issue_number)
+        pull = c.state.issue(repo, comment.issue_number)
         emit_comment_event(c.deliverer, c.base, repo, pull, comment, "edited", login, old)
         return shapes.comment_json(c.base, c.state, repo, comment)
 
@@ -385,7 +386,7 @@ def delete_comment(owner: str, name: str, comment_id: int, request: Request) -> 
     with c.state.lock:
         repo, comment, login = _editable_comment(c, owner, name, comment_id)
         c.state.delete_comment(comment)
-        pull = c.state.pull(repo, comment.issue_number)
+        pull = c.state.issue(repo, comment.issue_number)
         emit_comment_event(c.deliverer, c.base, repo, pull, comment, "deleted", login)
     return Response(status_code=204)
 

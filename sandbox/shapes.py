@@ -217,11 +217,13 @@ def pull_json(base: str, state: SandboxState, repo: Repo, pull: Pull) -> Json:
 
 
 def issue_json(base: str, state: SandboxState, repo: Repo, pull: Pull) -> Json:
-    """A pull request seen as an issue (GitHub's shared number space), with `pull_request`."""
+    """An issue; a pull request seen as one (GitHub's shared number space) has `pull_request`."""
     api = f"{base}/repos/{repo.full_name}"
     html = f"{base}/{repo.full_name}/pull/{pull.number}"
     issue_api = f"{api}/issues/{pull.number}"
-    return {
+    if not pull.is_pull:
+        html = f"{base}/{repo.full_name}/issues/{pull.number}"
+    data: Json = {
         "url": issue_api,
         "repository_url": api,
         "labels_url": f"{issue_api}/labels{{/name}}",
@@ -246,18 +248,20 @@ def issue_json(base: str, state: SandboxState, repo: Repo, pull: Pull) -> Json:
         "author_association": _association(state, repo, pull.user),
         "active_lock_reason": None,
         "draft": False,
-        "pull_request": {
-            "url": f"{api}/pulls/{pull.number}",
-            "html_url": html,
-            "diff_url": f"{html}.diff",
-            "patch_url": f"{html}.patch",
-            "merged_at": ts(pull.closed_at) if pull.merged else None,
-        },
         "body": pull.body,
         "reactions": _reaction_summary(issue_api, []),
         "timeline_url": f"{issue_api}/timeline",
         "state_reason": None,
     }
+    if pull.is_pull:
+        data["pull_request"] = {
+            "url": f"{api}/pulls/{pull.number}",
+            "html_url": html,
+            "diff_url": f"{html}.diff",
+            "patch_url": f"{html}.patch",
+            "merged_at": ts(pull.closed_at) if pull.merged else None,
+        }
+    return data
 
 
 def _association(state: SandboxState, repo: Repo, login: str) -> str:

@@ -116,6 +116,7 @@ class Pull:
     updated_at: datetime
     closed_at: datetime | None = None
     commits: int = 1
+    is_pull: bool = True  # False: a plain issue (no head/base), sharing the number space
 
 
 @dataclass
@@ -440,10 +441,36 @@ class SandboxState:
             self.touch()
             return pull
 
-    def pull(self, repo: Repo, number: int) -> Pull:
+    def open_issue(self, repo: Repo, *, title: str, body: str, user: str) -> Pull:
+        """A plain issue (not a pull request): comments on it have no `issue.pull_request`."""
+        with self.lock:
+            pull = self.open_pull(
+                repo,
+                title=title,
+                body=body,
+                user=user,
+                head_ref="",
+                head_sha="",
+                base_ref="",
+                base_sha="",
+                commits=0,
+            )
+            pull.is_pull = False
+            return pull
+
+    def issue(self, repo: Repo, number: int) -> Pull:
+        """Issue or pull request `number`."""
         with self.lock:
             pull = self.pulls.get((repo.full_name, number))
             if pull is None:
+                raise SandboxError(404, "Not Found")
+            return pull
+
+    def pull(self, repo: Repo, number: int) -> Pull:
+        """Pull request `number` (404 for a plain issue)."""
+        with self.lock:
+            pull = self.issue(repo, number)
+            if not pull.is_pull:
                 raise SandboxError(404, "Not Found")
             return pull
 

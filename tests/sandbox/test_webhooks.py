@@ -125,3 +125,18 @@ def test_no_webhook_no_delivery_and_unreachable_is_recorded(world: World) -> Non
     (delivery,) = admin.wait_for_deliveries(1)
     assert delivery["status_code"] is None
     assert delivery["attempts"][0]["error"]
+
+
+def test_comments_on_plain_issues_carry_no_pull_request(world: World, receiver: Receiver) -> None:
+    admin = world.sandbox.admin
+    admin.set_webhook(receiver.url, SECRET)
+    issue = admin.open_issue(REPO, user="alice", title="bug")
+    assert issue["number"] == 2 and "pull_request" not in issue
+    admin.comment(REPO, 2, "alice", "/test add")
+    (got,) = receiver.wait(1)
+    assert got.payload["issue"]["number"] == 2
+    assert "pull_request" not in got.payload["issue"]
+    repo = world.sandbox.github(world.bot_token).get_repo(REPO)
+    assert repo.get_issue(2).pull_request is None
+    assert [p.number for p in repo.get_pulls()] == [1]
+    assert admin.open_pull(REPO, head="feature", user="alice")["number"] == 3
