@@ -139,7 +139,7 @@ class GitHubClient:
             raise GitHubError(f"GitHub unreachable: {exc}", None) from exc
 
     def _repo(self, repo: str) -> Any:
-        return self._gh(repo).get_repo(repo, lazy=True)
+        return self._gh(repo).get_repo(repo)  # lazy: the client is built with lazy=True
 
     def pull(self, repo: str, number: int) -> PullInfo:
         def read() -> PullInfo:
