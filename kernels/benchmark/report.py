@@ -11,17 +11,9 @@ from typing import Any
 
 SCHEMA = "kernels.benchmark/v1"
 
-# Top-level JSON keys beyond workflows.models.BenchmarkResult's fields (the runner drops them).
-EXTRA_KEYS: tuple[str, ...] = (
-    "schema",
-    "impl",
-    "implementation",
-    "vendor",
-    "torch",
-    "triton",
-    "timing",
-    "copy_bandwidth_gbps",
-)
+# Top-level JSON keys beyond workflows.models.BenchmarkResult's fields: the runner drops
+# exactly these (runner/results.py), so a new key must be added there too.
+EXTRA_KEYS: tuple[str, ...] = ("schema", "impl", "vendor", "torch", "triton", "copy_bandwidth_gbps")
 
 COLUMNS: tuple[str, ...] = (
     "dtype",
@@ -84,13 +76,11 @@ class Report:
             "schema": SCHEMA,
             "op": self.op,
             "impl": env.impl,
-            "implementation": env.implementation,
             "device": env.device,
             "vendor": env.vendor,
             "torch": env.torch,
             "triton": env.triton,
             "performance": env.performance,
-            "timing": env.timing,
             "copy_bandwidth_gbps": env.copy_bandwidth_gbps,
             "rows": [asdict(row) for row in self.rows],
             "arithmetic_mean_speedup": arithmetic,
