@@ -15,6 +15,7 @@ from sandbox.github_api import emit_comment_event
 from sandbox.state import (
     Comment,
     Delivery,
+    Fault,
     Pull,
     Repo,
     SandboxError,
@@ -420,7 +421,7 @@ def clear_faults(request: Request) -> Response:
     return Response(status_code=204)
 
 
-def fault_json(fault: Any) -> Json:
+def fault_json(fault: Fault) -> Json:
     return {
         "id": fault.id,
         "status": fault.status,

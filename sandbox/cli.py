@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 import uvicorn
 
@@ -32,7 +33,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(list(argv or []))
+    args = parse_args(sys.argv[1:] if argv is None else list(argv))
     app = create_app(webhook_url=args.webhook_url, webhook_secret=args.webhook_secret)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

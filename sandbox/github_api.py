@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from sandbox import git, shapes
 from sandbox.auth import Caller, resolve
-from sandbox.state import Comment, Pull, Repo, SandboxError, SandboxState, now
+from sandbox.state import Comment, Pull, Repo, SandboxError, SandboxState, Team, now
 from sandbox.webhooks import Deliverer, issue_comment_payload
 
 router = APIRouter()
@@ -549,7 +549,7 @@ def get_org(org: str, request: Request) -> Json:
         return data
 
 
-def _team(c: Ctx, org: str, slug: str) -> Any:
+def _team(c: Ctx, org: str, slug: str) -> Team:
     team = c.state.teams.get((org, slug))
     if team is None:
         raise SandboxError(404, "Not Found")
@@ -563,7 +563,7 @@ def get_team(org: str, slug: str, request: Request) -> Json:
         return shapes.team_json(c.base, c.state, _team(c, org, slug))
 
 
-def _membership(c: Ctx, team: Any, login: str) -> Json:
+def _membership(c: Ctx, team: Team, login: str) -> Json:
     role = team.members.get(login)
     if role is None:
         raise SandboxError(404, "Not Found")
