@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[service,runner,kernels,test]"
 	touch $(STAMP)
 
+demo: $(STAMP)
+	$(VENV)/bin/ondemand demo $(DEMO_ARGS)
+
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
