@@ -30,12 +30,13 @@ def gbps(traffic_bytes: int, ms: float) -> float:
     return traffic_bytes / (ms * 1e-3) / 1e9
 
 
-def copy_bandwidth_gbps(device: str, time_ms: Callable[[Callable[[], object]], float]) -> float:
+def copy_bandwidth_gbps(
+    device: str, time_ms: Callable[[Callable[[], object]], float], size: int = COPY_BYTES
+) -> float:
     """The device's device-to-device copy bandwidth in GB/s (bytes read + written).
 
-    Times `dst.copy_(src)` of COPY_BYTES with `time_ms`, halving the size when memory is short.
+    Times `dst.copy_(src)` of `size` bytes with `time_ms`, halving the size when memory is short.
     """
-    size = COPY_BYTES
     while True:
         try:
             src = torch.empty(size, dtype=torch.uint8, device=device)

@@ -307,3 +307,18 @@ def test_gpu_run_measures_copy_bandwidth_and_bandwidth_fractions(tmp_path: Path)
         assert 0 < row["kernel_ms"] < 100 and 0 < row["reference_ms"] < 100
         fraction = row["gbps"] / data["copy_bandwidth_gbps"]
         assert row["bandwidth_fraction"] == pytest.approx(fraction, rel=1e-9)
+
+
+def test_copy_bandwidth_counts_bytes_read_and_written() -> None:
+    from kernels.benchmark.bandwidth import copy_bandwidth_gbps
+
+    calls: list[object] = []
+
+    def timer(fn: Any) -> float:
+        calls.append(fn())
+        return 2.0  # ms
+
+    size = 1 << 20
+    assert copy_bandwidth_gbps("cpu", timer, size=size) == pytest.approx(2 * size / 2e-3 / 1e9)
+    (copied,) = calls
+    assert copied.numel() == size and bool((copied == 1).all())  # the copy really ran
