@@ -282,11 +282,12 @@ def _reaction_summary(url: str, reactions: list[Reaction]) -> Json:
 def comment_json(base: str, state: SandboxState, repo: Repo, comment: Comment) -> Json:
     api = f"{base}/repos/{repo.full_name}"
     url = f"{api}/issues/comments/{comment.id}"
+    issue = state.pulls.get((repo.full_name, comment.issue_number))
+    kind = "pull" if issue is None or issue.is_pull else "issues"
     return {
         "url": url,
-        "html_url": (
-            f"{base}/{repo.full_name}/pull/{comment.issue_number}#issuecomment-{comment.id}"
-        ),
+        "html_url": f"{base}/{repo.full_name}/{kind}/{comment.issue_number}"
+        f"#issuecomment-{comment.id}",
         "issue_url": f"{api}/issues/{comment.issue_number}",
         "id": comment.id,
         "node_id": node_id("IssueComment", comment.id),
