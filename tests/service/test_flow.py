@@ -1,0 +1,263 @@
+"""The service against the GitHub sandbox, both under uvicorn on loopback: a comment arrives as a
+signed webhook; the service reads permission and the head SHA through PyGithub, queues jobs,
+acknowledges (reaction, pending status, "queued" comment), and updates the same comment as a
+runner (played here over HTTP) claims and completes the job. Outbox retries through faults."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from sandbox.app import create_app as create_sandbox
+from sandbox.client import SandboxAdmin
+from service.models import Delivery, Job, OutboxItem
+from tests.service.helpers import LiveService, live_service, service_settings
+from tests.support.live import live_server
+from workflows.models import (
+    AccuracyResult,
+    BenchmarkResult,
+    BenchmarkRow,
+    JobResult,
+    JobStatus,
+)
+
+REPO = "acme/kernels"
+SECRET = "new-secret"
+BOT = "ondemand-bot"
+
+
+def git(path: Path, *args: str) -> str:
+    env = {
+        "GIT_AUTHOR_NAME": "A",
+        "GIT_AUTHOR_EMAIL": "a@example.com",
+        "GIT_COMMITTER_NAME": "A",
+        "GIT_COMMITTER_EMAIL": "a@example.com",
+        "HOME": str(path),
+        "PATH": "/usr/bin:/bin:/usr/local/bin",
+    }
+    out = subprocess.run(
+        ["git", "-C", str(path), *args], capture_output=True, text=True, env=env, check=True
+    )
+    return out.stdout.strip()
+
+
+@dataclass
+class Flow:
+    admin: SandboxAdmin
+    svc: LiveService
+    pr: int
+    head: str
+    next_head: str
+
+    def comment(self, body: str, user: str = "alice") -> dict[str, Any]:
+        return self.admin.comment(REPO, self.pr, user, body)
+
+    def bot_comments(self) -> list[dict[str, Any]]:
+        return [c for c in self.admin.comments(REPO, self.pr) if c["user"] == BOT]
+
+    def wait_until(self, check: Callable[[], Any], timeout: float = 10.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = check()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {check}")
+            time.sleep(0.05)
+
+    def jobs(self) -> list[Job]:
+        return list(reversed(self.svc.ctx.store.recent_jobs(100)))
+
+    def quiet(self) -> bool:
+        """Every delivery processed and the outbox drained."""
+        with self.svc.ctx.sessions() as s:
+            busy = s.scalars(select(Delivery.id).where(Delivery.processed_at.is_(None))).first()
+            pending = s.scalars(select(OutboxItem.id).where(OutboxItem.done_at.is_(None))).first()
+        return busy is None and pending is None
+
+
+@pytest.fixture
+def flow(tmp_path: Path) -> Iterator[Flow]:
+    repo = tmp_path / "kernels"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README.md").write_text("kernels\n")
+    git(repo, "add", "README.md")
+    git(repo, "commit", "-q", "-m", "initial")
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "op.py").write_text("x = 1\n")
+    git(repo, "add", "op.py")
+    git(repo, "commit", "-q", "-m", "op")
+    head = git(repo, "rev-parse", "HEAD")
+    (repo / "op.py").write_text("x = 2\n")
+    git(repo, "commit", "-q", "-am", "op again")
+    next_head = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "main")
+
+    with live_server(create_sandbox()) as gh_url, SandboxAdmin(gh_url) as admin:
+        admin.create_user("acme", "Organization")
+        for login in ("alice", "mallory"):
+            admin.create_user(login)
+        admin.create_user(BOT, "Bot")
+        token = admin.create_token(BOT)
+        admin.create_repo("acme", "kernels", str(repo))
+        admin.set_permission(REPO, "alice", "write")
+        admin.set_permission(REPO, "mallory", "read")
+        pr = admin.open_pull(REPO, head=head, base="main", user="alice", title="Add op")
+        settings = service_settings(
+            f"sqlite:///{tmp_path / 'flow.db'}",
+            github_api_url=gh_url,
+            github_token=token,
+            bot_login=BOT,
+            lease_seconds=30,
+            outbox_max_backoff_s=0.5,
+        )
+        with live_service(settings) as svc:
+            admin.set_webhook(f"{svc.url}/webhook", SECRET)
+            yield Flow(admin, svc, int(pr["number"]), head, next_head)
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def seed_result(sha: str) -> JobResult:
+    rows = [
+        BenchmarkRow(
+            dtype=d, size=[1, 1, 4, 4, 4], reference_ms=0.0086, kernel_ms=0.0044, speedup=1.95
+        )
+        for d in ("float16", "float32")
+    ]
+    return JobResult(
+        status=JobStatus.succeeded,
+        sha=sha,
+        accuracy=AccuracyResult(passed=69, skipped=3),
+        benchmark=BenchmarkResult(op="add", rows=rows, arithmetic_mean_speedup=1.95),
+    )
+
+
+def test_comment_to_result_updated_in_place(flow: Flow) -> None:
+    command = flow.comment("Looks good.\n\n/test | add:cpu")
+    # acknowledgement: reaction, pending status, one "queued" comment
+    flow.admin.wait("reaction", comment_id=command["id"], content="eyes")
+    flow.admin.wait("status", sha=flow.head, context="ondemand/add:cpu")
+    status = flow.admin.statuses(REPO, flow.head)[0]
+    assert status["state"] == "pending" and status["context"] == "ondemand/add:cpu"
+    job = flow.jobs()[0]
+    assert job.sha == flow.head and job.op == "add" and job.backend == "cpu"
+    assert status["target_url"] == f"http://ondemand.test/jobs/{job.id}"
+    queued = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="ondemand:add:cpu")
+    assert "no runner online" in queued["body"] or "queued" in queued["body"].lower()
+
+    # a runner takes it and finishes
+    _, token = flow.svc.register("cpu-1", ["cpu"])
+    api = f"{flow.svc.url}/api/v1/jobs"
+    spec = httpx.post(f"{api}/claim", json={"wait_s": 5}, headers=auth(token), timeout=10).json()
+    assert spec["id"] == job.id and spec["sha"] == flow.head and spec["clone_url"]
+    flow.wait_until(lambda: len(flow.bot_comments()[0]["history"]) >= 1)
+    result = seed_result(flow.head).model_dump(mode="json")
+    done = httpx.post(f"{api}/{job.id}/complete", json=result, headers=auth(token))
+    assert done.json() == {"status": "succeeded"}
+    flow.wait_until(lambda: "69 passed" in flow.bot_comments()[0]["body"])
+    flow.wait_until(flow.quiet)
+
+    comments = flow.bot_comments()
+    assert len(comments) == 1  # one comment, edited in place
+    assert comments[0]["id"] == queued["id"]
+    assert len(comments[0]["history"]) >= 1
+    states = [s["state"] for s in flow.admin.statuses(REPO, flow.head)]
+    assert states[0] == "pending" and states[-1] == "success"
+    # a second run of the same triple keeps the first as history in the same comment
+    flow.comment("/test add:cpu")
+    flow.wait_until(lambda: len(flow.jobs()) == 2)
+    flow.wait_until(flow.quiet)
+    comments = flow.bot_comments()
+    assert len(comments) == 1 and "Earlier runs" in comments[0]["body"]
+
+
+def test_untrusted_help_errors_and_duplicates(flow: Flow) -> None:
+    flow.comment("/test add:cpu", user="mallory")
+    refused = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="mallory")
+    assert "read" in refused["body"]
+    flow.comment("/test help", user="mallory")  # help is for everyone
+    flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="cpu")
+    flow.comment("/test add:cpux")
+    error = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="cpux")
+    assert "cpu" in error["body"]
+    flow.wait_until(flow.quiet)
+    assert flow.jobs() == []
+
+    flow.comment("/test add:cpu")
+    flow.wait_until(lambda: len(flow.jobs()) == 1)
+    flow.comment("/test add:cpu")
+    job_id = flow.jobs()[0].id
+    dup = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="already queued")
+    assert f"/jobs/{job_id}" in dup["body"]
+    flow.wait_until(flow.quiet)
+    assert len(flow.jobs()) == 1
+
+
+def test_push_supersedes_and_close_cancels(flow: Flow) -> None:
+    flow.comment("/test add,mul:cpu")
+    flow.wait_until(lambda: len(flow.jobs()) == 2)
+    flow.admin.push(REPO, flow.pr, flow.next_head)
+    flow.wait_until(lambda: all(j.status == JobStatus.superseded for j in flow.jobs()))
+    assert all(j.reason == f"superseded by {flow.next_head[:7]}" for j in flow.jobs())
+    flow.comment("/test add:cpu")  # the new head needs a new approval
+    flow.wait_until(lambda: len(flow.jobs()) == 3)
+    assert flow.jobs()[-1].sha == flow.next_head
+    flow.admin.close_pull(REPO, flow.pr)
+    flow.wait_until(lambda: flow.jobs()[-1].status == JobStatus.cancelled)
+    flow.wait_until(flow.quiet)
+    old = [s["state"] for s in flow.admin.statuses(REPO, flow.head)]
+    assert old and old[-1] != "pending"
+
+
+def test_cancel_and_retest_commands(flow: Flow) -> None:
+    flow.comment("/test add,mul:cpu")
+    flow.wait_until(lambda: len(flow.jobs()) == 2)
+    flow.comment("/test cancel mul")
+    flow.wait_until(lambda: flow.jobs()[1].status == JobStatus.cancelled)
+    assert flow.jobs()[0].status == JobStatus.queued
+    _, token = flow.svc.register("cpu-1", ["cpu"])
+    api = f"{flow.svc.url}/api/v1/jobs"
+    spec = httpx.post(f"{api}/claim", json={}, headers=auth(token)).json()
+    failed = JobResult(status=JobStatus.failed, sha=spec["sha"]).model_dump(mode="json")
+    httpx.post(f"{api}/{spec['id']}/complete", json=failed, headers=auth(token))
+    flow.comment("/retest")
+    flow.wait_until(lambda: len(flow.jobs()) == 3)
+    again = flow.jobs()[-1]
+    assert (again.op, again.backend, again.status) == ("add", "cpu", JobStatus.queued)
+
+
+def test_outbox_survives_faults_and_posts_once(flow: Flow) -> None:
+    flow.admin.inject_fault(502, 2, path_prefix=f"/repos/{REPO}/issues")
+    flow.admin.inject_fault(429, 1, path_prefix=f"/repos/{REPO}/statuses", retry_after=1)
+    flow.admin.inject_fault(500, 1, path_prefix=f"/repos/{REPO}/collaborators")
+    command = flow.comment("/test add:cpu")
+    flow.wait_until(lambda: len(flow.jobs()) == 1, timeout=15)
+    flow.wait_until(flow.quiet, timeout=20)
+    assert flow.admin.state()["faults"] == []  # every fault was hit, and got through
+    with flow.svc.ctx.sessions() as session:
+        retried = session.scalars(select(OutboxItem).where(OutboxItem.attempts > 1)).all()
+    assert {item.kind for item in retried} >= {"status", "reaction"}
+    assert any("429" in (item.last_error or "") or item.attempts > 1 for item in retried)
+    assert len([c for c in flow.bot_comments() if "ondemand:add:cpu" in c["body"]]) == 1
+    reactions = next(c for c in flow.admin.comments(REPO, flow.pr) if c["id"] == command["id"])
+    assert [r["content"] for r in reactions["reactions"]] == ["eyes"]
+    statuses = flow.admin.statuses(REPO, flow.head)
+    assert [s["state"] for s in statuses] == ["pending"]
+    # a redelivery of the same webhook changes nothing
+    delivery = next(d for d in flow.admin.deliveries() if d["event"] == "issue_comment")
+    flow.admin.redeliver(delivery["id"])
+    time.sleep(0.3)
+    flow.wait_until(flow.quiet)
+    assert len(flow.jobs()) == 1 and len(flow.bot_comments()) == 1
