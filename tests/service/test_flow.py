@@ -8,17 +8,20 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from sqlalchemy import select
 
 from sandbox.app import create_app as create_sandbox
 from sandbox.client import SandboxAdmin
-from service.models import Delivery, Job, OutboxItem
+from service.models import Delivery, Job, OutboxItem, ResultComment
 from tests.service.helpers import LiveService, live_service, service_settings
 from tests.support.live import live_server
 from workflows.models import (
@@ -29,6 +32,7 @@ from workflows.models import (
     JobStatus,
 )
 
+APP_ID = 4242
 REPO = "acme/kernels"
 SECRET = "new-secret"
 BOT = "ondemand-bot"
@@ -86,6 +90,27 @@ class Flow:
 
 @pytest.fixture
 def flow(tmp_path: Path) -> Iterator[Flow]:
+    with make_flow(tmp_path) as made:
+        yield made
+
+
+def app_keypair() -> tuple[str, str]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return private, public.decode()
+
+
+@contextmanager
+def make_flow(tmp_path: Path, *, app: bool = False) -> Iterator[Flow]:
+    """The sandbox with acme/kernels and PR #1 by alice, the service wired to it (as a token
+    user, or as a GitHub App when `app`), and the sandbox's webhook pointing at the service."""
     repo = tmp_path / "kernels"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
@@ -108,6 +133,11 @@ def flow(tmp_path: Path) -> Iterator[Flow]:
             admin.create_user(login)
         admin.create_user(BOT, "Bot")
         token = admin.create_token(BOT)
+        auth: dict[str, Any] = {"github_token": token, "bot_login": BOT}
+        if app:
+            private, public = app_keypair()
+            admin.register_app(APP_ID, public, slug="ondemand")
+            auth = {"github_app_id": APP_ID, "github_private_key": private}
         admin.create_repo("acme", "kernels", str(repo))
         admin.set_permission(REPO, "alice", "write")
         admin.set_permission(REPO, "mallory", "read")
@@ -115,10 +145,9 @@ def flow(tmp_path: Path) -> Iterator[Flow]:
         settings = service_settings(
             f"sqlite:///{tmp_path / 'flow.db'}",
             github_api_url=gh_url,
-            github_token=token,
-            bot_login=BOT,
             lease_seconds=30,
             outbox_max_backoff_s=0.5,
+            **auth,
         )
         with live_service(settings) as svc:
             admin.set_webhook(f"{svc.url}/webhook", SECRET)
@@ -261,3 +290,41 @@ def test_outbox_survives_faults_and_posts_once(flow: Flow) -> None:
     time.sleep(0.3)
     flow.wait_until(flow.quiet)
     assert len(flow.jobs()) == 1 and len(flow.bot_comments()) == 1
+
+
+def test_as_a_github_app(tmp_path: Path) -> None:
+    with make_flow(tmp_path, app=True) as flow:
+        command = flow.comment("/test add:cpu")
+        flow.admin.wait("reaction", comment_id=command["id"], content="eyes")
+        posted = flow.admin.wait_for_comment(
+            REPO, flow.pr, user="ondemand[bot]", contains="ondemand:add:cpu"
+        )
+        assert posted["user"] == "ondemand[bot]"
+        flow.wait_until(flow.quiet)
+        assert [s["state"] for s in flow.admin.statuses(REPO, flow.head)] == ["pending"]
+
+
+def test_a_lost_create_answer_does_not_post_twice(flow: Flow) -> None:
+    """The create of a result comment reached GitHub but its answer was lost (a crash): the
+    retry finds the comment by its marker instead of posting another."""
+    flow.comment("/test add:cpu")
+    first = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="ondemand:add:cpu")
+    flow.wait_until(flow.quiet)
+    ctx = flow.svc.ctx
+    with ctx.writes() as session, session.begin():
+        row = session.scalars(select(ResultComment)).one()
+        row.github_comment_id = None  # as if the id was never stored
+        session.add(
+            OutboxItem(
+                kind="comment",
+                key=f"comment:{row.id}",
+                payload={"repo": REPO, "pr_number": flow.pr, "row_id": row.id},
+                attempts=1,  # a previous attempt happened
+            )
+        )
+    assert ctx.outbox is not None
+    ctx.outbox.kick()
+    flow.wait_until(flow.quiet)
+    with ctx.sessions() as session:
+        assert session.scalars(select(ResultComment)).one().github_comment_id == first["id"]
+    assert len(flow.bot_comments()) == 1
