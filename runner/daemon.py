@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -204,8 +205,11 @@ class Daemon:
                 event.set()
 
     def clean_after_crash(self) -> None:
+        """Kill the steps an earlier, crashed daemon left running; remove their directories."""
         jobs = self.config.work_dir / "jobs"
         if jobs.is_dir():
+            for pidfile in jobs.glob("*.pgid"):
+                kill_orphan(pidfile, self.config.work_dir)
             for stale in jobs.iterdir():
                 log.info("removing %s left by an earlier run", stale)
                 shutil.rmtree(stale, ignore_errors=True)
@@ -269,6 +273,7 @@ class Daemon:
         job_dir = self.config.work_dir / "jobs" / f"slot-{slot}"
         shutil.rmtree(job_dir, ignore_errors=True)
         job_dir.mkdir(parents=True)
+        pidfile = job_dir.with_suffix(".pgid")
         logs = self.config.work_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         stream = LogStream(logs / f"job-{spec.id}.log", self.client, spec.id).start()
@@ -303,9 +308,11 @@ class Daemon:
                     visible_devices=self.visible(workflow, slot),
                     network_prefix=self.network_prefix,
                     grace_s=self.config.grace_s,
+                    on_step_start=lambda pid: pidfile.write_text(str(pid)),
                 ),
             )
         finally:
+            pidfile.unlink(missing_ok=True)
             done.set()
             beat.join(timeout=30)
             stream.close()
@@ -376,6 +383,22 @@ class Daemon:
         files = sorted(logs.glob("job-*.log"), key=lambda p: p.stat().st_mtime)
         for old in files[: max(len(files) - self.config.keep_logs, 0)]:
             old.unlink(missing_ok=True)
+
+
+def kill_orphan(pidfile: Path, work_dir: Path) -> None:
+    """SIGKILL the process group in `pidfile` if its leader still works under `work_dir`
+    (checked through /proc, so a reused pid of some other program is left alone)."""
+    try:
+        pid = int(pidfile.read_text().strip())
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except (OSError, ValueError):
+        pidfile.unlink(missing_ok=True)
+        return
+    if cwd.is_relative_to(work_dir.resolve()):
+        log.warning("killing process group %s left running by a crashed runner", pid)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+    pidfile.unlink(missing_ok=True)
 
 
 def serve(config: DaemonConfig, workflows: Mapping[str, WorkflowSpec]) -> int:

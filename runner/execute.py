@@ -73,6 +73,7 @@ class JobContext:
     layout: str | None = None  # None: detect from the checkout
     grace_s: float = 5.0
     keep: bool = False  # keep the job directory (debugging)
+    on_step_start: Callable[[int], None] | None = None  # the step's process group id
 
 
 class _Stop(Exception):
@@ -173,6 +174,7 @@ class _Job:
             on_output=self.ctx.on_output,
             cancel=self.ctx.cancel,
             grace_s=self.ctx.grace_s,
+            on_start=self.ctx.on_step_start,
         )
         self.log(f"step {step.name}: exit {outcome.exit_code} in {outcome.duration_s:.1f}s")
         return outcome, values

@@ -16,6 +16,7 @@ from runner.client import NotHeld, Rejected, ServiceClient, ServiceUnavailable
 
 log = logging.getLogger(__name__)
 CHUNK_BYTES = 256 * 1024
+PROBE_OFFSET = 2**53
 
 
 def _utf8_prefix(data: bytes) -> bytes:
@@ -73,6 +74,16 @@ class LogStream:
         """Send what the service lacks; False when the service could not be reached."""
         if self.client is None:
             return True
+        if self._base is None:
+            # Where our byte 0 goes: after whatever an earlier attempt of the job left there.
+            # A chunk past the end is refused with the end (docs/runner-protocol.md).
+            try:
+                _, self._base = self.client.append_log(self.job_id, PROBE_OFFSET, "")
+            except (ServiceUnavailable, Rejected) as exc:
+                log.warning("job %s: log upload failed, will retry: %s", self.job_id, exc)
+                return False
+            except NotHeld:
+                return True
         while True:
             with self._lock:
                 size = self._size
@@ -83,7 +94,7 @@ class LogStream:
                 chunk = _utf8_prefix(handle.read(min(CHUNK_BYTES, size - self._sent)))
             if not chunk:
                 return True
-            offset = (self._base or 0) + self._sent
+            offset = self._base + self._sent
             try:
                 accepted, end = self.client.append_log(self.job_id, offset, chunk.decode("utf-8"))
             except (ServiceUnavailable, Rejected) as exc:
@@ -91,15 +102,10 @@ class LogStream:
                 return False
             except NotHeld:
                 return True  # the job is not ours any more; the heartbeat handles that
-            if accepted:
-                if self._base is None:
-                    self._base = 0
-                self._sent = end - self._base
-            elif self._base is None and self._sent == 0:
-                # An earlier attempt of this job left a log there: ours follows it.
-                self._base = end
-            else:
-                self._sent = min(max(end - (self._base or 0), 0), size)
+            # Accepted or not, the service's end says where to continue from.
+            before, self._sent = self._sent, min(max(end - self._base, 0), size)
+            if not accepted and self._sent == before:
+                return False  # no progress: try again later rather than spin
 
     def close(self, attempts: int = 5) -> None:
         """Flush the decoder, stop the thread and send the rest (a few tries)."""

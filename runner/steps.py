@@ -76,6 +76,7 @@ def run_step(
     on_output: OutputSink | None = None,
     cancel: threading.Event | None = None,
     grace_s: float = 5.0,
+    on_start: Callable[[int], None] | None = None,
 ) -> StepOutcome:
     """Run `argv` to completion, timeout or cancellation; stdout and stderr are merged."""
     started = time.monotonic()
@@ -92,6 +93,9 @@ def run_step(
         )
     except OSError as exc:
         return StepOutcome(None, time.monotonic() - started, start_error=f"{argv[0]}: {exc}")
+
+    if on_start is not None:
+        on_start(proc.pid)  # also the process group id
 
     def pump() -> None:
         assert proc.stdout is not None

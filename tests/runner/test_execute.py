@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -43,9 +44,10 @@ def _run(
     workflow: WorkflowSpec = CPU,
     cancel: threading.Event | None = None,
     prefix: tuple[str, ...] = (),
+    log: bytearray | None = None,
     **kw: object,
 ) -> tuple[JobResult, str]:
-    log = bytearray()
+    log = bytearray() if log is None else log
     ctx = JobContext(
         workspaces=Workspaces(cache),
         env_cache=cache / "envs",
@@ -145,10 +147,17 @@ def test_step_timeout_kills_and_reports(
 
 def test_cancellation(tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path) -> None:
     cancel = threading.Event()
-    timer = threading.Timer(4.0, cancel.set)
-    timer.start()
-    result, _ = _run(tiny_repo, runner_cache, tmp_path, "slow_op", cancel=cancel)
-    timer.cancel()
+    log = bytearray()
+
+    def cancel_once_the_step_runs() -> None:
+        deadline = time.monotonic() + 60
+        while b"step accuracy:" not in log and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)
+        cancel.set()
+
+    threading.Thread(target=cancel_once_the_step_runs, daemon=True).start()
+    result, _ = _run(tiny_repo, runner_cache, tmp_path, "slow_op", cancel=cancel, log=log)
     assert result.status is JobStatus.cancelled
     assert result.steps[-1].status is StepStatus.cancelled
     assert result.duration_s is not None and result.duration_s < 60
