@@ -85,7 +85,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         dtypes = parse_dtypes(args.dtypes)
     except ValueError as exc:
         parser.error(str(exc))
-    target = implementations.current_target()
+    try:
+        kernel_fn, implementation = implementations.select(args.op, args.impl)
+    except ValueError as exc:
+        parser.error(str(exc))
+    target = implementations.current_target()  # after select: it may force a vendor
     size_set = args.sizes
     if not target.performance:
         if size_set == "large":
@@ -98,10 +102,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             size_set = "tiny"
         print(f"note: {NOT_PERFORMANCE}", file=sys.stderr)
 
-    try:
-        kernel_fn, implementation = implementations.select(args.op, args.impl)
-    except ValueError as exc:
-        parser.error(str(exc))
     bench = load(args.op)
     try:
         implementations.check_reference_is_pytorch()

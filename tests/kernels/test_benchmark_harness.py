@@ -207,6 +207,19 @@ def test_a_wrong_kernel_fails_the_run_before_any_timing(tmp_path: Path) -> None:
     assert proc.stdout == ""
 
 
+def test_impl_mthreads_runs_the_moore_threads_kernel(tmp_path: Path) -> None:
+    target = tmp_path / "bench.json"
+    proc = run_cli(
+        "--op", "adaptive_max_pool3d_backward", "--impl", "mthreads", "--dtypes", "float16",
+        "--host-reps", "1", "--json", str(target),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(target.read_text())
+    assert (data["impl"], data["vendor"]) == ("mthreads", "mthreads")
+    assert len(data["rows"]) == len(TINY)
+    assert "`kernels.backends._mthreads.ops.adaptive_max_pool3d_backward." in proc.stdout
+
+
 def test_mthreads_is_selected_through_the_runtime() -> None:
     from kernels import runtime
     from kernels.benchmark import implementations
