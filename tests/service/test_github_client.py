@@ -1,0 +1,109 @@
+"""GitHubClient (PyGithub) against the sandbox: reads, writes, and errors mapped to retry advice."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sandbox.app import create_app as create_sandbox
+from sandbox.client import SandboxAdmin
+from service.github import GitHubClient, GitHubError
+from tests.support.live import live_server
+
+REPO = "acme/kernels"
+
+
+@dataclass
+class World:
+    admin: SandboxAdmin
+    gh: GitHubClient
+    head: str
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    repo = tmp_path / "kernels"
+    env = {
+        "GIT_AUTHOR_NAME": "A",
+        "GIT_AUTHOR_EMAIL": "a@example.com",
+        "GIT_COMMITTER_NAME": "A",
+        "GIT_COMMITTER_EMAIL": "a@example.com",
+        "HOME": str(tmp_path),
+        "PATH": "/usr/bin:/bin:/usr/local/bin",
+    }
+    repo.mkdir()
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["commit", "-q", "--allow-empty", "-m", "initial"],
+        ["checkout", "-q", "-b", "feature"],
+        ["commit", "-q", "--allow-empty", "-m", "change"],
+    ):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, env=env)
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    with live_server(create_sandbox()) as url, SandboxAdmin(url) as admin:
+        admin.create_user("acme", "Organization")
+        admin.create_user("alice")
+        admin.create_user("bot", "Bot")
+        admin.create_repo("acme", "kernels", str(repo))
+        admin.set_permission(REPO, "alice", "maintain")
+        admin.create_team("acme", "kernel-team", ["alice"])
+        admin.open_pull(REPO, head="feature", base="main", user="alice")
+        yield World(admin, GitHubClient(url, token=admin.create_token("bot")), head)
+
+
+def test_reads(world: World) -> None:
+    pull = world.gh.pull(REPO, 1)
+    assert pull.head_sha == world.head and pull.base_ref == "main" and pull.state == "open"
+    assert pull.clone_url
+    assert world.gh.permission(REPO, "alice") == "write"  # legacy field: maintain -> write
+    assert world.gh.permission(REPO, "bot") in ("none", "read")
+    assert world.gh.team_member("acme", "kernel-team", "alice")
+    assert not world.gh.team_member("acme", "kernel-team", "bot")
+    assert world.gh.login() == "bot"
+
+
+def test_writes_and_find_by_marker(world: World) -> None:
+    comment_id = world.gh.create_comment(REPO, 1, "<!-- ondemand:add:cpu -->\nqueued")
+    world.gh.edit_comment(REPO, comment_id, "<!-- ondemand:add:cpu -->\nrunning")
+    world.gh.add_reaction(REPO, comment_id, "eyes")
+    world.gh.create_status(REPO, world.head, "pending", "queued", "ondemand/add:cpu", "http://x/1")
+    assert world.gh.find_comment(REPO, 1, "<!-- ondemand:add:cpu -->") == comment_id
+    assert world.gh.find_comment(REPO, 1, "<!-- ondemand:mul:cpu -->") is None
+    (posted,) = world.admin.comments(REPO, 1)
+    assert posted["body"].endswith("running") and posted["user"] == "bot"
+    assert [s["state"] for s in world.admin.statuses(REPO, world.head)] == ["pending"]
+
+
+@pytest.mark.parametrize(
+    ("status", "retry_after", "expect_wait"),
+    [(502, None, None), (503, None, None), (429, 7, 7.0), (403, 9, 9.0)],
+)
+def test_errors_carry_retry_advice(
+    world: World, status: int, retry_after: int | None, expect_wait: float | None
+) -> None:
+    world.admin.inject_fault(status, 1, retry_after=retry_after)  # type: ignore[arg-type]
+    with pytest.raises(GitHubError) as caught:
+        world.gh.create_comment(REPO, 1, "hello")
+    assert caught.value.status == status and not caught.value.permanent
+    if expect_wait is None:
+        assert caught.value.retry_after is None
+    else:
+        assert caught.value.retry_after == pytest.approx(expect_wait, abs=1)
+    assert world.admin.comments(REPO, 1) == []  # the fault answered; nothing was posted
+
+
+def test_missing_things_are_permanent_errors(world: World) -> None:
+    with pytest.raises(GitHubError) as caught:
+        world.gh.pull(REPO, 99)
+    assert caught.value.status == 404 and caught.value.permanent
+
+
+def test_needs_credentials() -> None:
+    with pytest.raises(ValueError, match="token"):
+        GitHubClient("http://127.0.0.1:1")
