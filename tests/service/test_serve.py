@@ -1,0 +1,133 @@
+"""Settings from the environment, `ondemand serve` as a real process, and recovery of
+deliveries a crash left unprocessed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from pydantic import ValidationError
+
+from service.db import utcnow
+from service.models import Delivery
+from service.settings import Settings
+from service.store import NewJob
+from tests.service.helpers import live_service, service_settings
+from tests.support.live import free_port
+from workflows.models import JobStatus
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    key = tmp_path / "app.pem"
+    key.write_text("PEM")
+    monkeypatch.setenv("ONDEMAND_WEBHOOK_SECRETS", "old, new")
+    monkeypatch.setenv("ONDEMAND_DEFAULT_BACKENDS", '["mthreads", "cpu"]')
+    monkeypatch.setenv("ONDEMAND_GITHUB_APP_ID", "42")
+    monkeypatch.setenv("ONDEMAND_GITHUB_PRIVATE_KEY_PATH", str(key))
+    monkeypatch.setenv("ONDEMAND_PUBLIC_URL", "https://ci.example.com/")
+    settings = Settings()
+    assert settings.webhook_secrets == ["old", "new"]
+    assert settings.default_backends == ["mthreads", "cpu"]
+    assert settings.private_key() == "PEM" and settings.github_app_id == 42
+    assert settings.job_url(3) == "https://ci.example.com/jobs/3"
+    assert settings.database_url.startswith("sqlite:///")
+
+
+def test_app_id_without_key_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ONDEMAND_GITHUB_APP_ID", "42")
+    with pytest.raises(ValidationError, match="PRIVATE_KEY"):
+        Settings()
+
+
+def test_serve_runs_and_answers(tmp_path: Path) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "ONDEMAND_DATABASE_URL": f"sqlite:///{tmp_path / 'serve.db'}",
+        "ONDEMAND_WEBHOOK_SECRETS": "s",
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                answer = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert answer.json() == {"status": "ok", "database": "sqlite"}
+        assert "On-demand kernel tests" in httpx.get(f"http://127.0.0.1:{port}/").text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_serve_refuses_bad_settings(tmp_path: Path) -> None:
+    env = {**os.environ, "ONDEMAND_DEFAULT_BACKENDS": "tpu"}
+    done = subprocess.run(
+        [sys.executable, "-m", "service.cli", "serve", "--port", str(free_port())],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "tpu" in done.stderr
+
+
+def test_unprocessed_deliveries_are_processed_at_startup(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'crash.db'}"
+    settings = service_settings(url)
+    # The previous process recorded a close delivery and crashed before processing it.
+    with live_service(settings.model_copy(update={"process_workers": False})) as svc:
+        job, _ = svc.ctx.store.create_job(
+            NewJob(
+                repo="octo/k", clone_url="/x", pr_number=5, sha="c" * 40, op="add", backend="cpu"
+            )
+        )
+        with svc.ctx.writes() as session, session.begin():
+            session.add(
+                Delivery(
+                    delivery_id="left-behind",
+                    event="pull_request",
+                    action="closed",
+                    payload={
+                        "action": "closed",
+                        "pull_request": {"number": 5},
+                        "repository": {"full_name": "octo/k"},
+                    },
+                    received_at=utcnow(),
+                )
+            )
+        assert svc.ctx.store.get_job(job.id).status == JobStatus.queued
+    with live_service(settings) as svc:
+        deadline = time.monotonic() + 5
+        while svc.ctx.store.get_job(job.id).status == JobStatus.queued:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert svc.ctx.store.get_job(job.id).status == JobStatus.cancelled
+        assert svc.ctx.store.get_job(job.id).reason == "pull request closed"
