@@ -10,14 +10,19 @@ import argparse
 import json
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from kernels.benchmark.definition import KNOWN_OPS, Case
-
-IMPLS = ("active", "generic", "mthreads")
+# Importing this package ran kernels/__init__.py first, which sets up the Triton interpreter
+# on a machine without a GPU before anything loads triton.
+from kernels.benchmark import implementations
+from kernels.benchmark.bandwidth import copy_bandwidth_gbps
+from kernels.benchmark.definition import KNOWN_OPS, Case, KernelMismatch, load
+from kernels.benchmark.harness import BenchmarkError, DeviceTimer, HostTimer, Timer, run_cases
+from kernels.benchmark.implementations import IMPLS, Target
+from kernels.benchmark.report import NOT_PERFORMANCE, Environment, Report
+from kernels.benchmark.sizes import SizeSet, parse_dtypes, shapes
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,14 +78,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
 
-    # Imports kernels first: on a CPU it sets up the Triton interpreter before triton loads.
-    from kernels.benchmark import implementations
-    from kernels.benchmark.bandwidth import copy_bandwidth_gbps
-    from kernels.benchmark.definition import load
-    from kernels.benchmark.harness import BenchmarkError, DeviceTimer, HostTimer, Timer, run_cases
-    from kernels.benchmark.report import NOT_PERFORMANCE, Environment, Report
-    from kernels.benchmark.sizes import parse_dtypes, shapes
-
     try:
         dtypes = parse_dtypes(args.dtypes)
     except ValueError as exc:
@@ -90,17 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     target = implementations.current_target()  # after select: it may force a vendor
-    size_set = args.sizes
-    if not target.performance:
-        if size_set == "large":
-            parser.error(
-                "--sizes large needs a GPU: under the Triton interpreter only the tiny sizes "
-                "run (use --sizes tiny)"
-            )
-        if size_set == "all":
-            print("note: Triton interpreter: --sizes all runs the tiny sizes only", file=sys.stderr)
-            size_set = "tiny"
-        print(f"note: {NOT_PERFORMANCE}", file=sys.stderr)
+    try:
+        size_set = _size_set_for(target, args.sizes)
+    except ValueError as exc:
+        parser.error(str(exc))
 
     bench = load(args.op)
     try:
@@ -108,11 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    timer: Timer = (
-        DeviceTimer(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
-        if target.performance
-        else HostTimer(reps=args.host_reps, synchronize=implementations.synchronizer(target.device))
-    )
+    timer = _timer_for(target, args)
     copy_gbps = copy_bandwidth_gbps(target.device, timer) if target.performance else None
     cases = [Case(dtype, size, out) for dtype in dtypes for size, out in shapes(size_set)]
 
@@ -121,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _progress(len(cases), show) as advance:
             rows = run_cases(bench, cases, kernel_fn, target.device, timer, copy_gbps, advance)
     except BenchmarkError as exc:
-        if exc.__cause__ is not None and not _is_mismatch(exc.__cause__):
+        if exc.__cause__ is not None and not isinstance(exc.__cause__, KernelMismatch):
             traceback.print_exception(exc.__cause__, file=sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -147,10 +133,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _is_mismatch(exc: BaseException) -> bool:
-    from kernels.benchmark.definition import KernelMismatch
+def _size_set_for(target: Target, asked: SizeSet) -> SizeSet:
+    """The sizes that run here: the interpreter refuses `large` and clips `all` to `tiny`."""
+    if target.performance:
+        return asked
+    if asked == "large":
+        raise ValueError(
+            "--sizes large needs a GPU: under the Triton interpreter only the tiny sizes run "
+            "(use --sizes tiny)"
+        )
+    if asked == "all":
+        print("note: Triton interpreter: --sizes all runs the tiny sizes only", file=sys.stderr)
+    print(f"note: {NOT_PERFORMANCE}", file=sys.stderr)
+    return "tiny"
 
-    return isinstance(exc, KernelMismatch)
+
+def _timer_for(target: Target, args: argparse.Namespace) -> Timer:
+    if target.performance:
+        return DeviceTimer(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
+    return HostTimer(reps=args.host_reps, synchronize=implementations.synchronizer(target.device))
 
 
 def _write(path: Path, text: str) -> None:
@@ -159,7 +160,7 @@ def _write(path: Path, text: str) -> None:
 
 
 @contextmanager
-def _progress(total: int, show: bool) -> Iterator[Any]:
+def _progress(total: int, show: bool) -> Iterator[Callable[[Case], None]]:
     """Yields a per-case callback: a rich progress bar on a terminal, nothing otherwise."""
     if not show:
         yield lambda case: None
