@@ -1,0 +1,307 @@
+"""The real runner daemon, as a subprocess, against the real service under uvicorn on loopback,
+running the cpu workflow on a real git repository: a passing, a failing and an unknown
+operator, a step timeout, a cancellation, a killed runner whose job comes back, SIGTERM once
+and twice mid-job."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from service.app import create_app
+from service.context import Context
+from service.settings import Settings
+from service.store import NewJob
+from tests.runner.tinyrepo import TinyRepo
+from tests.support.live import live_server
+from workflows.models import JobResult, JobStatus
+from workflows.spec import WORKFLOWS_DIR
+
+ROOT = Path(__file__).resolve().parents[2]
+REGISTRATION = "reg-token-for-runner-tests"
+STEP_TIMEOUT_S = 8
+LEASE_S = 3
+
+
+@dataclass
+class Service:
+    url: str
+    ctx: Context
+
+    def enqueue(self, repo: TinyRepo, op: str, **kw: object) -> int:
+        job, created = self.ctx.store.create_job(
+            NewJob(
+                repo="octo/tinyops",
+                clone_url=str(repo.path),
+                pr_number=7,
+                sha=repo.head_sha,
+                op=op,
+                backend="cpu",
+                base_ref="main",
+                **kw,  # type: ignore[arg-type]
+            )
+        )
+        assert created
+        return job.id
+
+    def status(self, job_id: int) -> JobStatus:
+        job = self.ctx.store.get_job(job_id)
+        assert job is not None
+        return JobStatus(job.status)
+
+    def wait(self, job_id: int, *states: JobStatus, timeout: float = 90) -> JobStatus:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.status(job_id)
+            if status in states:
+                return status
+            time.sleep(0.1)
+        raise AssertionError(f"job {job_id} is {self.status(job_id)}, not one of {states}")
+
+    def result(self, job_id: int) -> JobResult:
+        job = self.ctx.store.get_job(job_id)
+        assert job is not None and job.result is not None
+        return JobResult.model_validate(job.result)
+
+    def log(self, job_id: int) -> str:
+        return self.ctx.store.read_log(job_id).decode()
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    db = tmp_path_factory.mktemp("svc") / "ondemand.db"
+    settings = Settings(
+        database_url=f"sqlite:///{db}",
+        registration_tokens=[REGISTRATION],
+        webhook_secrets=["s"],
+        public_url="http://ondemand.test",
+        default_backends=["cpu"],
+        lease_seconds=LEASE_S,
+    )
+    app = create_app(settings)
+    with live_server(app) as url:
+        yield Service(url, app.state.ctx)
+
+
+@pytest.fixture(scope="module")
+def workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cpu workflow with a short step timeout and the slow test's pid file."""
+    directory = tmp_path_factory.mktemp("workflows")
+    cpu = yaml.safe_load((WORKFLOWS_DIR / "cpu.yaml").read_text())
+    for step in cpu["steps"]:
+        step["timeout_s"] = STEP_TIMEOUT_S
+    cpu["env"]["SLOW_PIDFILE"] = str(directory / "slow.pid")
+    (directory / "cpu.yaml").write_text(yaml.safe_dump(cpu))
+    return directory
+
+
+class Daemon:
+    """`ondemand runner` as a process; its log in a file."""
+
+    def __init__(self, url: str, state: Path, workflows: Path) -> None:
+        self.state = state
+        self.logfile = (state.parent / f"{state.name}.log").open("ab")
+        argv = [
+            sys.executable, "-m", "service.cli", "runner",
+            "--service", url, "--backend", "cpu", "--name", state.name,
+            "--state-dir", str(state), "--workflows", str(workflows),
+            "--poll-seconds", "1", "--check-interval", "300",
+            "--grace-seconds", "2", "--backoff-max", "2",
+        ]  # fmt: skip
+        env = {**os.environ, "ONDEMAND_REGISTRATION_TOKEN": REGISTRATION}
+        self.proc = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=self.logfile, stderr=subprocess.STDOUT
+        )
+
+    def output(self) -> str:
+        return (self.state.parent / f"{self.state.name}.log").read_text()
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 60) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the daemon did not exit:\n{self.output()[-3000:]}") from None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.logfile.close()
+
+
+@pytest.fixture
+def start(service: Service, workflows: Path, tmp_path: Path) -> Iterator:  # type: ignore[type-arg]
+    daemons: list[Daemon] = []
+
+    def _start(name: str = "runner-a") -> Daemon:
+        daemon = Daemon(service.url, tmp_path / name, workflows)
+        daemons.append(daemon)
+        return daemon
+
+    yield _start
+    for daemon in daemons:
+        daemon.stop()
+
+
+def _wait_log(service: Service, job_id: int, text: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in service.log(job_id):
+        assert time.monotonic() < deadline, f"{text!r} never in the log of job {job_id}"
+        time.sleep(0.1)
+
+
+def test_pass_fail_unknown_then_sigterm_when_idle(
+    service: Service,
+    tiny_repo: TinyRepo,
+    start,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    good = service.enqueue(tiny_repo, "good_op")
+    bad = service.enqueue(tiny_repo, "bad_op", bench=False)
+    unknown = service.enqueue(tiny_repo, "good_opp")
+    daemon = start()
+    assert service.wait(good, JobStatus.succeeded, JobStatus.failed, JobStatus.errored) == (
+        JobStatus.succeeded
+    ), service.log(good)
+    assert service.wait(bad, JobStatus.failed, JobStatus.errored) is JobStatus.failed
+    assert service.wait(unknown, JobStatus.failed, JobStatus.errored) is JobStatus.failed
+
+    passed = service.result(good)
+    assert passed.accuracy is not None and passed.accuracy.passed == 3
+    assert passed.benchmark is not None
+    assert passed.benchmark.rows[0].before_speedup == pytest.approx(1.5)  # merge base: main
+    assert passed.environment.runner_name == "runner-a"
+    log = service.log(good)
+    assert "step accuracy" in log and "3 passed, 2 skipped" in log
+    failed = service.result(bad)
+    assert failed.accuracy is not None
+    assert failed.accuracy.failures[0].test_id == "tests/kernels/test_ops.py::test_bad_value"
+    missing = service.result(unknown)
+    assert missing.unknown_op and missing.close_matches[:1] == ["good_op"]
+
+    # The runner token was kept, private to its owner.
+    token_file = tmp_path / "runner-a" / "runner.json"
+    assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+    token = json.loads(token_file.read_text())["token"]
+    for job_id in (good, bad, unknown):
+        assert token not in service.log(job_id)
+
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
+    assert "stopped" in daemon.output()
+
+
+def test_step_timeout(service: Service, tiny_repo: TinyRepo, start) -> None:  # type: ignore[no-untyped-def]
+    job = service.enqueue(tiny_repo, "slow_op")
+    start("runner-t")
+    assert service.wait(job, JobStatus.timed_out, JobStatus.errored, timeout=90) is (
+        JobStatus.timed_out
+    )
+    result = service.result(job)
+    assert result.error_step == "accuracy"
+    assert f"timed out after {STEP_TIMEOUT_S}s" in (result.error_message or "")
+
+
+def test_cancellation(service: Service, tiny_repo: TinyRepo, start) -> None:  # type: ignore[no-untyped-def]
+    job = service.enqueue(tiny_repo, "slow_op", bench=False)
+    start("runner-c")
+    _wait_log(service, job, "step accuracy:")
+    requested = time.monotonic()
+    service.ctx.store.cancel("octo/tinyops", 7, "cancelled by @maintainer")
+    assert service.wait(job, JobStatus.cancelled, timeout=30) is JobStatus.cancelled
+    # A heartbeat (every lease/3) carries the cancel; the step gets SIGTERM at once.
+    assert time.monotonic() - requested < STEP_TIMEOUT_S
+    result = service.result(job)
+    assert result.status is JobStatus.cancelled
+    assert result.steps[-1].status.value == "cancelled"
+
+
+def test_killed_runner_job_comes_back(
+    service: Service,
+    tiny_repo: TinyRepo,
+    start,
+    workflows: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    pidfile = workflows / "slow.pid"
+    pidfile.unlink(missing_ok=True)
+    job = service.enqueue(tiny_repo, "slow_op", bench=False)
+    first = start("runner-k")
+    _wait_log(service, job, "step accuracy:")
+    deadline = time.monotonic() + 30
+    while not pidfile.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    orphan = int(pidfile.read_text())
+    first.proc.kill()  # a crash: no result, no cleanup
+    first.proc.wait()
+    assert Path(f"/proc/{orphan}").exists()  # its step lives on, for now
+    # The lease lapses; the service requeues the job (attempt 2).
+    deadline = time.monotonic() + LEASE_S * 5
+    while service.ctx.store.get_job(job).attempt < 2:  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, "the job did not come back"
+        time.sleep(0.1)
+    # The restarted runner (same state directory) kills the orphan and runs the job again.
+    second = start("runner-k")
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{orphan}").exists() and " Z " not in _stat(orphan):
+        assert time.monotonic() < deadline, "the orphaned step survived the restart"
+        time.sleep(0.1)
+    assert service.wait(job, JobStatus.timed_out, JobStatus.errored, timeout=90) is (
+        JobStatus.timed_out
+    )
+    assert "attempt 2" in service.log(job)
+    assert "left running by a crashed runner" in second.output()
+
+
+def _stat(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return " Z "
+
+
+def test_sigterm_finishes_the_job_and_takes_no_more(
+    service: Service,
+    tiny_repo: TinyRepo,
+    start,  # type: ignore[no-untyped-def]
+) -> None:
+    job = service.enqueue(tiny_repo, "slow_op", bench=False)
+    daemon = start("runner-s")
+    _wait_log(service, job, "step accuracy:")
+    waiting = service.enqueue(tiny_repo, "good_op", bench=False)
+    daemon.signal(signal.SIGTERM)
+    # The current job runs to its end (here: its step timeout), is reported, then the daemon
+    # exits without claiming the waiting job.
+    assert daemon.wait(timeout=STEP_TIMEOUT_S + 40) == 0
+    assert service.status(job) is JobStatus.timed_out
+    assert service.status(waiting) is JobStatus.queued
+    service.ctx.store.cancel("octo/tinyops", 7, "test cleanup")
+
+
+def test_second_sigterm_cancels_the_job(
+    service: Service,
+    tiny_repo: TinyRepo,
+    start,  # type: ignore[no-untyped-def]
+) -> None:
+    job = service.enqueue(tiny_repo, "slow_op", bench=False)
+    daemon = start("runner-s2")
+    _wait_log(service, job, "step accuracy:")
+    daemon.signal(signal.SIGTERM)
+    time.sleep(0.5)
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
+    assert service.status(job) is JobStatus.cancelled
+    assert service.result(job).error_message == "runner stopping"
