@@ -168,3 +168,37 @@ def test_lapsed_lease_requeues_then_runner_lost(sqlite_svc: LiveService) -> None
         time.sleep(0.1)
     lost = svc.ctx.store.get_job(job.id)
     assert lost.status == JobStatus.errored and lost.reason == "runner lost"
+
+
+def test_concurrent_http_claims_take_each_job_once(svc: LiveService) -> None:
+    jobs = {svc.ctx.store.create_job(new_job(f"op{i}"))[0].id for i in range(24)}
+    tokens = [svc.register(f"r{i}")[1] for i in range(6)]
+    taken: list[int] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(len(tokens))
+
+    def work(token: str) -> None:
+        with httpx.Client(headers=auth(token), timeout=30) as client:
+            barrier.wait()
+            while (r := client.post(f"{svc.url}/api/v1/jobs/claim", json={})).status_code == 200:
+                with lock:
+                    taken.append(r.json()["id"])
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in tokens]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(taken) == sorted(jobs)
+
+
+def test_pages(svc: LiveService) -> None:
+    job, _ = svc.ctx.store.create_job(new_job("add", "cpu"))
+    page = httpx.get(f"{svc.url}/jobs/{job.id}")
+    assert page.status_code == 200 and "queued" in page.text and "add" in page.text
+    assert "ondemand:add:cpu" in page.text  # the rendered report, escaped into the page
+    assert httpx.get(f"{svc.url}/jobs/{job.id + 100}").status_code == 404
+    assert httpx.get(f"{svc.url}/jobs/{job.id + 100}/log").status_code == 404
+    assert httpx.get(f"{svc.url}/jobs/{job.id}/log").text == ""
+    assert f"/jobs/{job.id}" in httpx.get(f"{svc.url}/").text
+    assert httpx.get(f"{svc.url}/healthz").json()["status"] == "ok"
