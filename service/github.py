@@ -31,7 +31,9 @@ class GitHubError(Exception):
 
     @property
     def permanent(self) -> bool:
-        return self.status in PERMANENT_STATUSES
+        """A retry will get the same answer (a 403 that is not a rate limit: no permission)."""
+        no_permission = self.status == 403 and self.retry_after is None
+        return self.status in PERMANENT_STATUSES or no_permission
 
 
 @dataclass(frozen=True)
