@@ -107,8 +107,14 @@ def app_keypair() -> tuple[str, str]:
     return private, public.decode()
 
 
+@pytest.fixture
+def flow_any_db(tmp_path: Path, db_url: str) -> Iterator[Flow]:
+    with make_flow(tmp_path, db_url=db_url) as made:
+        yield made
+
+
 @contextmanager
-def make_flow(tmp_path: Path, *, app: bool = False) -> Iterator[Flow]:
+def make_flow(tmp_path: Path, *, app: bool = False, db_url: str | None = None) -> Iterator[Flow]:
     """The sandbox with acme/kernels and PR #1 by alice, the service wired to it (as a token
     user, or as a GitHub App when `app`), and the sandbox's webhook pointing at the service."""
     repo = tmp_path / "kernels"
@@ -143,7 +149,7 @@ def make_flow(tmp_path: Path, *, app: bool = False) -> Iterator[Flow]:
         admin.set_permission(REPO, "mallory", "read")
         pr = admin.open_pull(REPO, head=head, base="main", user="alice", title="Add op")
         settings = service_settings(
-            f"sqlite:///{tmp_path / 'flow.db'}",
+            db_url or f"sqlite:///{tmp_path / 'flow.db'}",
             github_api_url=gh_url,
             lease_seconds=30,
             outbox_max_backoff_s=0.5,
@@ -173,7 +179,8 @@ def seed_result(sha: str) -> JobResult:
     )
 
 
-def test_comment_to_result_updated_in_place(flow: Flow) -> None:
+def test_comment_to_result_updated_in_place(flow_any_db: Flow) -> None:
+    flow = flow_any_db
     command = flow.comment("Looks good.\n\n/test | add:cpu")
     # acknowledgement: reaction, pending status, one "queued" comment
     flow.admin.wait("reaction", comment_id=command["id"], content="eyes")
