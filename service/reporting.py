@@ -5,6 +5,7 @@ commit status, rendered now."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -98,6 +99,11 @@ class Reporter:
         row = self._comment_row(session, job)
         self._enqueue_comment(session, row)
         self._enqueue_status(session, job)
+
+    def queue_moved(self, session: Session, jobs: Sequence[Job]) -> None:
+        """Their comments show a queue position: refresh them (statuses stay as they are)."""
+        for job in jobs:
+            self._enqueue_comment(session, self._comment_row(session, job))
 
     def _comment_row(self, session: Session, job: Job) -> ResultComment:
         query = select(ResultComment).where(

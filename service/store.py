@@ -34,11 +34,15 @@ RUNNER_REPORTABLE = frozenset(
     }
 )
 RUNNER_LOST = "runner lost"
+QUEUE_REFRESH = 10  # queued jobs whose comments show their new position after a claim
 
 
 class JobListener(Protocol):
     def job_changed(self, session: Session, job: Job) -> None:
         """Called inside the transaction that changed `job` (after flush)."""
+
+    def queue_moved(self, session: Session, jobs: Sequence[Job]) -> None:
+        """Called when queued `jobs` moved up (a job ahead of them left the queue)."""
 
 
 @dataclass(frozen=True)
@@ -236,6 +240,15 @@ class Store:
             job = session.get(Job, job_id, populate_existing=True)
             assert job is not None
             self._changed(session, pending, job)
+            if self.listener is not None:
+                behind = session.scalars(
+                    select(Job)
+                    .where(Job.status == JobStatus.queued, Job.backend == job.backend)
+                    .order_by(Job.id)
+                    .limit(QUEUE_REFRESH)
+                ).all()
+                if behind:
+                    self.listener.queue_moved(session, behind)
         return job
 
     def release(self, runner_id: int, job_id: int) -> None:

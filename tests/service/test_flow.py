@@ -335,3 +335,17 @@ def test_a_lost_create_answer_does_not_post_twice(flow: Flow) -> None:
     with ctx.sessions() as session:
         assert session.scalars(select(ResultComment)).one().github_comment_id == first["id"]
     assert len(flow.bot_comments()) == 1
+
+
+def test_queued_comments_show_their_moving_position(flow: Flow) -> None:
+    _, token = flow.svc.register("cpu-1", ["cpu"])
+    flow.comment("/test add,mul:cpu")
+    flow.wait_until(lambda: len(flow.jobs()) == 2)
+    flow.wait_until(flow.quiet)
+
+    def mul_comment() -> str:
+        return next(c["body"] for c in flow.bot_comments() if "ondemand:mul:cpu" in c["body"])
+
+    assert "queued, position 2 on cpu (1 runner online)" in mul_comment()
+    httpx.post(f"{flow.svc.url}/api/v1/jobs/claim", json={}, headers=auth(token))
+    flow.wait_until(lambda: "queued, position 1 on cpu" in mul_comment())
