@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.db import make_sessionmaker, utcnow
 from service.models import ACTIVE_STATUSES, Job, LogChunk, Runner
-from service.wakeup import Wakeup
+from service.wakeup import CHANNEL, Wakeup
 from workflows.models import JobOptions, JobResult, JobSpec, JobStatus
 
 RUNNER_REPORTABLE = frozenset(
@@ -133,7 +133,7 @@ class Store:
             yield session, pending
             for backend in pending.backends:
                 if self.postgres:
-                    session.execute(text("SELECT pg_notify('ondemand_jobs', :b)"), {"b": backend})
+                    session.execute(text("SELECT pg_notify(:c, :b)"), {"c": CHANNEL, "b": backend})
         for backend in pending.backends:
             self.wakeup.notify(backend)
         if pending.changed and self.on_commit is not None:
