@@ -270,7 +270,11 @@ class _Job:
             cancel=self.ctx.cancel,
         )
         text = output.decode("utf-8", "replace")
-        markers = [m for m in results.markers_from_pytest_output(text) if m not in BUILTIN_MARKERS]
+        markers = [
+            m
+            for m in results.markers_from_pytest_output(text)
+            if m not in BUILTIN_MARKERS and m != self.spec.op  # registered but with no test
+        ]
         return results.close_matches(self.spec.op, markers)
 
     def compare(self, step: Step, sha_tree: Path, current: BenchmarkResult) -> BenchmarkResult:
