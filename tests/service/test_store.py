@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import time
 from datetime import timedelta
@@ -11,7 +12,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy.engine import make_url
 
-from service.db import Base, make_engine, utcnow
+from service.db import Base, make_engine, make_sessionmaker, utcnow
 from service.migrate import upgrade
 from service.store import RUNNER_LOST, Store
 from service.wakeup import PgListener, Wakeup
@@ -261,3 +262,27 @@ def test_store_types(db_url: str) -> None:
         job = store.create_job(new_job())[0]
         fetched = store.get_job(job.id)
         assert fetched.created_at.tzinfo is not None
+
+
+def _claim_all(url: str, runner_id: int, start: float) -> list[int]:
+    """In a separate process: claim until the queue is empty."""
+    engine = make_engine(url)
+    store = Store(make_sessionmaker(engine))
+    time.sleep(max(0.0, start - time.time()))  # start together
+    ids: list[int] = []
+    while (job := store.claim(runner_id, ["cpu"])) is not None:
+        ids.append(job.id)
+    engine.dispose()
+    return ids
+
+
+def test_concurrent_claims_across_processes(db_url: str) -> None:
+    with open_store(db_url) as store:
+        jobs = [store.create_job(new_job(f"op{i}"))[0].id for i in range(30)]
+        runners = [store.register_runner(f"p{i}", ["cpu"])[0] for i in range(4)]
+    start = time.time() + 0.5
+    ctx = multiprocessing.get_context("fork")  # fresh engines are made in the children
+    with ctx.Pool(len(runners)) as pool:
+        results = pool.starmap(_claim_all, [(db_url, r, start) for r in runners])
+    claimed = [job_id for ids in results for job_id in ids]
+    assert sorted(claimed) == sorted(jobs)
