@@ -39,6 +39,7 @@ from workflows.models import JobResult, JobSpec, JobStatus
 from workflows.spec import WorkflowSpec
 
 log = logging.getLogger("ondemand.runner")
+HEALTH_KEEPALIVE_S = 30.0
 
 
 def runner_version() -> str:
@@ -128,6 +129,8 @@ class Health:
         self.checked_at: dict[str, float] = {}
         self.reasons: dict[str, str | None] = {}
         self.reported: tuple[bool, str | None] | None = None
+        self.reported_at = 0.0
+        self.reported_logged: tuple[bool, str | None] | None = None
 
     def invalidate(self, backend: str) -> None:
         with self.lock:
@@ -145,16 +148,19 @@ class Health:
             healthy = [b for b in backends if self.reasons.get(b) is None]
             sick = [f"{b}: {self.reasons[b]}" for b in backends if b not in healthy]
             state = (not sick, "; ".join(sick) or None)
-            if state != self.reported:
+            stale = now - self.reported_at > HEALTH_KEEPALIVE_S  # stay "seen" while not claiming
+            if state != self.reported or (sick and stale):
                 try:
                     self.daemon.client.health(state[0], state[1], self.daemon.config.backends)
-                    self.reported = state
+                    self.reported, self.reported_at = state, now
                 except (ServiceUnavailable, Rejected, NotHeld) as exc:
                     log.warning("could not report health: %s", exc)
-                if sick:
-                    log.error("not claiming for %s", state[1])
-                else:
-                    log.info("device checks pass for %s", ", ".join(healthy))
+                if state != self.reported_logged:
+                    self.reported_logged = state
+                    if sick:
+                        log.error("not claiming for %s", state[1])
+                    else:
+                        log.info("device checks pass for %s", ", ".join(healthy))
             return healthy
 
     def _check(self, backend: str) -> str | None:
@@ -204,6 +210,22 @@ class Daemon:
             for event in self.cancels.values():
                 event.set()
 
+    def register(self) -> Credentials | None:
+        """The runner's credentials, retrying while the service is unreachable; None when
+        stopped meanwhile or refused."""
+        backoff = Backoff(self.config.backoff_max_s)
+        while not self.stopping.is_set():
+            try:
+                return load_or_register(self.client, self.config)
+            except ServiceUnavailable as exc:
+                delay = backoff.next()
+                log.warning("cannot register (%s); retrying in %.1fs", exc, delay)
+                self.stopping.wait(delay)
+            except (Rejected, NotHeld) as exc:
+                log.error("registration refused: %s", exc)
+                return None
+        return None
+
     def clean_after_crash(self) -> None:
         """Kill the steps an earlier, crashed daemon left running; remove their directories."""
         jobs = self.config.work_dir / "jobs"
@@ -218,7 +240,9 @@ class Daemon:
     def run(self) -> int:
         """Serve until signalled; the exit status."""
         self.config.work_dir.mkdir(parents=True, exist_ok=True)
-        creds = load_or_register(self.client, self.config)
+        creds = self.register()
+        if creds is None:
+            return 0 if self.stopping.is_set() else 2
         self.client.token = creds.token
         self.clean_after_crash()
         log.info(

@@ -298,3 +298,46 @@ def test_second_sigterm_cancels_the_job(
     assert daemon.wait(timeout=30) == 0
     assert service.status(job) is JobStatus.cancelled
     assert service.result(job).error_message == "runner stopping"
+
+
+def test_sick_device_stops_claims_and_is_reported(
+    service: Service, tiny_repo: TinyRepo, workflows: Path, tmp_path: Path
+) -> None:
+    sick = tmp_path / "sick-workflows"
+    sick.mkdir()
+    cpu = yaml.safe_load((workflows / "cpu.yaml").read_text())
+    cpu["device_check"] = ["{python}", "-c", "raise SystemExit('no device here')"]
+    (sick / "cpu.yaml").write_text(yaml.safe_dump(cpu))
+    daemon = Daemon(service.url, tmp_path / "runner-sick", sick)
+    try:
+        deadline = time.monotonic() + 30
+        while not any("no device here" in r for r in service.ctx.store.unhealthy_reasons("cpu")):
+            assert time.monotonic() < deadline, daemon.output()
+            time.sleep(0.1)
+        job = service.enqueue(tiny_repo, "good_op", bench=False)
+        time.sleep(3)
+        assert service.status(job) is JobStatus.queued  # nobody healthy claims it
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait(timeout=40) == 0
+        assert "not claiming for cpu: device check failed: no device here" in daemon.output()
+    finally:
+        daemon.stop()
+        service.ctx.store.cancel("octo/tinyops", 7, "test cleanup")
+
+
+def test_unreachable_service_backs_off_and_stops_on_sigterm(
+    workflows: Path, tmp_path: Path
+) -> None:
+    from tests.support.live import free_port
+
+    daemon = Daemon(f"http://127.0.0.1:{free_port()}", tmp_path / "runner-lonely", workflows)
+    try:
+        deadline = time.monotonic() + 30
+        while daemon.output().count("cannot register") < 2:
+            assert time.monotonic() < deadline, daemon.output()
+            time.sleep(0.1)
+        assert "retrying in" in daemon.output()
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait(timeout=10) == 0
+    finally:
+        daemon.stop()
