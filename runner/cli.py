@@ -11,7 +11,7 @@ from pathlib import Path
 
 from runner import local
 from runner.daemon import DaemonConfig, serve
-from workflows.spec import WorkflowError, load_workflows
+from workflows.spec import WorkflowError, backend_names, load_workflows
 
 REGISTRATION_TOKEN_ENV = "ONDEMAND_REGISTRATION_TOKEN"
 
@@ -31,8 +31,12 @@ def daemon_parser() -> argparse.ArgumentParser:
         dest="backends",
         help="backend to serve (repeat; default $ONDEMAND_RUNNER_BACKENDS, comma-separated)",
     )
-    parser.add_argument("--label", action="append", dest="labels", default=[])
-    parser.add_argument("--name", default=env("ONDEMAND_RUNNER_NAME") or socket.gethostname())
+    parser.add_argument(
+        "--label", action="append", dest="labels", default=[], help="default: the workflows'"
+    )
+    parser.add_argument(
+        "--name", default=env("ONDEMAND_RUNNER_NAME") or socket.gethostname(), help="in reports"
+    )
     parser.add_argument("--slots", type=int, default=None, help="jobs at once (default 1)")
     parser.add_argument(
         "--devices",
@@ -82,11 +86,22 @@ def daemon_main(argv: list[str]) -> int:
     except WorkflowError as exc:
         print(f"ondemand runner: {exc}", file=sys.stderr)
         return 2
+    names = backend_names(workflows)
+    unknown = [b for b in backends if b.lower() not in names]
+    if unknown:
+        print(
+            f"ondemand runner: unknown backend(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(names))}",
+            file=sys.stderr,
+        )
+        return 2
+    backends = list(dict.fromkeys(names[b.lower()] for b in backends))
+    labels = args.labels or sorted({label for b in backends for label in workflows[b].labels})
     config = DaemonConfig(
         service_url=args.service.rstrip("/"),
         name=args.name,
         backends=backends,
-        labels=args.labels,
+        labels=labels,
         devices=devices,
         state_dir=args.state_dir,
         work_dir=args.work_dir or args.state_dir / "work",
