@@ -84,7 +84,7 @@ def check_input(input: torch.Tensor, name: str = "adaptive_max_pool3d") -> None:
         raise TypeError(f"{name}(): input must be a Tensor, got {type(input).__name__}")
     if input.dim() not in (4, 5):
         raise RuntimeError(f"{name}(): Expected 4D or 5D tensor, but got: {list(input.shape)}")
-    for dim in range(1 if input.dim() == 4 else 2, input.dim()):
+    for dim in range(1, input.dim()):
         if input.shape[dim] == 0:
             raise RuntimeError(
                 f"{name}(): Expected input to have non-zero size for non-batch dimensions, "
@@ -154,25 +154,3 @@ def span(shape: Sequence[int], strides: Sequence[int]) -> int:
 def fits_int32(*values: int) -> bool:
     """Whether offsets up to each value can be computed in 32-bit arithmetic."""
     return all(value <= INT32_LIMIT for value in values)
-
-
-def _strides_like_channels_last(shape: Sequence[int], strides: Sequence[int]) -> bool:
-    # c10's is_channels_last_strides_{2d,3d}: C innermost, then the spatial dims, then N.
-    order = (1, 3, 2, 0) if len(shape) == 4 else (1, 4, 3, 2, 0)
-    if strides[1] == 0:
-        return False
-    smallest = 0
-    for dim in order:
-        if shape[dim] == 0 or strides[dim] < smallest:
-            return False
-        if dim == 0 and smallest == strides[1]:
-            return False  # ambiguous (e.g. N1HW): PyTorch falls back to contiguous
-        smallest = strides[dim] * (shape[dim] if shape[dim] > 1 else 1)
-    return True
-
-
-def suggest_memory_format(tensor: torch.Tensor) -> torch.memory_format:
-    """`Tensor.suggest_memory_format()` of ATen, which Python does not expose."""
-    if tensor.dim() in (4, 5) and _strides_like_channels_last(tensor.shape, tensor.stride()):
-        return torch.channels_last if tensor.dim() == 4 else torch.channels_last_3d
-    return torch.contiguous_format

@@ -1,8 +1,9 @@
 """adaptive_max_pool3d: the generic Triton kernel (values and int64 argmax indices).
 
-One launch. Each program owns one (plane, output depth) pair and a tile of BOH×BOW outputs,
-and reduces their windows in chunks of BKD×BKH×BKW input elements (power-of-two tile sides,
-so splitting a lane number into window coordinates costs shifts, not divisions). The loops run
+One launch. Each program owns one (plane, output depth) row (several under the interpreter)
+and a tile of BOH×BOW outputs, and reduces their windows in chunks of BKD×BKH×BKW input
+elements (power-of-two sides, so splitting a lane number into window coordinates costs
+shifts, not divisions). The loops run
 over the largest window of each axis, which the host computes, so they are bounded; lanes
 outside an output's own window are masked and read nothing.
 
@@ -54,9 +55,11 @@ def _adaptive_max_pool3d_kernel(
     KD,
     KH,
     KW,
+    rows,
     n_oh_blocks,
     n_ow_blocks,
     ACC: tl.constexpr,
+    BR: tl.constexpr,
     BOH: tl.constexpr,
     BOW: tl.constexpr,
     BKD: tl.constexpr,
@@ -64,16 +67,17 @@ def _adaptive_max_pool3d_kernel(
     BKW: tl.constexpr,
     WIDE: tl.constexpr,
 ):
+    # Tile axes: [row = (plane, od), oh, ow, window lane]; BR = 1 on a device.
     pid = tl.program_id(0)
     owb = pid % n_ow_blocks
     rest = pid // n_ow_blocks
     ohb = rest % n_oh_blocks
-    rest = rest // n_oh_blocks
-    od = rest % OD
-    plane = rest // OD
-    n = plane // C
-    c = plane % C
-    x_plane = x_ptr + (n.to(tl.int64) * sxn + c.to(tl.int64) * sxc)
+    rb = rest // n_oh_blocks
+    row = rb * BR + tl.arange(0, BR)
+    row_ok = row < rows
+    od = row % OD
+    plane = row // OD
+    x_rows = (plane // C).to(tl.int64) * sxn + (plane % C).to(tl.int64) * sxc
 
     # Window coordinates in 32-bit unless an offset within a plane could pass 2^31 (WIDE).
     IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
@@ -89,34 +93,41 @@ def _adaptive_max_pool3d_kernel(
     h_end = (((oh64 + 1) * H + OH - 1) // OH).to(IDX)
     w_start = ((ow64 * W) // OW).to(IDX)
     w_end = (((ow64 + 1) * W + OW - 1) // OW).to(IDX)
-    live = (oh < OH)[:, None, None] & (ow < OW)[None, :, None]
+    live = (
+        row_ok[:, None, None, None]
+        & (oh < OH)[None, :, None, None]
+        & (ow < OW)[None, None, :, None]
+    )
 
     k = tl.arange(0, BKD * BKH * BKW)
     kd = (k // (BKH * BKW)).to(IDX)
     kh = ((k // BKW) % BKH).to(IDX)
     kw = (k % BKW).to(IDX)
 
-    best = tl.full([BOH, BOW], float("-inf"), ACC)
-    best_idx = tl.full([BOH, BOW], BIG, IDX)
-    nan_idx = tl.full([BOH, BOW], -1, IDX)
+    best = tl.full([BR, BOH, BOW], float("-inf"), ACC)
+    best_idx = tl.full([BR, BOH, BOW], BIG, IDX)
+    nan_idx = tl.full([BR, BOH, BOW], -1, IDX)
     for d0 in range(0, KD, BKD):
-        d = (d_start + d0 + kd)[None, None, :]
-        d_ok = d < d_end
+        d = d_start[:, None, None, None] + d0 + kd[None, None, None, :]
+        d_ok = live & (d < d_end[:, None, None, None])
+        row_offs = x_rows[:, None, None, None] + d * sxd
         for h0 in range(0, KH, BKH):
-            h = h_start[:, None, None] + h0 + kh[None, None, :]
-            h_ok = d_ok & (h < h_end[:, None, None])
+            h = h_start[None, :, None, None] + h0 + kh[None, None, None, :]
+            h_ok = d_ok & (h < h_end[None, :, None, None])
             for w0 in range(0, KW, BKW):
-                w = w_start[None, :, None] + w0 + kw[None, None, :]
-                mask = live & h_ok & (w < w_end[None, :, None])
-                offs = d * sxd + h * sxh + w * sxw
-                v = tl.load(x_plane + offs, mask=mask, other=float("-inf")).to(ACC)
+                w = w_start[None, None, :, None] + w0 + kw[None, None, None, :]
+                mask = h_ok & (w < w_end[None, None, :, None])
+                v = tl.load(
+                    x_ptr + (row_offs + (h * sxh + w * sxw)), mask=mask, other=float("-inf")
+                )
+                v = v.to(ACC)
                 flat = d * HW + h * W + w
                 is_nan = v != v
-                tile_nan = tl.max(tl.where(is_nan & mask, flat, -1), axis=2)
+                tile_nan = tl.max(tl.where(is_nan & mask, flat, -1), axis=3)
                 clean = tl.where(is_nan, float("-inf"), v)
-                tile_max = tl.max(clean, axis=2)
-                hit = (clean == tile_max[:, :, None]) & mask
-                tile_idx = tl.min(tl.where(hit, flat, BIG), axis=2)
+                tile_max = tl.max(clean, axis=3)
+                hit = (clean == tile_max[:, :, :, None]) & mask
+                tile_idx = tl.min(tl.where(hit, flat, BIG), axis=3)
                 first = tl.where(tile_max == best, tl.minimum(best_idx, tile_idx), best_idx)
                 best_idx = tl.where(tile_max > best, tile_idx, first)
                 best = tl.maximum(best, tile_max)
@@ -125,18 +136,19 @@ def _adaptive_max_pool3d_kernel(
     has_nan = nan_idx >= 0
     value = tl.where(has_nan, float("nan"), best)
     index = tl.where(has_nan, nan_idx, best_idx).to(tl.int64)
-    out_offs = (plane.to(tl.int64) * OD + od) * OH * OW + (oh[:, None] * OW + ow[None, :]).to(
-        tl.int64
-    )
-    store_mask = (oh < OH)[:, None] & (ow < OW)[None, :]
+    out_offs = row.to(tl.int64)[:, None, None] * (OH * OW) + (
+        oh[None, :, None] * OW + ow[None, None, :]
+    ).to(tl.int64)
+    store_mask = row_ok[:, None, None] & (oh < OH)[None, :, None] & (ow < OW)[None, None, :]
     tl.store(out_ptr + out_offs, value.to(out_ptr.dtype.element_ty), mask=store_mask)
     tl.store(idx_ptr + out_offs, index, mask=store_mask)
 
 
 @dataclass(frozen=True)
 class ForwardConfig:
-    """Tile sides of one launch: outputs per program (BOH×BOW) and window chunk (BKD×BKH×BKW)."""
+    """Tile sides of one launch: rows (plane, od) × outputs (BOH×BOW) × window chunk."""
 
+    br: int
     boh: int
     bow: int
     bkd: int
@@ -146,20 +158,25 @@ class ForwardConfig:
 
 
 def forward_config(
-    windows: tuple[int, int, int], out_hw: tuple[int, int], tile: int | None = None
+    windows: tuple[int, int, int], out_dhw: tuple[int, int, int], tile: int | None = None
 ) -> ForwardConfig:
-    """Pick tile sides from the largest windows: a chunk of about `tile` elements per step."""
-    tile = tile or (8192 if runtime.interpreted else 2048)
+    """Pick tile sides from the largest windows: a chunk of about `tile` elements per step.
+
+    Under the interpreter, where each program costs Python time whatever its size, a program
+    also takes several (plane, od) rows; on a device it takes one.
+    """
+    tile = tile or (32768 if runtime.interpreted else 2048)
     kd, kh, kw = windows
     bkw = min(next_pow2(kw), 128)
     bkh = min(next_pow2(kh), max(1, tile // bkw))
     bkd = min(next_pow2(kd), max(1, tile // (bkw * bkh)))
     room = max(1, tile // (bkd * bkh * bkw))
-    bow = min(next_pow2(out_hw[1]), room)
-    boh = min(next_pow2(out_hw[0]), max(1, room // bow))
-    elements = boh * bow * bkd * bkh * bkw
+    bow = min(next_pow2(out_dhw[2]), room)
+    boh = min(next_pow2(out_dhw[1]), max(1, room // bow))
+    br = max(1, room // (bow * boh)) if runtime.interpreted else 1
+    elements = br * boh * bow * bkd * bkh * bkw
     num_warps = max(1, min(8, elements // 256))
-    return ForwardConfig(boh, bow, bkd, bkh, bkw, num_warps)
+    return ForwardConfig(br, boh, bow, bkd, bkh, bkw, num_warps)
 
 
 def adaptive_max_pool3d(
@@ -184,7 +201,7 @@ def adaptive_max_pool3d(
         return out, indices
 
     windows = (max_window(d, od), max_window(h, oh), max_window(w, ow))
-    cfg = config or forward_config(windows, (oh, ow))
+    cfg = config or forward_config(windows, (od, oh, ow))
     n_oh_blocks = triton.cdiv(oh, cfg.boh)
     n_ow_blocks = triton.cdiv(ow, cfg.bow)
     # Masked lanes may point up to one chunk past a window: keep those offsets in range too.
@@ -192,7 +209,8 @@ def adaptive_max_pool3d(
         cfg.bkd * x.stride(2) + cfg.bkh * x.stride(3) + cfg.bkw * x.stride(4)
     )
     wide = not fits_int32(reach, d * h * w + cfg.bkd * h * w)
-    grid = (n * c * od * n_oh_blocks * n_ow_blocks,)
+    rows = n * c * od
+    grid = (triton.cdiv(rows, cfg.br) * n_oh_blocks * n_ow_blocks,)
     _adaptive_max_pool3d_kernel[grid](
         x,
         out,
@@ -207,9 +225,11 @@ def adaptive_max_pool3d(
         ow,
         *x.stride(),
         *windows,
+        rows,
         n_oh_blocks,
         n_ow_blocks,
         ACC=tl.float64 if input.dtype == torch.float64 else tl.float32,
+        BR=cfg.br,
         BOH=cfg.boh,
         BOW=cfg.bow,
         BKD=cfg.bkd,

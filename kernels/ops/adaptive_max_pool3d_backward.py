@@ -28,7 +28,6 @@ from kernels.ops._adaptive import (
     max_window,
     next_pow2,
     span,
-    suggest_memory_format,
 )
 
 
@@ -187,13 +186,9 @@ def store_vector(strides: tuple[int, ...], w: int, element_size: int) -> int:
 
 
 def grad_input_like(input: torch.Tensor) -> torch.Tensor:
-    """An uninitialized gradient buffer in the memory format PyTorch gives its own."""
-    return torch.empty(
-        input.shape,
-        dtype=input.dtype,
-        device=input.device,
-        memory_format=suggest_memory_format(input),
-    )
+    """An uninitialized gradient buffer laid out as PyTorch's own: contiguous, whatever the
+    input's memory format (ATen's meta function allocates it so, channels_last_3d included)."""
+    return torch.empty(input.shape, dtype=input.dtype, device=input.device)
 
 
 def adaptive_max_pool3d_backward(

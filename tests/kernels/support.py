@@ -1,0 +1,109 @@
+"""Plain helpers of the kernel accuracy suite: the device, random data, references, comparisons.
+
+The reference is PyTorch on the CPU in float64; inputs are made in the tested dtype first and
+upcast (exactly) for the reference, so both see the same numbers.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import torch
+import torch.nn.functional as F
+
+from kernels import runtime
+
+DEVICE = runtime.device
+ON_GPU = DEVICE in ("cuda", "musa")
+
+HALF_DTYPES = [torch.float16, torch.bfloat16, torch.float32]
+ALL_DTYPES = [*HALF_DTYPES, torch.float64]
+
+# The upstream suite's shapes and output sizes (FlagGems tests/test_adaptive_max_pool3d*.py).
+UPSTREAM_SHAPES = [
+    (1, 1, 8, 8, 8),
+    (2, 3, 16, 16, 16),
+    (1, 1, 32, 32, 32),
+    (2, 8, 8, 8, 8),
+    (1, 1, 7, 7, 7),
+    (1, 1, 10, 10, 10),
+]
+UPSTREAM_OUTPUTS = [(1, 1, 1), (3, 3, 3), (4, 4, 4), (8, 8, 8)]
+
+# Backward tolerance against the float64 reference: fp32 accumulation, one rounding.
+TOLERANCE: dict[torch.dtype, tuple[float, float]] = {
+    torch.float16: (1e-3, 1e-3),
+    torch.bfloat16: (8e-3, 8e-3),
+    torch.float32: (1e-5, 1e-6),
+    torch.float64: (1e-12, 1e-12),
+}
+
+
+def seeded(*key: object) -> torch.Generator:
+    """A CPU generator seeded from the test's parameters: reruns draw the same data."""
+    return torch.Generator().manual_seed(zlib.crc32(repr(key).encode()))
+
+
+def randn(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    """Random normal data made on the CPU, then moved to the device under test."""
+    return torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype).to(DEVICE)
+
+
+def reference_forward(
+    x: torch.Tensor, output_size: tuple[int, int, int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PyTorch's adaptive_max_pool3d on the CPU in float64."""
+    return F.adaptive_max_pool3d(x.cpu().double(), output_size, return_indices=True)
+
+
+def reference_backward(grad: torch.Tensor, x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """PyTorch's adaptive_max_pool3d_backward on the CPU in float64."""
+    return torch.ops.aten.adaptive_max_pool3d_backward(
+        grad.cpu().double(), x.cpu().double(), indices.cpu()
+    )
+
+
+def divisible(shape: tuple[int, ...], output_size: tuple[int, int, int]) -> bool:
+    """Whether every spatial axis divides evenly (then windows are disjoint)."""
+    return all(i % o == 0 for i, o in zip(shape[-3:], output_size, strict=True))
+
+
+def assert_forward_matches(
+    got: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor, output_size: tuple[int, int, int]
+) -> None:
+    """Values exactly equal to the reference (NaN where it has NaN), indices identical."""
+    out, indices = got
+    want_out, want_idx = reference_forward(x, output_size)
+    assert out.shape == want_out.shape and indices.shape == want_idx.shape
+    assert out.dtype == x.dtype and indices.dtype == torch.int64
+    assert out.device == x.device and indices.device == x.device
+    assert torch.equal(indices.cpu(), want_idx), "argmax indices differ from PyTorch's"
+    torch.testing.assert_close(out.cpu().double(), want_out, rtol=0, atol=0, equal_nan=True)
+
+
+def assert_backward_matches(
+    got: torch.Tensor, grad: torch.Tensor, x: torch.Tensor, indices: torch.Tensor
+) -> None:
+    """Close to the float64 reference; bitwise equal to it rounded when windows are disjoint."""
+    want = reference_backward(grad, x, indices)
+    assert got.shape == x.shape and got.dtype == x.dtype and got.device == x.device
+    if got.numel() and divisible(x.shape, tuple(indices.shape[-3:])):
+        assert torch.equal(got.cpu(), want.to(x.dtype)), "disjoint windows must copy gradients"
+    rtol, atol = TOLERANCE[x.dtype]
+    torch.testing.assert_close(got.cpu().double(), want, rtol=rtol, atol=atol)
+
+
+def big_memory_gpu(gib: int) -> bool:
+    """Whether the device is a GPU with at least `gib` GiB free."""
+    if not ON_GPU:
+        return False
+    module = getattr(torch, DEVICE)
+    free, _ = module.mem_get_info()
+    return free >= gib * 2**30
+
+
+# Past 2^31 elements in one plane (fp16, 4.3 GB): D = 2056 pooled to 257 windows of 8, so the
+# last window holds only flat indices ≥ 2^31.
+BIG_SHAPE = (1, 1, 2056, 1024, 1024)
+BIG_OUTPUT = (257, 32, 32)
+BIG_WINDOW_D = 8

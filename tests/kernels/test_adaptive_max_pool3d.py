@@ -1,0 +1,245 @@
+"""Accuracy of kernels.adaptive_max_pool3d against PyTorch on the CPU in float64."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kernels
+from kernels import runtime
+from kernels.ops.adaptive_max_pool3d import ForwardConfig
+from tests.kernels.support import (
+    ALL_DTYPES,
+    BIG_OUTPUT,
+    BIG_SHAPE,
+    BIG_WINDOW_D,
+    DEVICE,
+    UPSTREAM_OUTPUTS,
+    UPSTREAM_SHAPES,
+    assert_forward_matches,
+    big_memory_gpu,
+    randn,
+    seeded,
+)
+
+pytestmark = pytest.mark.adaptive_max_pool3d
+
+forward = runtime.function("adaptive_max_pool3d")
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("output_size", UPSTREAM_OUTPUTS, ids=str)
+@pytest.mark.parametrize("shape", UPSTREAM_SHAPES, ids=str)
+def test_upstream_shapes(
+    shape: tuple[int, ...], output_size: tuple[int, int, int], dtype: torch.dtype
+) -> None:
+    x = randn(shape, dtype, seeded(shape, output_size, dtype))
+    assert_forward_matches(forward(x, output_size), x, output_size)
+
+
+@pytest.mark.parametrize(
+    ("shape", "output_size"),
+    [
+        ((2, 3, 5, 9, 13), (2, 4, 5)),  # non-cubic, nothing divides
+        ((1, 2, 6, 4, 11), (4, 7, 3)),  # upsampling along H, overlapping windows elsewhere
+        ((1, 1, 3, 2, 5), (7, 5, 9)),  # upsampling on every axis
+        ((2, 2, 1, 1, 1), (2, 3, 1)),  # a single input element per plane
+        ((1, 3, 17, 33, 65), (1, 1, 1)),  # global pooling over rows past one chunk
+        ((1, 1, 4, 70, 300), (2, 3, 2)),  # windows wider than one chunk along W and H
+        ((3, 6, 7, 8), (2, 3, 4)),  # unbatched (C, D, H, W)
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def test_other_shapes(
+    shape: tuple[int, ...], output_size: tuple[int, int, int], dtype: torch.dtype
+) -> None:
+    x = randn(shape, dtype, seeded(shape, output_size, dtype))
+    assert_forward_matches(forward(x, output_size), x, output_size)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
+def test_channels_last_3d_input(dtype: torch.dtype) -> None:
+    x = randn((2, 5, 6, 7, 9), dtype, seeded("cl", dtype)).to(memory_format=torch.channels_last_3d)
+    out, indices = forward(x, (3, 4, 4))
+    assert_forward_matches((out, indices), x, (3, 4, 4))
+    want, _ = F.adaptive_max_pool3d(x, (3, 4, 4), return_indices=True)
+    assert out.stride() == want.stride(), "output memory format differs from PyTorch's"
+
+
+def test_non_contiguous_input() -> None:
+    base = randn((2, 4, 9, 12, 10), torch.float32, seeded("strided"))
+    x = base.transpose(2, 4)[:, 1:, ::2]  # permuted, sliced and stepped
+    assert not x.is_contiguous()
+    assert_forward_matches(forward(x, (3, 2, 4)), x, (3, 2, 4))
+
+
+def test_output_size_forms() -> None:
+    x = randn((1, 2, 6, 8, 10), torch.float32, seeded("forms"))
+    assert_forward_matches(forward(x, 3), x, (3, 3, 3))
+    out, _ = forward(x, (None, 4, None))
+    assert out.shape == (1, 2, 6, 4, 10)
+    assert_forward_matches(forward(x, (6, 4, 10)), x, (6, 4, 10))
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64], ids=str
+)
+def test_ties_pick_the_first_maximum(dtype: torch.dtype) -> None:
+    gen = seeded("ties", dtype)
+    x = torch.randint(0, 3, (2, 3, 9, 10, 11), generator=gen).to(dtype).to(DEVICE)
+    assert_forward_matches(forward(x, (4, 3, 5)), x, (4, 3, 5))
+    assert_forward_matches(forward(x, (1, 1, 1)), x, (1, 1, 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def test_nan_propagates(dtype: torch.dtype) -> None:
+    gen = seeded("nan", dtype)
+    x = torch.randn((2, 2, 8, 9, 10), generator=gen, dtype=torch.float64)
+    x[torch.rand(x.shape, generator=gen) < 0.03] = float("nan")
+    x[0, 0] = float("nan")  # a plane of NaN: the last one wins, as in PyTorch
+    x = x.to(dtype).to(DEVICE)
+    out, indices = forward(x, (3, 4, 4))
+    assert out.isnan().any() and not out.isnan().all()
+    assert_forward_matches((out, indices), x, (3, 4, 4))
+
+
+def test_infinities() -> None:
+    x = torch.full((1, 2, 4, 4, 4), float("-inf"), dtype=torch.float32)
+    x[0, 1, 3, 3, 3] = float("inf")
+    x = x.to(DEVICE)
+    out, indices = forward(x, (2, 1, 2))
+    assert_forward_matches((out, indices), x, (2, 1, 2))
+    assert out[0, 0].eq(float("-inf")).all()
+
+
+@pytest.mark.parametrize(
+    ("shape", "output_size"),
+    [((0, 2, 4, 4, 4), (2, 2, 2)), ((0, 4, 4, 4), (2, 2, 2)), ((1, 2, 4, 4, 4), (0, 1, 1))],
+    ids=str,
+)
+def test_empty(shape: tuple[int, ...], output_size: tuple[int, int, int]) -> None:
+    x = torch.randn(shape).to(DEVICE)
+    out, indices = forward(x, output_size)
+    want, want_idx = F.adaptive_max_pool3d(x.cpu(), output_size, return_indices=True)
+    assert out.shape == want.shape and indices.shape == want_idx.shape
+    assert indices.dtype == torch.int64
+
+
+def test_deterministic() -> None:
+    x = randn((2, 3, 11, 13, 17), torch.float16, seeded("det"))
+    first = forward(x, (5, 6, 7))
+    second = forward(x, (5, 6, 7))
+    assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "match"),
+    [
+        (
+            lambda: forward(torch.randn(2, 3, 4), (1, 1, 1)),
+            RuntimeError,
+            r"Expected 4D or 5D tensor",
+        ),
+        (lambda: forward(torch.randn(1, 2, 0, 4, 4), (1, 1, 1)), RuntimeError, r"non-zero size"),
+        (
+            lambda: forward(torch.randn(2, 0, 4, 4, 4), (1, 1, 1)),
+            RuntimeError,
+            r"dimension 1 being",
+        ),
+        (
+            lambda: forward(torch.randn(1, 2, 4, 4, 4), (1, 1)),
+            RuntimeError,
+            r"output_size.size\(\) must be 3",
+        ),
+        (lambda: forward(torch.randn(1, 2, 4, 4, 4), (-1, 1, 1)), RuntimeError, r"non-negative"),
+        (lambda: forward(torch.randn(1, 2, 4, 4, 4), (1.5, 1, 1)), TypeError, r"must hold ints"),
+        (
+            lambda: forward(torch.ones(1, 2, 4, 4, 4, dtype=torch.int64), 1),
+            NotImplementedError,
+            r"not implemented for torch.int64",
+        ),
+        (lambda: forward([1.0, 2.0], 1), TypeError, r"must be a Tensor"),
+    ],
+    ids=[
+        "rank",
+        "empty-spatial",
+        "empty-channels",
+        "output-rank",
+        "negative",
+        "float-size",
+        "dtype",
+        "not-a-tensor",
+    ],
+)
+def test_bad_input(make: Callable[[], object], error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        make()
+
+
+def test_use_kernels_routes_torch_through_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[int, ...]] = []
+    generic = kernels.ops.adaptive_max_pool3d
+
+    def spy(input: torch.Tensor, output_size: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        calls.append(tuple(input.shape))
+        return generic(input, output_size)
+
+    monkeypatch.setattr(kernels.ops, "adaptive_max_pool3d", spy)
+    x = randn((2, 3, 7, 9, 8), torch.float32, seeded("use"))
+    with kernels.use_kernels():
+        got = F.adaptive_max_pool3d(x, (3, 4, 3), return_indices=True)
+    assert calls == [(2, 3, 7, 9, 8)]
+    assert_forward_matches(got, x, (3, 4, 3))
+    F.adaptive_max_pool3d(x, (3, 4, 3), return_indices=True)
+    assert len(calls) == 1, "PyTorch's kernel must be back after use_kernels()"
+    assert not kernels.enabled()
+
+
+@pytest.mark.parametrize(
+    "config",
+    [ForwardConfig(1, 2, 4, 1, 2, 2, 1), ForwardConfig(1, 1, 1, 2, 4, 4, 1)],
+    ids=["small-chunks", "one-output-per-program"],
+)
+@pytest.mark.parametrize(
+    ("shape", "output_size"),
+    [((1, 2, 5, 6, 9), (2, 4, 4)), ((1, 1, 8, 6, 10), (1, 1, 1)), ((1, 1, 2, 3, 4), (3, 4, 5))],
+    ids=str,
+)
+def test_device_tiling(
+    shape: tuple[int, ...], output_size: tuple[int, int, int], config: ForwardConfig
+) -> None:
+    """The one-row-per-program tiling of a device, with windows split over several chunks."""
+    x = randn(shape, torch.float32, seeded("tiling", shape, output_size))
+    x[..., ::3, :, :] = x[..., ::3, :, :].round()  # ties across chunk borders
+    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
+
+
+def test_64_bit_offsets_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The int64 arithmetic a >2^31-element tensor needs, forced on a small one."""
+    module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
+    monkeypatch.setattr(module, "fits_int32", lambda *values: False)
+    x = randn((2, 3, 9, 10, 11), torch.float16, seeded("wide"))
+    x[0, 1, 2:5] = float("nan")
+    assert_forward_matches(forward(x, (4, 3, 5)), x, (4, 3, 5))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not big_memory_gpu(24), reason="needs a GPU with 24 GiB free")
+def test_past_2_31_elements() -> None:
+    gen = torch.Generator(device=DEVICE).manual_seed(7)
+    x = torch.randn(BIG_SHAPE, generator=gen, dtype=torch.float16, device=DEVICE)
+    assert x.numel() > 2**31
+    out, indices = forward(x, BIG_OUTPUT)
+    plane = BIG_SHAPE[3] * BIG_SHAPE[4]
+    assert int(indices[0, 0, -1].min()) >= 2**31
+    for od in (0, 100, BIG_OUTPUT[0] - 1):
+        start = od * BIG_WINDOW_D
+        part = x[:, :, start : start + BIG_WINDOW_D]
+        want, want_idx = F.adaptive_max_pool3d(part, (1, *BIG_OUTPUT[1:]), return_indices=True)
+        assert torch.equal(out[:, :, od : od + 1], want)
+        assert torch.equal(indices[:, :, od : od + 1], want_idx + start * plane)
