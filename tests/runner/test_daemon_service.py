@@ -108,7 +108,7 @@ def workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class Daemon:
     """`ondemand runner` as a process; its log in a file."""
 
-    def __init__(self, url: str, state: Path, workflows: Path) -> None:
+    def __init__(self, url: str, state: Path, workflows: Path, *extra: str) -> None:
         self.state = state
         self.logfile = (state.parent / f"{state.name}.log").open("ab")
         argv = [
@@ -116,7 +116,7 @@ class Daemon:
             "--service", url, "--backend", "cpu", "--name", state.name,
             "--state-dir", str(state), "--workflows", str(workflows),
             "--poll-seconds", "1", "--check-interval", "300",
-            "--grace-seconds", "2", "--backoff-max", "2",
+            "--grace-seconds", "2", "--backoff-max", "2", *extra,
         ]  # fmt: skip
         env = {**os.environ, "ONDEMAND_REGISTRATION_TOKEN": REGISTRATION}
         self.proc = subprocess.Popen(
@@ -146,8 +146,8 @@ class Daemon:
 def start(service: Service, workflows: Path, tmp_path: Path) -> Iterator:  # type: ignore[type-arg]
     daemons: list[Daemon] = []
 
-    def _start(name: str = "runner-a") -> Daemon:
-        daemon = Daemon(service.url, tmp_path / name, workflows)
+    def _start(name: str = "runner-a", *extra: str) -> Daemon:
+        daemon = Daemon(service.url, tmp_path / name, workflows, *extra)
         daemons.append(daemon)
         return daemon
 
@@ -172,7 +172,7 @@ def test_pass_fail_unknown_then_sigterm_when_idle(
     good = service.enqueue(tiny_repo, "good_op")
     bad = service.enqueue(tiny_repo, "bad_op", bench=False)
     unknown = service.enqueue(tiny_repo, "good_opp")
-    daemon = start()
+    daemon = start("runner-a", "--slots", "2")
     assert service.wait(good, JobStatus.succeeded, JobStatus.failed, JobStatus.errored) == (
         JobStatus.succeeded
     ), service.log(good)
@@ -191,6 +191,11 @@ def test_pass_fail_unknown_then_sigterm_when_idle(
     assert failed.accuracy.failures[0].test_id == "tests/kernels/test_ops.py::test_bad_value"
     missing = service.result(unknown)
     assert missing.unknown_op and missing.close_matches[:1] == ["good_op"]
+    # Two slots: two jobs ran at the same time.
+    spans = [(service.result(j).started_at, service.result(j).finished_at) for j in (good, bad)]
+    (a0, a1), (b0, b1) = spans
+    assert a0 and a1 and b0 and b1
+    assert a0 < b1 and b0 < a1, spans
 
     # The runner token was kept, private to its owner.
     token_file = tmp_path / "runner-a" / "runner.json"
