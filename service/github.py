@@ -72,10 +72,12 @@ class GitHubClient:
         token: str | None = None,
         app_id: int | None = None,
         private_key: str | None = None,
+        timeout: int = TIMEOUT_S,
     ) -> None:
         if token is None and (app_id is None or private_key is None):
             raise ValueError("GitHub credentials: a token, or an App id and its private key")
         self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
         self._token = token
         self._app_auth = Auth.AppAuth(app_id, private_key) if token is None else None
         self._clients: dict[str, Github] = {}
@@ -99,7 +101,7 @@ class GitHubClient:
         return Github(
             auth=auth,
             base_url=self.base_url,
-            timeout=TIMEOUT_S,
+            timeout=self.timeout,
             retry=None,
             seconds_between_requests=None,
             seconds_between_writes=None,
@@ -117,7 +119,7 @@ class GitHubClient:
         else:
             assert self._app_auth is not None
             integration = GithubIntegration(
-                auth=self._app_auth, base_url=self.base_url, timeout=TIMEOUT_S
+                auth=self._app_auth, base_url=self.base_url, timeout=self.timeout
             )
             owner, name = repo.split("/", 1)
             installation = self._call(lambda: integration.get_repo_installation(owner, name))
