@@ -3,9 +3,10 @@
 One launch. Each program owns one (plane, output depth) row (several under the interpreter)
 and a tile of BOH×BOW outputs, and reduces their windows in chunks of BKD×BKH×BKW input
 elements (power-of-two sides, so splitting a lane number into window coordinates costs
-shifts, not divisions). The loops run
-over the largest window of each axis, which the host computes, so they are bounded; lanes
-outside an output's own window are masked and read nothing.
+shifts, not divisions). The loops run over the largest window of each axis, which the host
+computes, so they are bounded; lanes outside an output's own window are masked and read
+nothing. Each lane keeps a running maximum over the chunks it visits and the lanes are
+reduced once at the end, so the loop body has no cross-thread traffic.
 
 Semantics are PyTorch's: the index is the flat offset in the D·H·W volume, the first maximum
 wins a tie (smallest offset, PyTorch scans d, h, w in order), and a NaN wins over any number
@@ -104,9 +105,11 @@ def _adaptive_max_pool3d_kernel(
     kh = ((k // BKW) % BKH).to(IDX)
     kw = (k % BKW).to(IDX)
 
-    best = tl.full([BR, BOH, BOW], float("-inf"), ACC)
-    best_idx = tl.full([BR, BOH, BOW], BIG, IDX)
-    nan_idx = tl.full([BR, BOH, BOW], -1, IDX)
+    # Each lane keeps its own running maximum across chunks (no cross-lane traffic in the
+    # loop); a lane's positions only grow, so `>` keeps its first maximum and any NaN
+    # replaces (the last NaN wins). One cross-lane reduction at the end.
+    lane_val = tl.full([BR, BOH, BOW, BKD * BKH * BKW], float("-inf"), ACC)
+    lane_idx = tl.full([BR, BOH, BOW, BKD * BKH * BKW], BIG, IDX)
     for d0 in range(0, KD, BKD):
         d = d_start[:, None, None, None] + d0 + kd[None, None, None, :]
         d_ok = live & (d < d_end[:, None, None, None])
@@ -121,18 +124,16 @@ def _adaptive_max_pool3d_kernel(
                     x_ptr + (row_offs + (h * sxh + w * sxw)), mask=mask, other=float("-inf")
                 )
                 v = v.to(ACC)
-                flat = d * HW + h * W + w
-                is_nan = v != v
-                tile_nan = tl.max(tl.where(is_nan & mask, flat, -1), axis=3)
-                clean = tl.where(is_nan, float("-inf"), v)
-                tile_max = tl.max(clean, axis=3)
-                hit = (clean == tile_max[:, :, :, None]) & mask
-                tile_idx = tl.min(tl.where(hit, flat, BIG), axis=3)
-                first = tl.where(tile_max == best, tl.minimum(best_idx, tile_idx), best_idx)
-                best_idx = tl.where(tile_max > best, tile_idx, first)
-                best = tl.maximum(best, tile_max)
-                nan_idx = tl.maximum(nan_idx, tile_nan)
+                take = mask & ((v > lane_val) | (v != v) | (lane_idx == BIG))
+                lane_val = tl.where(take, v, lane_val)
+                lane_idx = tl.where(take, d * HW + h * W + w, lane_idx)
 
+    lane_nan = lane_val != lane_val
+    nan_idx = tl.max(tl.where(lane_nan, lane_idx, -1), axis=3)
+    clean = tl.where(lane_nan, float("-inf"), lane_val)
+    best = tl.max(clean, axis=3)
+    hit = (clean == best[:, :, :, None]) & (lane_idx != BIG)
+    best_idx = tl.min(tl.where(hit, lane_idx, BIG), axis=3)
     has_nan = nan_idx >= 0
     value = tl.where(has_nan, float("nan"), best)
     index = tl.where(has_nan, nan_idx, best_idx).to(tl.int64)

@@ -1,0 +1,173 @@
+"""Tile sweep of the adaptive_max_pool3d kernels on a GPU: `python -m kernels.tuning --out DIR`.
+
+For each benchmark size and dtype it times PyTorch's operator, our default tiling and a few
+alternatives (triton.testing.do_bench: median, L2 flushed between runs), checks each
+variant's result once, and prints time over the memory floor (input·e + output·(e+8) bytes
+at the measured copy bandwidth). It informs the defaults in `forward_config` and
+`backward_config`; the benchmark harness (`python -m kernels.benchmark`) gives the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import triton
+import triton.testing
+
+from kernels import runtime
+from kernels.benchmark.sizes import LARGE, TINY
+from kernels.ops import _adaptive
+from kernels.ops.adaptive_max_pool3d import adaptive_max_pool3d, forward_config
+from kernels.ops.adaptive_max_pool3d_backward import (
+    BackwardConfig,
+    adaptive_max_pool3d_backward,
+)
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+TINY_SHAPES = {shape for shape, _ in TINY}
+
+
+def bench(fn: Callable[[], Any]) -> float:
+    """Median milliseconds of `fn`, L2 flushed between runs."""
+    return float(triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median"))
+
+
+def copy_bandwidth() -> float:
+    """Bytes per second of a 1 GiB device-to-device copy, counting read plus write."""
+    src = torch.empty(2**28, dtype=torch.float32, device=runtime.device).normal_()
+    dst = torch.empty_like(src)
+    ms = bench(lambda: dst.copy_(src))
+    return 2 * src.numel() * 4 / (ms * 1e-3)
+
+
+def floor_ms(in_numel: int, out_numel: int, element: int, bandwidth: float) -> float:
+    return (in_numel * element + out_numel * (element + 8)) / bandwidth * 1e3
+
+
+def forward_variants(shape: tuple[int, ...], out: tuple[int, int, int]) -> dict[str, Any]:
+    windows = tuple(_adaptive.max_window(i, o) for i, o in zip(shape[2:], out, strict=True))
+    base = forward_config(windows, out)  # type: ignore[arg-type]
+    variants: dict[str, Any] = {"default": None}
+    if shape in TINY_SHAPES:
+        return variants
+    for tile in (1024, 4096):
+        variants[f"tile{tile}"] = forward_config(windows, out, tile)  # type: ignore[arg-type]
+    for warps in (4, 8):
+        if warps != base.num_warps:
+            variants[f"warps{warps}"] = dataclasses.replace(base, num_warps=warps)
+    return variants
+
+
+def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
+    _, h, w = shape[2:]
+    variants: dict[str, Any] = {"default": None}
+    if shape in TINY_SHAPES:
+        return variants
+    for tile, bw, warps in ((1024, 64, 4), (4096, 128, 8), (4096, 64, 4), (2048, 64, 4)):
+        bw_ = min(_adaptive.next_pow2(w), bw)
+        bh = min(_adaptive.next_pow2(h), max(1, tile // bw_))
+        variants[f"t{tile}w{bw}x{warps}"] = BackwardConfig(1, bh, bw_, warps)
+    return variants
+
+
+def report(op: str, label: str, floor: float, times: dict[str, float]) -> None:
+    """One line: every variant's time over the floor, the best, and speedups over PyTorch."""
+    ours = {k: v for k, v in times.items() if k != "torch"}
+    best_name = min(ours, key=lambda k: ours[k])
+    ratios = " ".join(f"{k}={v / floor:.2f}" for k, v in ours.items())
+    print(
+        f"{op} {label}: floor {floor * 1e3:.1f}us torch={times['torch'] / floor:.2f} {ratios}"
+        f" | best {best_name} x{times['torch'] / ours[best_name]:.2f}"
+        f" default x{times['torch'] / ours['default']:.2f}",
+        flush=True,
+    )
+
+
+def sweep_backward(
+    grad: torch.Tensor, x: torch.Tensor, idx: torch.Tensor, warm: bool = False
+) -> dict[str, float]:
+    aten = torch.ops.aten.adaptive_max_pool3d_backward
+    want = aten(grad, x, idx).float()
+    times = {"torch": 0.0 if warm else bench(lambda: aten(grad, x, idx))}
+    mthreads = runtime.function("adaptive_max_pool3d_backward", "mthreads")
+    candidates: dict[str, Callable[[], Any]] = {"mthreads": lambda: mthreads(grad, x, idx)}
+    for name, cfg in backward_variants(tuple(x.shape)).items():
+        candidates[name] = functools.partial(adaptive_max_pool3d_backward, grad, x, idx, config=cfg)
+    for name, fn in candidates.items():
+        ok = torch.allclose(fn().float(), want, rtol=1e-2, atol=1e-2)
+        times[name] = float("nan") if not ok else 0.0 if warm else bench(fn)
+    return times
+
+
+def sweep_forward(
+    x: torch.Tensor, out: tuple[int, int, int], warm: bool = False
+) -> dict[str, float]:
+    want_out, want_idx = torch.ops.aten.adaptive_max_pool3d(x, list(out))
+    aten = torch.ops.aten.adaptive_max_pool3d
+    times = {"torch": 0.0 if warm else bench(lambda: aten(x, list(out)))}
+    for name, cfg in forward_variants(tuple(x.shape), out).items():
+        fn = functools.partial(adaptive_max_pool3d, x, out, config=cfg)
+        got_out, got_idx = fn()
+        ok = torch.equal(got_idx, want_idx) and torch.equal(got_out, want_out)
+        times[name] = float("nan") if not ok else 0.0 if warm else bench(fn)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--ops", default="backward,forward")
+    parser.add_argument(
+        "--warm", metavar="I/N", help="only compile (and check) shard I of N, for the cache"
+    )
+    args = parser.parse_args(argv)
+    shard, shards = (int(v) for v in args.warm.split("/")) if args.warm else (0, 1)
+    if runtime.device == "cpu":
+        print("needs a GPU", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    bandwidth = 1.0 if args.warm else copy_bandwidth()
+    print(f"copy bandwidth {bandwidth / 1e9:.0f} GB/s", flush=True)
+    rows: list[dict[str, Any]] = []
+    plan = [
+        (size_set, shape, out, dtype)
+        for size_set, cases in (("tiny", TINY), ("large", LARGE))
+        for shape, out in cases
+        for dtype in DTYPES
+    ]
+    for number, (size_set, shape, out, dtype) in enumerate(plan):
+        if number % shards != shard:
+            continue
+        torch.manual_seed(0)
+        x = torch.randn(shape, dtype=dtype, device=runtime.device)
+        _, idx = torch.ops.aten.adaptive_max_pool3d(x, list(out))
+        grad = torch.randn(idx.shape, dtype=dtype, device=runtime.device)
+        floor = floor_ms(x.numel(), idx.numel(), x.element_size(), bandwidth)
+        label = f"{size_set} {dtype} {shape}->{out}"
+        for op in args.ops.split(","):
+            if op == "backward":
+                times = sweep_backward(grad, x, idx, warm=bool(args.warm))
+            else:
+                times = sweep_forward(x, out, warm=bool(args.warm))
+            if args.warm:
+                bad = [k for k, v in times.items() if v != v]
+                print(f"warm {op} {label}: {'WRONG ' + str(bad) if bad else 'ok'}", flush=True)
+                continue
+            rows.append({"op": op, "case": label, "floor": floor, **times})
+            report(op, label, floor, times)
+    if args.warm:
+        return 0
+    (args.out / "tuning.json").write_text(json.dumps({"bandwidth": bandwidth, "rows": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
