@@ -56,3 +56,50 @@ def test_env_reuses_host_torch_and_is_cached(tmp_path: Path) -> None:
     # Another dependency file is another environment.
     (repo / "requirements.txt").write_text("pytest\n")
     assert env_key(repo, ["test"], ["requirements.txt"]) != first.key
+
+
+def _wheel(directory: Path, name: str = "ondemand_tinydep", version: str = "1.0") -> Path:
+    """A minimal pure-Python wheel, built by hand (no network, no build backend)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    path = directory / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}.py": "VALUE = 42\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = []
+    for file, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{file},sha256={digest.decode()},{len(text.encode())}")
+    record.append(f"{info}/RECORD,,")
+    files[f"{info}/RECORD"] = "\n".join(record) + "\n"
+    with zipfile.ZipFile(path, "w") as zf:
+        for file, text in files.items():
+            zf.writestr(file, text)
+    return path
+
+
+def test_missing_requirement_is_installed_into_the_env_only(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path)
+    repo = _project(tmp_path / "repo", f'["ondemand_tinydep @ {wheel.as_uri()}"]')
+    logs: list[str] = []
+    env = python_env(repo, tmp_path / "envs", extras=["test"], log=logs.append)
+    assert env.installed == (f"ondemand_tinydep @ {wheel.as_uri()}",)
+    probe = (
+        "import ondemand_tinydep, torch; print(ondemand_tinydep.VALUE, ondemand_tinydep.__file__)"
+    )
+    out = subprocess.run(
+        [str(env.python), "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out[0] == "42" and out[1].startswith(str(env.root))
+    # The host (the runner's own interpreter) did not get it.
+    assert missing_requirements(["ondemand_tinydep"]) == ["ondemand_tinydep"]
+    assert any("installing what the host lacks" in line for line in logs)
+    again = python_env(repo, tmp_path / "envs", extras=["test"])
+    assert again.reused and again.installed == env.installed
