@@ -176,7 +176,15 @@ class OutboxWorker:
             created = gh.create_comment(row.repo, row.pr_number, body)
             self._store_comment_id(row_id, created)
             return f"created comment {created}"
-        gh.edit_comment(row.repo, row.github_comment_id, body)
+        try:
+            gh.edit_comment(row.repo, row.github_comment_id, body)
+        except GitHubError as exc:
+            if exc.status != 404:
+                raise
+            # Someone deleted the comment: post it again rather than fail forever.
+            created = gh.create_comment(row.repo, row.pr_number, body)
+            self._store_comment_id(row_id, created)
+            return f"comment {row.github_comment_id} was deleted; created {created}"
         return f"updated comment {row.github_comment_id}"
 
     def _store_comment_id(self, row_id: int, comment_id: int) -> None:

@@ -349,3 +349,15 @@ def test_queued_comments_show_their_moving_position(flow: Flow) -> None:
     assert "queued, position 2 on cpu" in mul_comment()
     httpx.post(f"{flow.svc.url}/api/v1/jobs/claim", json={}, headers=auth(token))
     flow.wait_until(lambda: "queued, position 1 on cpu" in mul_comment())
+
+
+def test_a_deleted_result_comment_is_posted_again(flow: Flow) -> None:
+    flow.comment("/test add:cpu")
+    first = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="ondemand:add:cpu")
+    flow.wait_until(flow.quiet)
+    flow.admin.delete_comment(REPO, first["id"], user="alice")
+    _, token = flow.svc.register("cpu-1", ["cpu"])
+    httpx.post(f"{flow.svc.url}/api/v1/jobs/claim", json={}, headers=auth(token))
+    flow.wait_until(flow.quiet)
+    (again,) = [c for c in flow.bot_comments() if "ondemand:add:cpu" in c["body"]]
+    assert again["id"] != first["id"] and "running" in again["body"]
