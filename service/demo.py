@@ -1,273 +1,300 @@
-"""`ondemand demo`: the whole loop on this machine. A GitHub sandbox, the service (SQLite) and
-a runner for one backend start on loopback; a pull request whose head is this checkout's
-commit gets a `/test` comment from a maintainer; each step is shown as it happens, then the
-result comment as the pull request shows it. Exit status 0 when the verdict is a pass."""
+"""`ondemand demo`: the whole loop on this machine, as a maintainer would see it.
+
+Starts the GitHub sandbox, the service (SQLite) and a runner, each as a real process; makes a
+sandbox repository backed by a bare clone of this checkout and a pull request whose head is the
+current commit; comments `/test | OP:BACKEND`; then shows the acknowledgement, the queue and
+running states and the final result comment, commit status and job page as they happen.
+Exit status: 0 when the verdict is a pass, 1 when it is not, 2 when the demo itself broke.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import secrets
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import uvicorn
+from rich.console import Console
 
-from service.settings import Settings
-from workflows.models import JobStatus
+from sandbox.client import SandboxAdmin
+from service.demo_stack import Proc, Stack, free_port
+from service.terminal import print_comment
 
-ROOT = Path(__file__).resolve().parent.parent
-REPO = "demo/kernels"
+OWNER, REPO_NAME = "demo", "kernels"
+REPO = f"{OWNER}/{REPO_NAME}"
 MAINTAINER = "maintainer"
 BOT = "ondemand-bot"
-BRANCH = "ondemand-demo"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+@dataclass
+class Options:
+    op: str
+    backend: str
+    repo: Path
+    ref: str
+    workdir: Path
+    keep: bool
+    timeout: float
+    workflows: Path | None
+    json_out: Path | None
+    extra: list[str] = field(default_factory=list)
 
 
-@contextmanager
-def _serve(app: Any, port: int | None = None) -> Iterator[str]:
-    """Serve an ASGI app on a (free) loopback port in a thread; yields its URL."""
-    port = port or _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+def parse_args(argv: list[str]) -> Options:
+    parser = argparse.ArgumentParser(
+        prog="ondemand demo",
+        description="Sandbox + service + a runner on this machine; comments /test on a pull "
+        "request of this checkout and shows the result as GitHub would.",
     )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("a server did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=20)
-
-
-def _git(*args: str) -> str:
-    done = subprocess.run(["git", *args], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)}: {done.stderr.strip()}")
-    return done.stdout.strip()
-
-
-def _say(text: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ondemand demo", description=__doc__)
-    parser.add_argument("--backend", default="cpu", help="backend the runner serves (default cpu)")
     parser.add_argument("--op", default="adaptive_max_pool3d_backward", help="operator to test")
-    parser.add_argument("--repo", type=Path, default=ROOT, help="git checkout to test")
-    parser.add_argument("--ref", default="HEAD", help="commit of --repo to test (default HEAD)")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for a result")
-    parser.add_argument("--keep", action="store_true", help="keep everything running at the end")
-    return parser
+    parser.add_argument("--backend", default="cpu", help="backend (cpu, nvidia, mthreads)")
+    parser.add_argument("--repo", type=Path, default=Path.cwd(), help="git checkout to test")
+    parser.add_argument("--ref", default="HEAD", help="commit of the pull request's head")
+    parser.add_argument("--workdir", type=Path, help="where logs, database and clones go")
+    parser.add_argument("--keep", action="store_true", help="leave everything running (Ctrl-C)")
+    parser.add_argument(
+        "--timeout", type=float, default=900.0, help="seconds to wait for the verdict"
+    )
+    parser.add_argument("--workflows", type=Path, help="the runner's workflow directory")
+    parser.add_argument("--json", type=Path, dest="json_out", help="write the outcome as JSON")
+    parser.add_argument(
+        "--flags", default="", help="extra command flags, e.g. '--no-compare --no-bench'"
+    )
+    args = parser.parse_args(argv)
+    workdir = args.workdir or Path(".ondemand") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    return Options(
+        op=args.op,
+        backend=args.backend,
+        repo=args.repo.resolve(),
+        ref=args.ref,
+        workdir=workdir.resolve(),
+        keep=args.keep,
+        timeout=args.timeout,
+        workflows=args.workflows.resolve() if args.workflows else None,
+        json_out=args.json_out,
+        extra=args.flags.split(),
+    )
+
+
+def git(*argv: str, cwd: Path) -> str:
+    return subprocess.run(
+        ["git", *argv], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    opts = parse_args(argv)
+    console = Console(highlight=False)
+    opts.workdir.mkdir(parents=True, exist_ok=True)
+    stack = Stack(opts.workdir)
     try:
-        sha = _git("-C", str(args.repo), "rev-parse", "--verify", f"{args.ref}^{{commit}}")
-    except RuntimeError as exc:
-        print(f"ondemand demo: {exc}", file=sys.stderr)
+        return run_demo(opts, stack, console)
+    except KeyboardInterrupt:
+        console.print("\n[yellow]interrupted: stopping everything[/]")
+        return 130
+    except (RuntimeError, subprocess.CalledProcessError, TimeoutError) as exc:
+        console.print(f"[red]demo failed:[/] {exc}")
         return 2
-    with tempfile.TemporaryDirectory(prefix="ondemand-demo-") as tmp, ExitStack() as stack:
-        return _demo(args, sha, Path(tmp), stack)
+    finally:
+        stack.close()
+        console.print(f"[dim]logs: {opts.workdir}[/]")
 
 
-def _demo(args: argparse.Namespace, sha: str, tmp: Path, stack: ExitStack) -> int:
-    from sandbox.app import create_app as create_sandbox
-    from sandbox.client import SandboxAdmin
-    from service.app import create_app
-
-    # The sandbox's repository: a bare clone with a branch at the commit under test, so the
-    # sandbox can write refs/pull/N/head without touching the checkout.
-    bare = tmp / "kernels.git"
-    _git("clone", "-q", "--bare", str(args.repo), str(bare))
-    _git("-C", str(bare), "fetch", "-q", str(args.repo), f"{sha}:refs/heads/{BRANCH}")
-    base = _git("-C", str(bare), "symbolic-ref", "--short", "HEAD")
-    _say(f"repository {REPO}: {args.repo} at {sha[:7]} (base {base})")
-
-    gh_url = stack.enter_context(_serve(create_sandbox()))
-    admin = stack.enter_context(SandboxAdmin(gh_url))
-    admin.create_user("demo", "Organization")
-    admin.create_user(MAINTAINER)
-    admin.create_user(BOT, "Bot")
-    token = admin.create_token(BOT)
-    admin.create_repo("demo", "kernels", str(bare), default_branch=base)
-    admin.set_permission(REPO, MAINTAINER, "write")
-    pr = admin.open_pull(REPO, head=BRANCH, base=base, user=MAINTAINER, title=f"Test {args.op}")
-    number = int(pr["number"])
-    _say(f"GitHub sandbox at {gh_url}: pull request #{number}")
+def run_demo(opts: Options, stack: Stack, console: Console) -> int:
+    sha = git("rev-parse", "--verify", f"{opts.ref}^{{commit}}", cwd=opts.repo)
+    bare = opts.workdir / "repo.git"
+    if not bare.exists():
+        git("clone", "--quiet", "--bare", str(opts.repo), str(bare), cwd=opts.workdir)
+    git("fetch", "--quiet", str(opts.repo), f"+{sha}:refs/heads/demo-head", cwd=bare)
+    base = _base_branch(bare)
 
     secret, registration = secrets.token_hex(16), secrets.token_hex(16)
-    port = _free_port()
-    settings = Settings(
-        public_url=f"http://127.0.0.1:{port}",
-        database_url=f"sqlite:///{tmp / 'ondemand.db'}",
-        github_api_url=gh_url,
-        github_token=token,
-        bot_login=BOT,
-        webhook_secrets=[secret],
-        registration_tokens=[registration],
-        default_backends=[args.backend],
+    sandbox_port, service_port = free_port(), free_port()
+    sandbox_url = f"http://127.0.0.1:{sandbox_port}"
+    service_url = f"http://127.0.0.1:{service_port}"
+
+    console.print(f"[bold]ondemand demo[/]: {opts.op} on {opts.backend}, commit {sha[:12]}")
+    sandbox = stack.start(
+        "sandbox",
+        [
+            "sandbox",
+            "--port",
+            str(sandbox_port),
+            "--log-level",
+            "warning",
+            "--webhook-url",
+            f"{service_url}/webhook",
+            "--webhook-secret",
+            secret,
+        ],
+        {},
     )
-    app = create_app(settings)
-    port_url = stack.enter_context(_serve(app, port))
-    ctx = app.state.ctx
-    admin.set_webhook(f"{port_url}/webhook", secret)
-    _say(f"service at {port_url} (dashboard: {port_url}/)")
+    stack.wait_http(sandbox, f"{sandbox_url}/_sandbox/state")
+    admin = SandboxAdmin(sandbox_url)
+    admin.create_user(BOT, "Bot")
+    bot_token = admin.create_token(BOT)
+    admin.create_user(MAINTAINER)
+    admin.create_repo(OWNER, REPO_NAME, str(bare), default_branch=base)
+    admin.set_permission(REPO, MAINTAINER, "write")
+    console.print(f"  sandbox GitHub     {sandbox_url}  (repository {REPO})")
 
-    runner_log = tmp / "runner.log"
-    runner = _start_runner(args.backend, port_url, registration, tmp, runner_log)
-    stack.callback(_stop, runner)
-    _say(f"runner demo-{args.backend} started (log: {runner_log})")
-    deadline = time.monotonic() + 120
-    while ctx.store.runners_online(args.backend) == 0:
-        if runner.poll() is not None or time.monotonic() > deadline:
-            _say(f"the runner did not come online; its log:\n{runner_log.read_text()[-3000:]}")
-            return 2
-        time.sleep(0.2)
-    _say(f"runner demo-{args.backend} online")
+    service_env = {
+        "ONDEMAND_DATABASE_URL": f"sqlite:///{opts.workdir / 'ondemand.db'}",
+        "ONDEMAND_GITHUB_API_URL": sandbox_url,
+        "ONDEMAND_GITHUB_TOKEN": bot_token,
+        "ONDEMAND_WEBHOOK_SECRETS": secret,
+        "ONDEMAND_REGISTRATION_TOKENS": registration,
+        "ONDEMAND_PUBLIC_URL": service_url,
+        "ONDEMAND_DEFAULT_BACKENDS": opts.backend,
+        "ONDEMAND_BOT_LOGIN": BOT,
+    }
+    service = stack.start(
+        "service", ["serve", "--port", str(service_port), "--log-level", "warning"], service_env
+    )
+    stack.wait_http(service, f"{service_url}/healthz")
+    console.print(f"  service            {service_url}  (dashboard)")
 
-    command = f"/test | {args.op}:{args.backend}"
-    comment = admin.comment(REPO, number, MAINTAINER, command)
-    _say(f"@{MAINTAINER} commented: {command}")
-
-    status = _watch(admin, ctx, number, int(comment["id"]), runner, args.timeout)
-    bodies = [c for c in admin.comments(REPO, number) if c["user"] == BOT]
-    print("\n" + "=" * 78 + "\nThe result comment on the pull request:\n" + "=" * 78)
-    for c in bodies:
-        if c["body"].startswith("<!-- ondemand:") and ":reply:" not in c["body"][:40]:
-            print(c["body"])
-    print("=" * 78)
-    if status is None:
-        _say(f"no result within {args.timeout:.0f}s; runner log: {runner_log}")
-        print(runner_log.read_text()[-3000:] if runner_log.exists() else "", file=sys.stderr)
-    else:
-        _say(f"verdict: {status}")
-    if args.keep:
-        _say(f"kept running: sandbox {gh_url}, service {port_url}. Ctrl-C stops.")
-        try:
-            while runner.poll() is None:
-                time.sleep(1)
-        except KeyboardInterrupt:
-            pass
-    return 0 if status == JobStatus.succeeded else 1
-
-
-def _start_runner(
-    backend: str, url: str, registration: str, tmp: Path, log: Path
-) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "ONDEMAND_REGISTRATION_TOKEN": registration}
-    argv = [
-        sys.executable,
-        "-m",
-        "service.cli",
+    runner_argv = [
         "runner",
         "--service",
-        url,
+        service_url,
         "--backend",
-        backend,
+        opts.backend,
         "--name",
-        f"demo-{backend}",
+        f"demo-{opts.backend}",
         "--state-dir",
-        str(tmp / "runner"),
-        "--poll-seconds",
-        "5",
+        str(opts.workdir / "runner"),
     ]
-    with log.open("wb") as out:
-        return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    if opts.workflows:
+        runner_argv += ["--workflows", str(opts.workflows)]
+    runner = stack.start("runner", runner_argv, {"ONDEMAND_REGISTRATION_TOKEN": registration})
+    _wait_registered(runner, opts.workdir / "runner" / "runner.json")
+    console.print(f"  runner             {opts.backend}  (log {runner.log})")
+
+    pr = admin.open_pull(
+        REPO, head="demo-head", base=base, user=MAINTAINER, title=f"Demo: test {opts.op}"
+    )
+    number = int(pr["number"])
+    command = " ".join([f"/test | {opts.op}:{opts.backend}", *opts.extra])
+    admin.comment(REPO, number, MAINTAINER, command)
+    console.print(f"  pull request #{number}, head {sha[:12]}")
+    console.print(f"  @{MAINTAINER} commented: {command}\n")
+
+    outcome = watch(admin, number, sha, opts, console, procs=stack)
+    outcome["pids"] = [p.popen.pid for p in stack.procs]
+    if opts.json_out:
+        opts.json_out.write_text(json.dumps(outcome, indent=2))
+    if opts.keep:
+        console.print(f"\n[bold]--keep[/]: sandbox {sandbox_url}, service {service_url}")
+        console.print("everything keeps running; Ctrl-C stops it")
+        while all(p.alive() for p in stack.procs):
+            time.sleep(1)
+    return 0 if outcome["verdict"] == "success" else 1
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGTERM)  # the second SIGTERM cancels the current job
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _watch(
-    admin: Any,
-    ctx: Any,
-    number: int,
-    comment_id: int,
-    runner: subprocess.Popen[bytes],
-    timeout: float,
-) -> JobStatus | None:
-    """Print each visible step until the job is final and GitHub shows it; the final state."""
-    seen: set[str] = set()
+def _wait_registered(runner: Proc, credentials: Path, timeout: float = 60.0) -> None:
+    """The runner writes its credentials once the service has registered it."""
     deadline = time.monotonic() + timeout
-    final: JobStatus | None = None
-    settled_at: float | None = None
+    while not credentials.exists():
+        if not runner.alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the runner did not register:\n{runner.log_tail()}")
+        time.sleep(0.1)
+    time.sleep(0.5)  # its first claim marks it online
 
-    def once(key: str, text: str) -> None:
-        if key not in seen:
-            seen.add(key)
-            _say(text)
 
+def _base_branch(bare: Path) -> str:
+    heads = git("for-each-ref", "--format=%(refname:short)", "refs/heads", cwd=bare).split()
+    for name in ("main", "master"):
+        if name in heads:
+            return name
+    return next(h for h in heads if h != "demo-head") if len(heads) > 1 else "demo-head"
+
+
+def watch(
+    admin: SandboxAdmin, number: int, sha: str, opts: Options, console: Console, procs: Stack
+) -> dict[str, Any]:
+    """Print each change the bot makes on the pull request until the status is final."""
+    context = f"ondemand/{opts.op}:{opts.backend}"
+    deadline = time.monotonic() + opts.timeout
+    seen_bodies: dict[int, str] = {}
+    seen_reactions: set[str] = set()
+    last_status: tuple[str, str] | None = None
+    started = time.monotonic()
     while time.monotonic() < deadline:
-        state = admin.state()
-        for d in state["deliveries"]:
-            if d.get("status_code"):
-                once(f"d{d['id']}", f"webhook {d['event']} delivered → {d['status_code']}")
-        for c in state["comments"]:
-            if c["id"] == comment_id:
+        for proc in procs.procs:
+            if not proc.alive():
+                raise RuntimeError(f"{proc.name} exited:\n{proc.log_tail()}")
+        comments = admin.comments(REPO, number)
+        for c in comments:
+            if c["user"] == MAINTAINER:
                 for r in c.get("reactions", []):
-                    once(f"r{r['content']}", f"the bot reacted :{r['content']}:")
-            elif c["user"] == BOT and c["issue_number"] == number:
-                head = next((ln for ln in c["body"].splitlines()[1:] if ln.strip()), "")
-                once(f"c{c['id']}:{head}", f"comment {c['id']}: {head.strip()[:110]}")
-        for s in state["statuses"]:
-            once(f"s{s['context']}{s['state']}", f"status {s['context']}: {s['state']}")
-        for job in ctx.store.recent_jobs(10):
-            extra = f" on {job.runner_name}" if job.runner_name else ""
-            once(f"j{job.id}{job.status}", f"job #{job.id} {job.status}{extra}")
-            if JobStatus(job.status).final:
-                final = JobStatus(job.status)
-        if final is not None:
-            settled_at = settled_at or time.monotonic()
-            if _outbox_empty(ctx) or time.monotonic() - settled_at > 30:
-                return final
-        if runner.poll() is not None and final is None:
-            _say(f"the runner exited with status {runner.returncode}")
-            return None
-        time.sleep(0.3)
-    return final
+                    key = r.get("content", "")
+                    if key not in seen_reactions:
+                        seen_reactions.add(key)
+                        _event(console, started, f"reaction :{key}: on the /test comment")
+            elif seen_bodies.get(c["id"]) != c["body"]:
+                verb = "updated" if c["id"] in seen_bodies else "commented"
+                seen_bodies[c["id"]] = c["body"]
+                _event(console, started, f"bot {verb}: {_headline(c['body'])}")
+        statuses = [s for s in admin.statuses(REPO, sha) if s["context"] == context]
+        if statuses:
+            current = (statuses[-1]["state"], statuses[-1]["description"])
+            if current != last_status:
+                last_status = current
+                _event(console, started, f"status {context}: {current[0]} — {current[1]}")
+            if current[0] in ("success", "failure", "error") and _comment_final(comments, context):
+                return _finish(console, comments, statuses[-1], sha, context)
+        time.sleep(0.5)
+    raise TimeoutError(f"no final status for {context} within {opts.timeout:.0f}s")
 
 
-def _outbox_empty(ctx: Any) -> bool:
-    from sqlalchemy import select
+def _result_comment(comments: list[dict[str, Any]], context: str) -> dict[str, Any] | None:
+    marker = f"<!-- ondemand:{context.removeprefix('ondemand/')} -->"
+    return next((c for c in comments if c["user"] == BOT and marker in c["body"]), None)
 
-    from service.models import OutboxItem
 
-    with ctx.sessions() as session:
-        return (
-            session.scalars(select(OutboxItem.id).where(OutboxItem.done_at.is_(None))).first()
-            is None
-        )
+def _comment_final(comments: list[dict[str, Any]], context: str) -> bool:
+    """The result comment has left the queued and running states (it may trail the status)."""
+    comment = _result_comment(comments, context)
+    return comment is not None and not _headline(comment["body"]).startswith(("⏳", "🏃"))
+
+
+def _finish(
+    console: Console, comments: list[dict[str, Any]], status: dict[str, Any], sha: str, ctx: str
+) -> dict[str, Any]:
+    bot_comments = [c for c in comments if c["user"] == BOT]
+    result = _result_comment(comments, ctx)
+    console.rule("the result comment on the pull request")
+    if result:
+        print_comment(console, result["body"])
+    console.rule()
+    console.print(f"commit status  {ctx}: [bold]{status['state']}[/] — {status['description']}")
+    console.print(f"job page       {status.get('target_url')}")
+    return {
+        "verdict": status["state"],
+        "sha": sha,
+        "status": status,
+        "comment": result["body"] if result else None,
+        "comments": [c["body"] for c in bot_comments],
+    }
+
+
+def _headline(body: str) -> str:
+    for line in body.splitlines():
+        text = line.strip()
+        if text and not text.startswith("<!--"):
+            return text.lstrip("#").strip()[:120]
+    return "(empty)"
+
+
+def _event(console: Console, started: float, text: str) -> None:
+    console.print(f"[dim]{time.monotonic() - started:6.1f}s[/]  {text}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -325,7 +325,7 @@ def _performance(bench: BenchmarkResult | None, view: JobView, limits: Limits) -
     if not bench.performance:
         parts.append(f"_{INTERPRETER_NOTE}_")
     if bench.rows:
-        parts.append(_table(bench.rows, limits, compare=view.compare))
+        parts.append(_table(bench.rows, limits, view.compare, bench.performance))
     else:
         parts.append("The benchmark reported no rows.")
     arith, geo = _mean(bench)
@@ -341,19 +341,18 @@ def _performance(bench: BenchmarkResult | None, view: JobView, limits: Limits) -
     return parts
 
 
-def _table(rows: Sequence[BenchmarkRow], limits: Limits, compare: bool) -> str:
-    """The seed's table, plus output size, GB/s, % of copy bandwidth and before → after
-    columns when any row has them."""
-    has_out = any(r.output_size for r in rows)
-    has_gbps = any(r.gbps is not None for r in rows)
-    has_frac = any(r.bandwidth_fraction is not None for r in rows)
+def _table(
+    rows: Sequence[BenchmarkRow], limits: Limits, compare: bool, performance: bool = True
+) -> str:
+    """The seed's table (`dtype | Size | Torch Latency (ms) | Kernel Latency (ms) | Speedup`,
+    the output size in the Size cell as `in → out`), then GB/s and % of copy bandwidth when
+    measured on a device, and before → after when the merge base was benchmarked too."""
+    has_gbps = performance and any(r.gbps is not None for r in rows)
+    has_frac = performance and any(r.bandwidth_fraction is not None for r in rows)
     has_before = compare and any(
         r.before_kernel_ms is not None or r.before_speedup is not None for r in rows
     )
-    header = ["dtype", "Size"]
-    if has_out:
-        header.append("Output Size")
-    header += ["Torch Latency (ms)", "Kernel Latency (ms)", "Speedup"]
+    header = ["dtype", "Size", "Torch Latency (ms)", "Kernel Latency (ms)", "Speedup"]
     if has_before:
         header[header.index("Kernel Latency (ms)")] = "Kernel Latency (ms) before → after"
         header[-1] = "Speedup before → after"
@@ -363,9 +362,10 @@ def _table(rows: Sequence[BenchmarkRow], limits: Limits, compare: bool) -> str:
         header.append("% of copy bandwidth")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows[: limits.rows]:
-        cells = [escape_text(row.dtype, 40), _shape(row.size)]
-        if has_out:
-            cells.append(_shape(row.output_size) if row.output_size else "–")
+        size = _shape(row.size)
+        if row.output_size:
+            size += f" → {_shape(row.output_size)}"
+        cells = [escape_text(row.dtype, 40), size]
         cells.append(_ms(row.reference_ms))
         if has_before:
             cells.append(_arrow(row.before_kernel_ms, row.kernel_ms, _ms))

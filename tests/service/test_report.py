@@ -507,12 +507,12 @@ def test_before_after_bandwidth_and_output_size_columns() -> None:
     )
     text = render_comment(view(result=result.model_copy(update={"benchmark": bench})))
     header = (
-        "| dtype | Size | Output Size | Torch Latency (ms) | Kernel Latency (ms) before → after "
+        "| dtype | Size | Torch Latency (ms) | Kernel Latency (ms) before → after "
         "| Speedup before → after | GB/s | % of copy bandwidth |"
     )
     assert header in text
     assert (
-        "| float16 | 1, 1, 4, 4, 4 | 2, 2, 2 | 0.008640 | 0.008880 → 0.004440 "
+        "| float16 | 1, 1, 4, 4, 4 → 2, 2, 2 | 0.008640 | 0.008880 → 0.004440 "
         "| 0.973x → 1.946x | 812.3 | 83% |"
     ) in text
     assert "Arithmetic mean speedup: **2.34x** (before: 1.17x)" in text
@@ -522,6 +522,11 @@ def test_before_after_bandwidth_and_output_size_columns() -> None:
         view(compare=False, result=result.model_copy(update={"benchmark": bench}))
     )
     assert "before" not in plain and "(`--no-compare`)" in plain
+    # under the interpreter, bandwidth columns would be noise: they are left out
+    slow = bench.model_copy(update={"performance": False})
+    interp = render_comment(view(result=result.model_copy(update={"benchmark": slow})))
+    assert "GB/s" not in interp and "% of copy bandwidth" not in interp
+    assert "not performance" in interp
 
 
 def test_no_bench_says_the_benchmark_was_not_run_and_headline_has_no_speedup() -> None:

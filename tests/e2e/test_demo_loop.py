@@ -1,0 +1,145 @@
+"""The loop of `make demo`, end to end: `ondemand demo` as a real process starts the GitHub
+sandbox, the service and a cpu runner, comments `/test` on a pull request, and reports.
+
+A small operator selection keeps it quick: the runner gets a workflow directory whose cpu
+accuracy step selects one test function in float32 and whose benchmark times one dtype.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+OP = "adaptive_max_pool3d_backward"
+TABLE_HEADER = "| dtype | Size | Torch Latency (ms) | Kernel Latency (ms) | Speedup |"
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+
+@pytest.fixture(scope="module")
+def small_workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """workflows/cpu.yaml with the accuracy step narrowed to one test function in float32."""
+    spec = yaml.safe_load((ROOT / "workflows" / "cpu.yaml").read_text())
+    for step in spec["steps"]:
+        if step["kind"] == "accuracy":
+            step["argv"] += ["-k", "test_upstream_shapes and float32"]
+        if step["kind"] == "benchmark":
+            step["argv"] += ["--dtypes", "float32", "--host-reps", "1", "--no-progress"]
+    directory = tmp_path_factory.mktemp("workflows")
+    (directory / "cpu.yaml").write_text(yaml.safe_dump(spec))
+    return directory
+
+
+def run_demo(repo: Path, workdir: Path, workflows: Path) -> tuple[int, dict[str, Any], str]:
+    out = workdir / "outcome.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "demo",
+            "--repo",
+            str(repo),
+            "--workdir",
+            str(workdir),
+            "--workflows",
+            str(workflows),
+            "--json",
+            str(out),
+            "--timeout",
+            "600",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=840,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    outcome = json.loads(out.read_text()) if out.exists() else {}
+    return done.returncode, outcome, done.stdout + done.stderr
+
+
+def assert_nothing_left(outcome: dict[str, Any], workdir: Path) -> None:
+    for pid in outcome["pids"]:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    leftovers = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if str(workdir) in cmdline:
+                leftovers.append(cmdline)
+    assert not leftovers, leftovers
+
+
+def test_a_passing_pull_request_gets_a_green_verdict(tmp_path: Path, small_workflows: Path) -> None:
+    sha = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    rc, outcome, log = run_demo(ROOT, tmp_path / "demo", small_workflows)
+    assert rc == 0, log
+    assert outcome["verdict"] == "success", log
+    assert outcome["sha"] == sha
+    comment = outcome["comment"]
+    assert comment.startswith(f"<!-- ondemand:{OP}:cpu -->"), comment
+    assert "✅" in comment and OP in comment
+    # 6 upstream shapes x 4 output sizes x 2 implementations, float32 only: 48 tests
+    counts = re.search(r"(\d+) passed", comment)
+    assert counts and int(counts.group(1)) == 48, comment
+    assert " failed" not in comment.split("\n", 3)[1]
+    assert sha[:7] in comment
+    assert TABLE_HEADER in comment
+    assert "float32" in comment and "not performance" in comment
+    status = outcome["status"]
+    assert status["context"] == f"ondemand/{OP}:cpu"
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/jobs/\d+", status["target_url"])
+    # what the terminal showed, as it happened
+    assert "reaction" in log and "status ondemand/" in log and "pending" in log
+    assert "the result comment on the pull request" in log
+    assert_nothing_left(outcome, tmp_path / "demo")
+
+
+def test_a_pull_request_that_breaks_the_kernel_gets_a_red_verdict_with_failing_tests(
+    tmp_path: Path, small_workflows: Path
+) -> None:
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    kernel = clone / "kernels" / "ops" / "adaptive_max_pool3d_backward.py"
+    source = kernel.read_text()
+    assert "acc += g.to(ACC)" in source
+    kernel.write_text(source.replace("acc += g.to(ACC)", "acc += g.to(ACC) * 2"))
+    subprocess.run(
+        [
+            "git",
+            "-c",
+            "user.name=author",
+            "-c",
+            "user.email=author@example.org",
+            "commit",
+            "-qam",
+            "Double the gradient",
+        ],
+        cwd=clone,
+        check=True,
+    )
+    rc, outcome, log = run_demo(clone, tmp_path / "demo", small_workflows)
+    assert rc == 1, log
+    assert outcome["verdict"] == "failure", log
+    comment = outcome["comment"]
+    assert "❌" in comment
+    failed = re.search(r"(\d+) failed", comment)
+    assert failed and int(failed.group(1)) > 0, comment
+    assert "test_upstream_shapes[" in comment, comment
+    assert_nothing_left(outcome, tmp_path / "demo")
