@@ -22,6 +22,10 @@ class Rejected(RuntimeError):
     """The service refused the call (4xx other than 404): retrying will not help."""
 
 
+class Unauthorized(Rejected):
+    """401: the runner token (or registration token) is not, or no longer, valid."""
+
+
 @dataclass(frozen=True)
 class Heartbeat:
     cancel: bool
@@ -52,6 +56,8 @@ class ServiceClient:
             raise ServiceUnavailable(f"POST {path}: {response.status_code} {response.text[:200]}")
         if response.status_code == 404:
             raise NotHeld(f"POST {path}: 404 {response.text[:200]}")
+        if response.status_code == 401:
+            raise Unauthorized(f"POST {path}: 401 {response.text[:200]}")
         if response.status_code >= 400 and response.status_code != 409:
             raise Rejected(f"POST {path}: {response.status_code} {response.text[:300]}")
         return response

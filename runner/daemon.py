@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from runner.client import NotHeld, Rejected, ServiceClient, ServiceUnavailable
+from runner.client import NotHeld, Rejected, ServiceClient, ServiceUnavailable, Unauthorized
 from runner.execute import JobContext, execute
 from runner.logstream import LogStream
 from runner.probe import device_check
@@ -192,7 +192,8 @@ class Daemon:
         self.stopping = threading.Event()  # first signal: no new claims
         self.stop_now = threading.Event()  # second signal: cancel running jobs
         self.cancels: dict[int, threading.Event] = {}
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # guards `cancels` (also taken by the signal handler)
+        self.register_lock = threading.Lock()
         self.health = Health(self)
         self.workspaces = Workspaces(config.work_dir / "cache")
         self.network_prefix = network_isolation_prefix() if config.network_isolation else ()
@@ -225,6 +226,22 @@ class Daemon:
                 log.error("registration refused: %s", exc)
                 return None
         return None
+
+    def reregister(self, refused: str | None) -> bool:
+        """Forget the token the service refused and register again (one slot at a time)."""
+        with self.register_lock:
+            if self.client.token != refused:
+                return True  # another slot already did
+            if not self.config.registration_token:
+                log.error("no registration token to register again with")
+                return False
+            (self.config.state_dir / "runner.json").unlink(missing_ok=True)
+            creds = self.register()
+            if creds is None:
+                return False
+            self.client.token = creds.token
+            self.health.reported = None  # tell the new registration our health
+            return True
 
     def clean_after_crash(self) -> None:
         """Kill the steps an earlier, crashed daemon left running; remove their directories."""
@@ -280,8 +297,14 @@ class Daemon:
             if not backends:
                 self.stopping.wait(min(self.config.check_interval_s, 30))
                 continue
+            token = self.client.token
             try:
                 spec = self.client.claim(self.config.poll_s, backends)
+            except Unauthorized as exc:
+                log.error("slot %d: the service no longer knows this runner (%s)", slot, exc)
+                if not self.reregister(token):
+                    self.stopping.wait(backoff.next())
+                continue
             except (ServiceUnavailable, Rejected, NotHeld) as exc:
                 delay = backoff.next()
                 log.warning("slot %d: claim failed (%s); retrying in %.1fs", slot, exc, delay)

@@ -346,3 +346,24 @@ def test_unreachable_service_backs_off_and_stops_on_sigterm(
         assert daemon.wait(timeout=10) == 0
     finally:
         daemon.stop()
+
+
+def test_a_refused_runner_token_means_registering_again(
+    service: Service, tiny_repo: TinyRepo, workflows: Path, tmp_path: Path
+) -> None:
+    state = tmp_path / "runner-forgotten"
+    state.mkdir()
+    # A token the service does not know (say its database was reset).
+    (state / "runner.json").write_text(
+        json.dumps({"service_url": service.url, "runner_id": 999, "token": "forgotten"})
+    )
+    job = service.enqueue(tiny_repo, "good_op", bench=False)
+    daemon = Daemon(service.url, state, workflows)
+    try:
+        assert service.wait(job, JobStatus.succeeded, JobStatus.failed, JobStatus.errored) is (
+            JobStatus.succeeded
+        )
+        assert "no longer knows this runner" in daemon.output()
+        assert json.loads((state / "runner.json").read_text())["token"] != "forgotten"
+    finally:
+        daemon.stop()
