@@ -291,28 +291,37 @@ class Daemon:
         return None
 
     def slot_loop(self, slot: int) -> None:
+        """Claim and run jobs until stopped; a bug in one round is logged, not fatal."""
         backoff = Backoff(self.config.backoff_max_s)
         while not self.stopping.is_set():
-            backends = self.health.healthy_backends()
-            if not backends:
-                self.stopping.wait(min(self.config.check_interval_s, 30))
-                continue
-            token = self.client.token
             try:
-                spec = self.client.claim(self.config.poll_s, backends)
-            except Unauthorized as exc:
-                log.error("slot %d: the service no longer knows this runner (%s)", slot, exc)
-                if not self.reregister(token):
-                    self.stopping.wait(backoff.next())
-                continue
-            except (ServiceUnavailable, Rejected, NotHeld) as exc:
-                delay = backoff.next()
-                log.warning("slot %d: claim failed (%s); retrying in %.1fs", slot, exc, delay)
-                self.stopping.wait(delay)
-                continue
-            backoff.reset()
-            if spec is not None:
-                self.run_job(slot, spec)
+                self.slot_round(slot, backoff)
+            except Exception:
+                log.exception("slot %d: unexpected error; continuing", slot)
+                self.stopping.wait(backoff.next())
+
+    def slot_round(self, slot: int, backoff: Backoff) -> None:
+        """One device check and claim, and the job it brings."""
+        backends = self.health.healthy_backends()
+        if not backends:
+            self.stopping.wait(min(self.config.check_interval_s, 30))
+            return
+        token = self.client.token
+        try:
+            spec = self.client.claim(self.config.poll_s, backends)
+        except Unauthorized as exc:
+            log.error("slot %d: the service no longer knows this runner (%s)", slot, exc)
+            if not self.reregister(token):
+                self.stopping.wait(backoff.next())
+            return
+        except (ServiceUnavailable, Rejected, NotHeld) as exc:
+            delay = backoff.next()
+            log.warning("slot %d: claim failed (%s); retrying in %.1fs", slot, exc, delay)
+            self.stopping.wait(delay)
+            return
+        backoff.reset()
+        if spec is not None:
+            self.run_job(slot, spec)
 
     def run_job(self, slot: int, spec: JobSpec) -> None:
         """Run a claimed job with heartbeats and log streaming; report its result."""
