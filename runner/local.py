@@ -143,6 +143,9 @@ def run_main(argv: list[str]) -> int:
         options=JobOptions(bench=not args.no_bench, compare=base_sha is not None),
     )
     cache = args.cache or default_cache()
+    # The steps' environment is scrubbed; the device choice made here is kept.
+    var = workflows[backend].visible_devices_var
+    visible = (var, os.environ[var]) if var and var in os.environ else None
     run_dir = Path(tempfile.mkdtemp(prefix=f"ondemand-run-{op}-"))
     log_path = run_dir / "job.log"
 
@@ -165,6 +168,7 @@ def run_main(argv: list[str]) -> int:
                 runner_name=f"local ({os.uname().nodename})",
                 runner_version=runner_version(),
                 on_output=on_output,
+                visible_devices=visible,
                 network_prefix=() if args.no_network_isolation else network_isolation_prefix(),
             ),
         )
