@@ -109,6 +109,7 @@ class GitHubClient:
         )
 
     def _gh(self, repo: str) -> Github:
+        """The client for `owner/name` or for an organization `owner` (one per installation)."""
         key = "token" if self._token is not None else repo.split("/")[0]
         with self._lock:
             client = self._clients.get(key)
@@ -121,8 +122,11 @@ class GitHubClient:
             integration = GithubIntegration(
                 auth=self._app_auth, base_url=self.base_url, timeout=self.timeout
             )
-            owner, name = repo.split("/", 1)
-            installation = self._call(lambda: integration.get_repo_installation(owner, name))
+            if "/" in repo:
+                owner, name = repo.split("/", 1)
+                installation = self._call(lambda: integration.get_repo_installation(owner, name))
+            else:  # an organization: team lookups have no repository to go by
+                installation = self._call(lambda: integration.get_org_installation(repo))
             client = self._new(self._app_auth.get_installation_auth(installation.id))
         with self._lock:
             self._clients[key] = client
@@ -174,7 +178,7 @@ class GitHubClient:
         url = f"/orgs/{org}/teams/{team}/memberships/{login}"
         try:
             _, data = self._call(
-                lambda: self._gh(f"{org}/_").requester.requestJsonAndCheck("GET", url)
+                lambda: self._gh(org).requester.requestJsonAndCheck("GET", url)
             )
         except GitHubError as exc:
             if exc.status == 404:

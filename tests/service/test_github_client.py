@@ -107,3 +107,26 @@ def test_missing_things_are_permanent_errors(world: World) -> None:
 def test_needs_credentials() -> None:
     with pytest.raises(ValueError, match="token"):
         GitHubClient("http://127.0.0.1:1")
+
+
+def test_app_team_lookup_finds_the_organization_installation(world: World) -> None:
+    """As an App, a team check may be the first call for an organization: it must find the
+    org's installation, not guess a repository."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    public_pem = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    world.admin.register_app(4242, public_pem, account="acme")
+    app = GitHubClient(world.admin.base_url, app_id=4242, private_key=private_pem)
+    assert app.team_member("acme", "kernel-team", "alice")
+    assert not app.team_member("acme", "kernel-team", "bot")
