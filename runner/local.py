@@ -60,7 +60,8 @@ def render(spec: JobSpec, result: JobResult, log_path: Path) -> str:
         sha=spec.sha,
         status=result.status,
         bench=spec.options.bench,
-        compare=spec.options.compare,
+        # Locally, comparing is opt-in (--base): without it there is nothing to say.
+        compare=True,
         created_at=result.started_at or datetime.now(UTC),
         started_at=result.started_at,
         finished_at=result.finished_at,
