@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole loop on a CUDA machine (the H200 through the device tool): `ondemand run` and
+# `ondemand demo --backend nvidia`, with their reports under $OUT (default ./gpu-out).
+# Packages the GPU image lacks travel as wheels in .whl/ (see docs/performance.md).
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile .whl/*.whl || exit 1
+fi
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+if ! git rev-parse --verify -q HEAD >/dev/null 2>&1; then  # a copied tree without history
+  git init -q && git add -A && git -c user.name=ci -c user.email=ci@example.org commit -qm snapshot
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
+
+op=${OP:-adaptive_max_pool3d_backward}
+start=$(date +%s)
+python3 -m service.cli run "$op:nvidia" --json "$OUT/run.json" >"$OUT/run_report.md" 2>"$OUT/run.log"
+echo "ondemand run $op:nvidia -> exit $? in $(( $(date +%s) - start ))s" | tee -a "$OUT/summary.txt"
+
+start=$(date +%s)
+python3 -m service.cli demo --backend nvidia --op "$op" --workdir /tmp/ondemand-demo \
+  --json "$OUT/demo.json" >"$OUT/demo.txt" 2>&1
+echo "ondemand demo --backend nvidia -> exit $? in $(( $(date +%s) - start ))s" | tee -a "$OUT/summary.txt"
+cp /tmp/ondemand-demo/runner.log "$OUT/demo_runner.log" 2>/dev/null
+tail -n 40 "$OUT/demo.txt"
+cat "$OUT/summary.txt"
