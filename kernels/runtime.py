@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
@@ -28,6 +29,7 @@ import torch
 
 VENDORS: tuple[str, ...] = ("nvidia", "mthreads", "cpu")
 OPERATORS: tuple[str, ...] = ("adaptive_max_pool3d", "adaptive_max_pool3d_backward")
+_OPERATOR_SET = frozenset(OPERATORS)
 _DISPATCH_KEYS: dict[str, str] = {"cuda": "CUDA", "musa": "PrivateUse1", "cpu": "CPU"}
 
 
@@ -82,17 +84,31 @@ def dispatch_key() -> str:
 
 
 def _check_operator(name: str) -> None:
-    if name not in OPERATORS:
+    if name not in _OPERATOR_SET:
         raise KeyError(f"unknown operator {name!r}; known: {', '.join(OPERATORS)}")
 
 
+_vendor_modules: dict[str, ModuleType | None] = {}
+_forced_wrappers: dict[tuple[Callable[..., Any], str], Callable[..., Any]] = {}
+
+
 def _vendor_ops(vendor_name: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(f"kernels.backends._{vendor_name}.ops")
-    except ModuleNotFoundError as error:
-        if error.name and error.name.startswith("kernels.backends"):
-            return None
-        raise
+    """The vendor's ops package, or None if it has none (looked up once: calls are hot)."""
+    if vendor_name not in _vendor_modules:
+        try:
+            module: ModuleType | None = importlib.import_module(
+                f"kernels.backends._{vendor_name}.ops"
+            )
+        except ModuleNotFoundError as error:
+            if not (error.name and error.name.startswith("kernels.backends")):
+                raise
+            module = None
+        _vendor_modules[vendor_name] = module
+    return _vendor_modules[vendor_name]
+
+
+def _generic_ops() -> ModuleType:
+    return sys.modules.get("kernels.ops") or importlib.import_module("kernels.ops")
 
 
 def function(name: str, impl: str = "active") -> Callable[..., Any]:
@@ -103,7 +119,7 @@ def function(name: str, impl: str = "active") -> Callable[..., Any]:
     `function(op, "mthreads")` runs the Moore Threads kernel on any device (benchmarks).
     """
     _check_operator(name)
-    generic = getattr(importlib.import_module("kernels.ops"), name)
+    generic = getattr(_generic_ops(), name)
     if impl == "generic":
         return generic
     vendor_name = _active_vendor if impl == "active" else impl
@@ -113,7 +129,10 @@ def function(name: str, impl: str = "active") -> Callable[..., Any]:
     fn = getattr(module, name, generic) if module is not None else generic
     if fn is generic or vendor_name == _active_vendor:
         return fn
-    return _forced(fn, vendor_name)
+    key = (fn, vendor_name)
+    if key not in _forced_wrappers:
+        _forced_wrappers[key] = _forced(fn, vendor_name)
+    return _forced_wrappers[key]
 
 
 def _forced(fn: Callable[..., Any], vendor_name: str) -> Callable[..., Any]:

@@ -71,10 +71,18 @@ def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
     variants: dict[str, Any] = {"default": None}
     if shape in TINY_SHAPES:
         return variants
-    for tile, bw, warps in ((1024, 64, 4), (4096, 128, 8), (4096, 64, 4), (2048, 64, 4)):
+    for tile, bw, warps, vec in (
+        (2048, 128, 8, True),
+        (1024, 64, 4, False),
+        (4096, 128, 8, False),
+        (4096, 64, 4, False),
+        (2048, 64, 4, False),
+        (8192, 128, 16, False),
+    ):
         bw_ = min(_adaptive.next_pow2(w), bw)
         bh = min(_adaptive.next_pow2(h), max(1, tile // bw_))
-        variants[f"t{tile}w{bw}x{warps}"] = BackwardConfig(1, bh, bw_, warps)
+        name = f"t{tile}w{bw}x{warps}" + ("vec" if vec else "")
+        variants[name] = BackwardConfig(1, bh, bw_, warps, vec)
     return variants
 
 

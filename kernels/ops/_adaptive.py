@@ -9,8 +9,9 @@ bounded. The checks raise before any kernel runs, with PyTorch's wording where i
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import lru_cache
+from typing import Any
 
 import torch
 
@@ -154,3 +155,30 @@ def span(shape: Sequence[int], strides: Sequence[int]) -> int:
 def fits_int32(*values: int) -> bool:
     """Whether offsets up to each value can be computed in 32-bit arithmetic."""
     return all(value <= INT32_LIMIT for value in values)
+
+
+def signature(*tensors: torch.Tensor) -> tuple[object, ...]:
+    """What a launch plan depends on: each tensor's shape, strides, dtype and device."""
+    return tuple((t.shape, t.stride(), t.dtype, t.device) for t in tensors)
+
+
+class PlanCache:
+    """Launch plans by call signature, so a repeated call skips the host-side planning.
+
+    The checks and tile arithmetic cost tens of microseconds of Python, more than a small
+    kernel takes on the GPU; a plan holds everything but the tensors.
+    """
+
+    def __init__(self, limit: int = 512) -> None:
+        self._plans: dict[Hashable, Callable[..., Any]] = {}
+        self._limit = limit
+
+    def get(self, key: Hashable | None) -> Callable[..., Any] | None:
+        return None if key is None else self._plans.get(key)
+
+    def put(self, key: Hashable | None, plan: Callable[..., Any]) -> None:
+        if key is None:
+            return
+        if len(self._plans) >= self._limit:
+            self._plans.clear()
+        self._plans[key] = plan

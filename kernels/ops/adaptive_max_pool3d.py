@@ -16,7 +16,8 @@ wins a tie (smallest offset, PyTorch scans d, h, w in order), and a NaN wins ove
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -25,12 +26,14 @@ import triton.language as tl
 
 from kernels import runtime
 from kernels.ops._adaptive import (
+    PlanCache,
     as_5d,
     check_input,
     fits_int32,
     max_window,
     next_pow2,
     output_size3,
+    signature,
     span,
 )
 
@@ -83,17 +86,16 @@ def _adaptive_max_pool3d_kernel(
     # Window coordinates in 32-bit unless an offset within a plane could pass 2^31 (WIDE).
     IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
     BIG: tl.constexpr = 2**62 if WIDE else 2**31 - 1
-    od64 = od.to(tl.int64)
-    d_start = ((od64 * D) // OD).to(IDX)
-    d_end = (((od64 + 1) * D + OD - 1) // OD).to(IDX)
-    oh = ohb * BOH + tl.arange(0, BOH)
-    ow = owb * BOW + tl.arange(0, BOW)
-    oh64 = oh.to(tl.int64)
-    ow64 = ow.to(tl.int64)
-    h_start = ((oh64 * H) // OH).to(IDX)
-    h_end = (((oh64 + 1) * H + OH - 1) // OH).to(IDX)
-    w_start = ((ow64 * W) // OW).to(IDX)
-    w_end = (((ow64 + 1) * W + OW - 1) // OW).to(IDX)
+    # Window bounds: 32-bit division unless o·I could pass 2^31 (a 64-bit one costs far more).
+    od = od.to(IDX)
+    oh = (ohb * BOH + tl.arange(0, BOH)).to(IDX)
+    ow = (owb * BOW + tl.arange(0, BOW)).to(IDX)
+    d_start = (od * D) // OD
+    d_end = ((od + 1) * D + OD - 1) // OD
+    h_start = (oh * H) // OH
+    h_end = ((oh + 1) * H + OH - 1) // OH
+    w_start = (ow * W) // OW
+    w_end = ((ow + 1) * W + OW - 1) // OW
     live = (
         row_ok[:, None, None, None]
         & (oh < OH)[None, :, None, None]
@@ -180,6 +182,9 @@ def forward_config(
     return ForwardConfig(br, boh, bow, bkd, bkh, bkw, num_warps)
 
 
+_PLANS = PlanCache()
+
+
 def adaptive_max_pool3d(
     input: torch.Tensor,
     output_size: int | Sequence[int | None],
@@ -191,15 +196,36 @@ def adaptive_max_pool3d(
     Returns (values, int64 indices), both contiguous, shaped like PyTorch's. `config` overrides
     the tile choice (for tuning only).
     """
-    check_input(input)
-    od, oh, ow = output_size3(output_size, input)
+    try:
+        sizes = output_size if isinstance(output_size, int) else tuple(output_size)
+        key: tuple[object, ...] | None = (signature(input), sizes, config)
+        hash(key)
+    except (AttributeError, TypeError):  # not a tensor, or odd sizes: the checks say so
+        key = None
+    plan = _PLANS.get(key)
+    if plan is None:
+        check_input(input)
+        plan = plan_forward(input, output_size3(output_size, input), config)
+        _PLANS.put(key, plan)
+    return plan(input)
+
+
+def plan_forward(
+    input: torch.Tensor, output_size: tuple[int, int, int], config: ForwardConfig | None
+) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """A launcher for inputs like this one: plan(input) -> (values, indices)."""
+    od, oh, ow = output_size
     x = as_5d(input)
     n, c, d, h, w = x.shape
     shape = (*input.shape[:-3], od, oh, ow)
-    out = torch.empty(shape, dtype=input.dtype, device=input.device)
-    indices = torch.empty(shape, dtype=torch.int64, device=input.device)
-    if out.numel() == 0:
-        return out, indices
+    dtype, device = input.dtype, input.device
+
+    def new() -> tuple[torch.Tensor, torch.Tensor]:
+        out = torch.empty(shape, dtype=dtype, device=device)
+        return out, torch.empty(shape, dtype=torch.int64, device=device)
+
+    if math.prod(shape) == 0:
+        return lambda x: new()
 
     windows = (max_window(d, od), max_window(h, oh), max_window(w, ow))
     cfg = config or forward_config(windows, (od, oh, ow))
@@ -209,34 +235,33 @@ def adaptive_max_pool3d(
     reach = span(x.shape[2:], x.stride()[2:]) + (
         cfg.bkd * x.stride(2) + cfg.bkh * x.stride(3) + cfg.bkw * x.stride(4)
     )
-    wide = not fits_int32(reach, d * h * w + cfg.bkd * h * w)
+    wide = not fits_int32(
+        reach,
+        d * h * w + cfg.bkd * h * w,
+        (od + 1) * d,
+        (oh + cfg.boh + 1) * h,
+        (ow + cfg.bow + 1) * w,
+    )
     rows = n * c * od
     grid = (triton.cdiv(rows, cfg.br) * n_oh_blocks * n_ow_blocks,)
-    _adaptive_max_pool3d_kernel[grid](
-        x,
-        out,
-        indices,
-        c,
-        d,
-        h,
-        w,
-        h * w,
-        od,
-        oh,
-        ow,
-        *x.stride(),
-        *windows,
-        rows,
-        n_oh_blocks,
-        n_ow_blocks,
-        ACC=tl.float64 if input.dtype == torch.float64 else tl.float32,
-        BR=cfg.br,
-        BOH=cfg.boh,
-        BOW=cfg.bow,
-        BKD=cfg.bkd,
-        BKH=cfg.bkh,
-        BKW=cfg.bkw,
-        WIDE=wide,
-        num_warps=cfg.num_warps,
-    )
-    return out, indices
+    scalars = (c, d, h, w, h * w, od, oh, ow, *x.stride(), *windows, rows, n_oh_blocks, n_ow_blocks)
+    constants = {
+        "ACC": tl.float64 if dtype == torch.float64 else tl.float32,
+        "BR": cfg.br,
+        "BOH": cfg.boh,
+        "BOW": cfg.bow,
+        "BKD": cfg.bkd,
+        "BKH": cfg.bkh,
+        "BKW": cfg.bkw,
+        "WIDE": wide,
+        "num_warps": cfg.num_warps,
+    }
+    launch = _adaptive_max_pool3d_kernel[grid]
+    unbatched = input.dim() == 4
+
+    def run(input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out, indices = new()
+        launch(input[None] if unbatched else input, out, indices, *scalars, **constants)
+        return out, indices
+
+    return run

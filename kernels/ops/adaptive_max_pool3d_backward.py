@@ -14,6 +14,7 @@ can prove 16-byte alignment and vectorize them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -22,11 +23,13 @@ import triton.language as tl
 
 from kernels import runtime
 from kernels.ops._adaptive import (
+    PlanCache,
     as_5d,
     check_backward,
     fits_int32,
     max_window,
     next_pow2,
+    signature,
     span,
 )
 
@@ -114,8 +117,9 @@ def _adaptive_max_pool3d_backward_kernel(
     od_first, od_last = _axis_range(d, D, OD, KD, AXIS_WIDE)
     oh_first, oh_last = _axis_range(h, H, OH, KH, AXIS_WIDE)
     ow_first, ow_last = _axis_range(w, W, OW, KW, AXIS_WIDE)
-    # Flat index of each element in the D·H·W volume, compared with the stored argmax.
-    here = (d[:, None, None] * HW + h[None, :, None] * W + w[None, None, :]).to(tl.int64)
+    # Flat index of each element in the D·H·W volume, compared with the stored argmax (in
+    # 32 bits unless the volume passes 2^31: the low word of a valid index is the index).
+    here = d[:, None, None] * HW + h[None, :, None] * W + w[None, None, :]
 
     grad_plane = grad_ptr + (n * sgn + c * sgc)
     idx_plane = idx_ptr + (n * sin + c * sic)
@@ -132,11 +136,11 @@ def _adaptive_max_pool3d_backward_kernel(
                 idx_offs = (
                     od[:, None, None] * sid + oh[None, :, None] * sih + ow[None, None, :] * siw
                 )
-                chosen = tl.load(idx_plane + idx_offs, mask=ok, other=-1)
-                hit = ok & (chosen == here)
+                chosen = tl.load(idx_plane + idx_offs, mask=ok, other=-1).to(here.dtype)
                 g_offs = od[:, None, None] * sgd + oh[None, :, None] * sgh + ow[None, None, :] * sgw
-                g = tl.load(grad_plane + g_offs, mask=hit, other=0.0)
-                acc += g.to(ACC)
+                # Loaded alongside the index, not after it: one memory round trip, not two.
+                g = tl.load(grad_plane + g_offs, mask=ok, other=0.0)
+                acc += tl.where(chosen == here, g.to(ACC), 0.0)
 
     out_plane = gin_ptr + (n * son_vec + c * soc_vec) * VEC
     out_offs = (
@@ -149,12 +153,14 @@ def _adaptive_max_pool3d_backward_kernel(
 
 @dataclass(frozen=True)
 class BackwardConfig:
-    """Tile of one program (BD×BH×BW elements of one plane) and its warps."""
+    """Tile of one program (BD×BH×BW elements of one plane), its warps, and whether stores
+    are hinted 16-byte aligned (vectorized; gathers then spread over more memory sectors)."""
 
     bd: int
     bh: int
     bw: int
     num_warps: int
+    vector_stores: bool = False
 
 
 def backward_config(d: int, h: int, w: int, tile: int | None = None) -> BackwardConfig:
@@ -191,6 +197,9 @@ def grad_input_like(input: torch.Tensor) -> torch.Tensor:
     return torch.empty(input.shape, dtype=input.dtype, device=input.device)
 
 
+_PLANS = PlanCache()
+
+
 def adaptive_max_pool3d_backward(
     grad_output: torch.Tensor,
     input: torch.Tensor,
@@ -203,25 +212,42 @@ def adaptive_max_pool3d_backward(
     `indices` are the forward's flat D·H·W offsets; any strides of `grad_output` and `indices`
     work. `config` overrides the tile choice (for tuning only).
     """
-    check_backward(grad_output, input, indices)
-    grad_input = grad_input_like(input)
-    if grad_input.numel() == 0:
-        return grad_input
+    try:
+        key: tuple[object, ...] | None = (signature(grad_output, input, indices), config)
+    except AttributeError:  # not tensors: the checks below say so
+        key = None
+    plan = _PLANS.get(key)
+    if plan is None:
+        check_backward(grad_output, input, indices)
+        plan = plan_backward(grad_output, input, indices, config)
+        _PLANS.put(key, plan)
+    return plan(grad_output, indices)
+
+
+def plan_backward(
+    grad_output: torch.Tensor,
+    input: torch.Tensor,
+    indices: torch.Tensor,
+    config: BackwardConfig | None,
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """A launcher for tensors like these: plan(grad_output, indices) -> grad_input."""
+    shape, dtype, device = input.shape, input.dtype, input.device
+
+    def new() -> torch.Tensor:
+        return torch.empty(shape, dtype=dtype, device=device)
+
+    if input.numel() == 0:
+        return lambda grad, idx: new()
     if grad_output.numel() == 0:  # no window at all (an output size of 0): nothing flows back
-        return grad_input.zero_()
-    launch_backward(as_5d(grad_output), as_5d(indices), as_5d(grad_input), config)
-    return grad_input
+        return lambda grad, idx: new().zero_()
 
-
-def launch_backward(
-    grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor, config: BackwardConfig | None
-) -> None:
-    """Run the gather kernel on 5-D views; `gin5` is written completely."""
+    unbatched = input.dim() == 4
+    grad5, idx5, gin5 = as_5d(grad_output), as_5d(indices), as_5d(grad_input_like(input))
     n, c, d, h, w = gin5.shape
     od, oh, ow = grad5.shape[2:]
     cfg = config or backward_config(d, h, w)
     blocks = (triton.cdiv(d, cfg.bd), triton.cdiv(h, cfg.bh), triton.cdiv(w, cfg.bw))
-    vec = store_vector(gin5.stride(), w, gin5.element_size())
+    vec = store_vector(gin5.stride(), w, gin5.element_size()) if cfg.vector_stores else 1
     tile = (cfg.bd, cfg.bh, cfg.bw)
     reach = max(
         span(t.shape[2:], t.stride()[2:])
@@ -232,10 +258,7 @@ def launch_backward(
     axis_wide = not fits_int32((d + cfg.bd + 1) * od, (h + cfg.bh + 1) * oh, (w + cfg.bw + 1) * ow)
     son, soc, sod, soh, sow = gin5.stride()
     grid = (n * c * blocks[0] * blocks[1] * blocks[2],)
-    _adaptive_max_pool3d_backward_kernel[grid](
-        grad5,
-        idx5,
-        gin5,
+    scalars = (
         c,
         d,
         h,
@@ -253,18 +276,31 @@ def launch_backward(
         soh // vec,
         sow,
         *blocks,
-        ACC=tl.float64 if gin5.dtype == torch.float64 else tl.float32,
-        BD=cfg.bd,
-        BH=cfg.bh,
-        BW=cfg.bw,
-        CD=max_window(od, d),
-        CH=max_window(oh, h),
-        CW=max_window(ow, w),
-        KD=d // od if d % od == 0 else 0,
-        KH=h // oh if h % oh == 0 else 0,
-        KW=w // ow if w % ow == 0 else 0,
-        VEC=vec,
-        WIDE=wide,
-        AXIS_WIDE=axis_wide,
-        num_warps=cfg.num_warps,
     )
+    constants = {
+        "ACC": tl.float64 if dtype == torch.float64 else tl.float32,
+        "BD": cfg.bd,
+        "BH": cfg.bh,
+        "BW": cfg.bw,
+        "CD": max_window(od, d),
+        "CH": max_window(oh, h),
+        "CW": max_window(ow, w),
+        "KD": d // od if d % od == 0 else 0,
+        "KH": h // oh if h % oh == 0 else 0,
+        "KW": w // ow if w % ow == 0 else 0,
+        "VEC": vec,
+        "WIDE": wide,
+        "AXIS_WIDE": axis_wide,
+        "num_warps": cfg.num_warps,
+    }
+    launch = _adaptive_max_pool3d_backward_kernel[grid]
+
+    def run(grad: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        grad_input = new()
+        if unbatched:
+            launch(grad[None], idx[None], grad_input[None], *scalars, **constants)
+        else:
+            launch(grad, idx, grad_input, *scalars, **constants)
+        return grad_input
+
+    return run

@@ -16,6 +16,7 @@ at debug level, so a run can prove the specialization was active.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import torch
 import triton
@@ -23,13 +24,24 @@ import triton.language as tl
 
 from kernels import runtime
 from kernels.ops import adaptive_max_pool3d_backward as generic_backward
-from kernels.ops._adaptive import as_5d, check_backward, fits_int32, max_window, next_pow2, span
+from kernels.ops._adaptive import (
+    PlanCache,
+    as_5d,
+    check_backward,
+    fits_int32,
+    max_window,
+    next_pow2,
+    signature,
+    span,
+)
 from kernels.ops.adaptive_max_pool3d_backward import grad_input_like, store_vector
 
 logger = logging.getLogger(__name__)
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _GRID_YZ_LIMIT = 65535
+# Hinting 16-byte aligned stores vectorizes them but spreads each gather over more sectors.
+VECTOR_STORES = False
 
 
 @triton.jit
@@ -88,7 +100,7 @@ def _mthreads_backward_kernel(
         h = h.to(tl.int64)
         w = w.to(tl.int64)
     inside = (d < D)[:, None, None] & (h < H)[None, :, None] & (w < W_vec * VEC)[None, None, :]
-    here = (d[:, None, None] * HW + h[None, :, None] * W + w[None, None, :]).to(tl.int64)
+    here = d[:, None, None] * HW + h[None, :, None] * W + w[None, None, :]
     grad_plane = grad_ptr + (n * sgn + c * sgc)
     idx_plane = idx_ptr + (n * sin + c * sic)
 
@@ -98,20 +110,17 @@ def _mthreads_backward_kernel(
         oh = (h // KH)[None, :, None]
         ow = (w // KW)[None, None, :]
         chosen = tl.load(idx_plane + (od * sid + oh * sih + ow * siw), mask=inside, other=-1)
-        hit = inside & (chosen == here)
-        g = tl.load(grad_plane + (od * sgd + oh * sgh + ow * sgw), mask=hit, other=0.0)
-        result = g.to(tl.float32)
+        g = tl.load(grad_plane + (od * sgd + oh * sgh + ow * sgw), mask=inside, other=0.0)
+        result = tl.where(chosen.to(here.dtype) == here, g.to(tl.float32), 0.0)
     else:
         # Overlapping windows: gather every candidate window in a fixed order, fp32 sum.
-        d64 = d.to(tl.int64)
-        h64 = h.to(tl.int64)
-        w64 = w.to(tl.int64)
-        od_first = ((d64 * OD) // D).to(d.dtype)
-        od_last = (((d64 + 1) * OD + D - 1) // D).to(d.dtype)
-        oh_first = ((h64 * OH) // H).to(h.dtype)
-        oh_last = (((h64 + 1) * OH + H - 1) // H).to(h.dtype)
-        ow_first = ((w64 * OW) // W).to(w.dtype)
-        ow_last = (((w64 + 1) * OW + W - 1) // W).to(w.dtype)
+        # In 32 bits unless p·O could pass 2^31 (WIDE): a 64-bit division costs far more.
+        od_first = (d * OD) // D
+        od_last = ((d + 1) * OD + D - 1) // D
+        oh_first = (h * OH) // H
+        oh_last = ((h + 1) * OH + H - 1) // H
+        ow_first = (w * OW) // W
+        ow_last = ((w + 1) * OW + W - 1) // W
         result = tl.zeros([BD, BH, BW], dtype=tl.float32)
         for i in range(CD):
             od = (od_first + i)[:, None, None]
@@ -125,9 +134,8 @@ def _mthreads_backward_kernel(
                     chosen = tl.load(
                         idx_plane + (od * sid + oh * sih + ow * siw), mask=ok, other=-1
                     )
-                    hit = ok & (chosen == here)
-                    g = tl.load(grad_plane + (od * sgd + oh * sgh + ow * sgw), mask=hit, other=0.0)
-                    result += g.to(tl.float32)
+                    g = tl.load(grad_plane + (od * sgd + oh * sgh + ow * sgw), mask=ok, other=0.0)
+                    result += tl.where(chosen.to(here.dtype) == here, g.to(tl.float32), 0.0)
 
     out_plane = gin_ptr + (n * son_vec + c * soc_vec) * VEC
     out_offs = (
@@ -155,19 +163,50 @@ def supports(grad_output: torch.Tensor, input: torch.Tensor) -> bool:
     return input.dtype in SUPPORTED_DTYPES and (on_musa or runtime.vendor() == "mthreads")
 
 
+_PLANS = PlanCache()
+
+
 def adaptive_max_pool3d_backward(
     grad_output: torch.Tensor, input: torch.Tensor, indices: torch.Tensor
 ) -> torch.Tensor:
     """Gradient of adaptive_max_pool3d with respect to its input (Moore Threads kernel)."""
-    check_backward(grad_output, input, indices)
-    if not supports(grad_output, input):
+    try:
+        key: tuple[object, ...] | None = signature(grad_output, input, indices)
+    except AttributeError:  # not tensors: the checks below say so
+        key = None
+    plan = _PLANS.get(key)
+    if plan is None:
+        check_backward(grad_output, input, indices)
+        plan = _plan(grad_output, input, indices)
+        _PLANS.put(key, plan)
+    if plan is _FALLBACK or not supports(grad_output, input):
         return generic_backward(grad_output, input, indices)
-    grad_input = grad_input_like(input)
-    if grad_input.numel() == 0:
-        return grad_input
+    logger.debug("KERNELS_MTHREADS ADAPTIVE_MAX_POOL3D_BACKWARD")
+    return plan(grad_output, indices)
+
+
+def _fallback(grad: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    raise AssertionError("the generic op runs instead")  # never called: a marker
+
+
+_FALLBACK: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = _fallback
+
+
+def _plan(
+    grad_output: torch.Tensor, input: torch.Tensor, indices: torch.Tensor
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """A launcher for tensors like these, or _FALLBACK where the generic op must run."""
+    shape, dtype, device = input.shape, input.dtype, input.device
+
+    def new() -> torch.Tensor:
+        return torch.empty(shape, dtype=dtype, device=device)
+
+    if input.numel() == 0:
+        return lambda grad, idx: new()
     if grad_output.numel() == 0:
-        return grad_input.zero_()
-    grad5, idx5, gin5 = as_5d(grad_output), as_5d(indices), as_5d(grad_input)
+        return lambda grad, idx: new().zero_()
+    unbatched = input.dim() == 4
+    grad5, idx5, gin5 = as_5d(grad_output), as_5d(indices), as_5d(grad_input_like(input))
     n, c, d, h, w = gin5.shape
     od, oh, ow = grad5.shape[2:]
     bd, bh, bw, num_warps = _tile(d, h, w)
@@ -175,22 +214,24 @@ def adaptive_max_pool3d_backward(
     blocks = triton.cdiv(h, bh) * n_w_blocks
     d_blocks = triton.cdiv(d, bd)
     if d_blocks > _GRID_YZ_LIMIT or blocks > _GRID_YZ_LIMIT or n * c > 2**31 - 1:
-        return generic_backward(grad_output, input, indices)
+        return _FALLBACK
 
-    logger.debug("KERNELS_MTHREADS ADAPTIVE_MAX_POOL3D_BACKWARD")
     divisible = d % od == 0 and h % oh == 0 and w % ow == 0
-    vec = store_vector(gin5.stride(), w, gin5.element_size())
+    vec = store_vector(gin5.stride(), w, gin5.element_size()) if VECTOR_STORES else 1
     reach = max(
         span(t.shape[2:], t.stride()[2:])
         + sum(b * abs(s) for b, s in zip((bd, bh, bw), t.stride()[2:], strict=True))
         for t in (grad5, idx5, gin5)
     )
-    wide = not fits_int32(reach, (d + bd) * (h + bh) * (w + bw))
+    wide = not fits_int32(
+        reach,
+        (d + bd) * (h + bh) * (w + bw),
+        (d + bd + 1) * od,
+        (h + bh + 1) * oh,
+        (w + bw + 1) * ow,
+    )
     son, soc, sod, soh, sow = gin5.stride()
-    _mthreads_backward_kernel[(n * c, d_blocks, blocks)](
-        grad5,
-        idx5,
-        gin5,
+    scalars = (
         c,
         d,
         h,
@@ -208,18 +249,30 @@ def adaptive_max_pool3d_backward(
         soh // vec,
         sow,
         n_w_blocks,
-        BD=bd,
-        BH=bh,
-        BW=bw,
-        DIVISIBLE=divisible,
-        KD=d // od if divisible else 1,
-        KH=h // oh if divisible else 1,
-        KW=w // ow if divisible else 1,
-        CD=max_window(od, d),
-        CH=max_window(oh, h),
-        CW=max_window(ow, w),
-        VEC=vec,
-        WIDE=wide,
-        num_warps=num_warps,
     )
-    return grad_input
+    constants = {
+        "BD": bd,
+        "BH": bh,
+        "BW": bw,
+        "DIVISIBLE": divisible,
+        "KD": d // od if divisible else 1,
+        "KH": h // oh if divisible else 1,
+        "KW": w // ow if divisible else 1,
+        "CD": max_window(od, d),
+        "CH": max_window(oh, h),
+        "CW": max_window(ow, w),
+        "VEC": vec,
+        "WIDE": wide,
+        "num_warps": num_warps,
+    }
+    launch = _mthreads_backward_kernel[(n * c, d_blocks, blocks)]
+
+    def run(grad: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        grad_input = new()
+        if unbatched:
+            launch(grad[None], idx[None], grad_input[None], *scalars, **constants)
+        else:
+            launch(grad, idx, grad_input, *scalars, **constants)
+        return grad_input
+
+    return run
