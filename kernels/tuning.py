@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +26,11 @@ import triton.testing
 from kernels import runtime
 from kernels.benchmark.sizes import LARGE, TINY
 from kernels.ops import _adaptive
-from kernels.ops.adaptive_max_pool3d import adaptive_max_pool3d, forward_config
+from kernels.ops.adaptive_max_pool3d import (
+    adaptive_max_pool3d,
+    forward_config,
+    small_window_config,
+)
 from kernels.ops.adaptive_max_pool3d_backward import (
     BackwardConfig,
     adaptive_max_pool3d_backward,
@@ -54,15 +59,21 @@ def floor_ms(in_numel: int, out_numel: int, element: int, bandwidth: float) -> f
 
 def forward_variants(shape: tuple[int, ...], out: tuple[int, int, int]) -> dict[str, Any]:
     windows = tuple(_adaptive.max_window(i, o) for i, o in zip(shape[2:], out, strict=True))
-    base = forward_config(windows, out)  # type: ignore[arg-type]
     variants: dict[str, Any] = {"default": None}
     if shape in TINY_SHAPES:
         return variants
+    for tile in (512, 2048):
+        variants[f"small{tile}"] = small_window_config(*out, tile=tile)
+    if math.prod(windows) > 64:
+        variants.pop("small512")
+        variants.pop("small2048")
+    base = forward_config(windows, out)  # type: ignore[arg-type]
     for tile in (1024, 4096):
         variants[f"tile{tile}"] = forward_config(windows, out, tile)  # type: ignore[arg-type]
     for warps in (4, 8):
         if warps != base.num_warps:
             variants[f"warps{warps}"] = dataclasses.replace(base, num_warps=warps)
+    variants["chunked"] = base
     return variants
 
 
@@ -73,10 +84,10 @@ def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
         return variants
     for tile, bw, warps, vec in (
         (2048, 128, 8, True),
+        (4096, 128, 8, True),
         (1024, 64, 4, False),
         (4096, 128, 8, False),
         (4096, 64, 4, False),
-        (2048, 64, 4, False),
         (8192, 128, 16, False),
     ):
         bw_ = min(_adaptive.next_pow2(w), bw)

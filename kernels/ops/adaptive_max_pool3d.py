@@ -147,6 +147,93 @@ def _adaptive_max_pool3d_kernel(
     tl.store(idx_ptr + out_offs, index, mask=store_mask)
 
 
+@triton.jit
+def _small_window_kernel(
+    x_ptr,
+    out_ptr,
+    idx_ptr,
+    C,
+    D,
+    H,
+    W,
+    HW,
+    OD,
+    OH,
+    OW,
+    sxn,
+    sxc,
+    sxd,
+    sxh,
+    sxw,
+    rows,
+    n_oh_blocks,
+    n_ow_blocks,
+    ACC: tl.constexpr,
+    BR: tl.constexpr,
+    BOH: tl.constexpr,
+    BOW: tl.constexpr,
+    KD: tl.constexpr,
+    KH: tl.constexpr,
+    KW: tl.constexpr,
+    WIDE: tl.constexpr,
+):
+    """Small windows (at most KD×KH×KW, a few dozen elements): a lane per output walks its
+    window in scan order, so no cross-lane reduction at all."""
+    pid = tl.program_id(0)
+    owb = pid % n_ow_blocks
+    rest = pid // n_ow_blocks
+    ohb = rest % n_oh_blocks
+    rb = rest // n_oh_blocks
+    row = rb * BR + tl.arange(0, BR)
+    row_ok = row < rows
+    plane = row // OD
+    x_rows = (plane // C).to(tl.int64) * sxn + (plane % C).to(tl.int64) * sxc
+
+    IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
+    BIG: tl.constexpr = 2**62 if WIDE else 2**31 - 1
+    od = (row % OD).to(IDX)
+    oh = (ohb * BOH + tl.arange(0, BOH)).to(IDX)
+    ow = (owb * BOW + tl.arange(0, BOW)).to(IDX)
+    d_start = (od * D) // OD
+    d_end = ((od + 1) * D + OD - 1) // OD
+    h_start = (oh * H) // OH
+    h_end = ((oh + 1) * H + OH - 1) // OH
+    w_start = (ow * W) // OW
+    w_end = ((ow + 1) * W + OW - 1) // OW
+    live = row_ok[:, None, None] & (oh < OH)[None, :, None] & (ow < OW)[None, None, :]
+
+    best = tl.full([BR, BOH, BOW], float("-inf"), ACC)
+    best_idx = tl.full([BR, BOH, BOW], BIG, IDX)
+    for kd in range(KD):
+        d = (d_start + kd)[:, None, None]
+        d_ok = live & (d < d_end[:, None, None])
+        d_offs = x_rows[:, None, None] + d * sxd
+        for kh in range(KH):
+            h = (h_start + kh)[None, :, None]
+            h_ok = d_ok & (h < h_end[None, :, None])
+            for kw in range(KW):
+                w = (w_start + kw)[None, None, :]
+                mask = h_ok & (w < w_end[None, None, :])
+                v = tl.load(x_ptr + (d_offs + (h * sxh + w * sxw)), mask=mask, other=float("-inf"))
+                v = v.to(ACC)
+                # Scan order: `>` keeps the first maximum, a NaN always replaces (the last
+                # NaN wins), and a window's first element is always taken (all -inf).
+                take = mask & ((v > best) | (v != v) | (best_idx == BIG))
+                best = tl.where(take, v, best)
+                best_idx = tl.where(take, d * HW + h * W + w, best_idx)
+
+    out_offs = row.to(tl.int64)[:, None, None] * (OH * OW) + (
+        oh[None, :, None] * OW + ow[None, None, :]
+    ).to(tl.int64)
+    store_mask = row_ok[:, None, None] & (oh < OH)[None, :, None] & (ow < OW)[None, None, :]
+    tl.store(out_ptr + out_offs, best.to(out_ptr.dtype.element_ty), mask=store_mask)
+    tl.store(idx_ptr + out_offs, best_idx.to(tl.int64), mask=store_mask)
+
+
+# Windows of at most this many elements take the small-window kernel.
+SMALL_WINDOW = 32
+
+
 @dataclass(frozen=True)
 class ForwardConfig:
     """Tile sides of one launch: rows (plane, od) × outputs (BOH×BOW) × window chunk."""
@@ -158,6 +245,16 @@ class ForwardConfig:
     bkh: int
     bkw: int
     num_warps: int
+    small: bool = False  # the small-window kernel (then only the output tile matters)
+
+
+def small_window_config(od: int, oh: int, ow: int, tile: int | None = None) -> ForwardConfig:
+    """Output tile of the small-window kernel: rows of outputs, wide along W."""
+    tile = tile or (16384 if runtime.interpreted else 1024)
+    bow = min(next_pow2(ow), 128)
+    boh = min(next_pow2(oh), max(1, tile // bow))
+    br = max(1, tile // (bow * boh)) if runtime.interpreted else 1
+    return ForwardConfig(br, boh, bow, 1, 1, 1, max(1, min(8, br * boh * bow // 128)), True)
 
 
 def forward_config(
@@ -243,20 +340,55 @@ def plan_forward(
         (ow + cfg.bow + 1) * w,
     )
     rows = n * c * od
-    grid = (triton.cdiv(rows, cfg.br) * n_oh_blocks * n_ow_blocks,)
-    scalars = (c, d, h, w, h * w, od, oh, ow, *x.stride(), *windows, rows, n_oh_blocks, n_ow_blocks)
-    constants = {
-        "ACC": tl.float64 if dtype == torch.float64 else tl.float32,
-        "BR": cfg.br,
-        "BOH": cfg.boh,
-        "BOW": cfg.bow,
-        "BKD": cfg.bkd,
-        "BKH": cfg.bkh,
-        "BKW": cfg.bkw,
-        "WIDE": wide,
-        "num_warps": cfg.num_warps,
-    }
-    launch = _adaptive_max_pool3d_kernel[grid]
+    acc = tl.float64 if dtype == torch.float64 else tl.float32
+    small = config.small if config else math.prod(windows) <= SMALL_WINDOW
+    if small:
+        cfg = config or small_window_config(od, oh, ow)
+        n_oh_blocks = triton.cdiv(oh, cfg.boh)
+        n_ow_blocks = triton.cdiv(ow, cfg.bow)
+        grid = (triton.cdiv(rows, cfg.br) * n_oh_blocks * n_ow_blocks,)
+        scalars = (c, d, h, w, h * w, od, oh, ow, *x.stride(), rows, n_oh_blocks, n_ow_blocks)
+        constants = {
+            "ACC": acc,
+            "BR": cfg.br,
+            "BOH": cfg.boh,
+            "BOW": cfg.bow,
+            "KD": windows[0],
+            "KH": windows[1],
+            "KW": windows[2],
+            "WIDE": wide,
+            "num_warps": cfg.num_warps,
+        }
+        launch = _small_window_kernel[grid]
+    else:
+        grid = (triton.cdiv(rows, cfg.br) * n_oh_blocks * n_ow_blocks,)
+        scalars = (
+            c,
+            d,
+            h,
+            w,
+            h * w,
+            od,
+            oh,
+            ow,
+            *x.stride(),
+            *windows,
+            rows,
+            n_oh_blocks,
+            n_ow_blocks,
+        )
+        constants = {
+            "ACC": acc,
+            "BR": cfg.br,
+            "BOH": cfg.boh,
+            "BOW": cfg.bow,
+            "BKD": cfg.bkd,
+            "BKH": cfg.bkh,
+            "BKW": cfg.bkw,
+            "WIDE": wide,
+            "num_warps": cfg.num_warps,
+        }
+        launch = _adaptive_max_pool3d_kernel[grid]
     unbatched = input.dim() == 4
 
     def run(input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,8 +14,9 @@ can prove 16-byte alignment and vectorize them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import triton
@@ -151,6 +152,100 @@ def _adaptive_max_pool3d_backward_kernel(
     tl.store(out_plane + out_offs, acc.to(gin_ptr.dtype.element_ty), mask=inside)
 
 
+@triton.jit
+def _disjoint_backward_kernel(
+    grad_ptr,
+    idx_ptr,
+    gin_ptr,
+    C,
+    D,
+    H,
+    W,
+    W_vec,
+    HW,
+    OH,
+    OW,
+    sgn,
+    sgc,
+    sgd,
+    sgh,
+    sgw,
+    sin,
+    sic,
+    sid,
+    sih,
+    siw,
+    son_vec,
+    soc_vec,
+    sod_vec,
+    soh_vec,
+    sow,
+    n_h_blocks,
+    n_w_blocks,
+    BOH: tl.constexpr,
+    BOW: tl.constexpr,
+    KD: tl.constexpr,
+    KH: tl.constexpr,
+    KW: tl.constexpr,
+    VEC: tl.constexpr,
+    WIDE: tl.constexpr,
+):
+    """Every axis divides and KH, KW are powers of two: windows tile the input disjointly.
+
+    A program reads a BOH×BOW tile of outputs once (coalesced, no duplicate gathers), repeats
+    each value over its KH×KW window in registers, and writes the (BOH·KH)×(BOW·KW) input
+    tile of one depth slice.
+    """
+    pid = tl.program_id(0)
+    wb = pid % n_w_blocks
+    rest = pid // n_w_blocks
+    hb = rest % n_h_blocks
+    rest = rest // n_h_blocks
+    d = rest % D
+    plane = rest // D
+    n = (plane // C).to(tl.int64)
+    c = (plane % C).to(tl.int64)
+    od = (d // KD).to(tl.int64)
+
+    oh = hb * BOH + tl.arange(0, BOH)
+    ow = wb * BOW + tl.arange(0, BOW)
+    if WIDE:
+        oh = oh.to(tl.int64)
+        ow = ow.to(tl.int64)
+    out_ok = (oh < OH)[:, None] & (ow < OW)[None, :]
+    idx_offs = oh[:, None] * sih + ow[None, :] * siw
+    chosen = tl.load(idx_ptr + (n * sin + c * sic + od * sid) + idx_offs, mask=out_ok, other=-1)
+    g_offs = oh[:, None] * sgh + ow[None, :] * sgw
+    g = tl.load(grad_ptr + (n * sgn + c * sgc + od * sgd) + g_offs, mask=out_ok, other=0.0)
+
+    BH: tl.constexpr = BOH * KH
+    BW: tl.constexpr = BOW * KW
+    h = hb * BH + tl.arange(0, BH)
+    w = wb * BW + tl.arange(0, BW)
+    if WIDE:
+        h = h.to(tl.int64)
+        w = w.to(tl.int64)
+    # Flat index of each element, compared with its window's argmax (32-bit unless WIDE).
+    here = d.to(h.dtype) * HW + h[:, None] * W + w[None, :]
+    chosen = tl.reshape(tl.broadcast_to(chosen[:, None, :, None], (BOH, KH, BOW, KW)), (BH, BW))
+    g = tl.reshape(tl.broadcast_to(g[:, None, :, None], (BOH, KH, BOW, KW)), (BH, BW))
+    value = tl.where(chosen.to(here.dtype) == here, g, 0.0)
+    inside = (h < H)[:, None] & (w < W_vec * VEC)[None, :]
+    out_plane = gin_ptr + (n * son_vec + c * soc_vec + d.to(tl.int64) * sod_vec) * VEC
+    out_offs = h[:, None] * (soh_vec * VEC) + w[None, :] * sow
+    tl.store(out_plane + out_offs, value.to(gin_ptr.dtype.element_ty), mask=inside)
+
+
+def disjoint_windows(in_dhw: Sequence[int], out_dhw: Sequence[int]) -> tuple[int, int, int] | None:
+    """(KD, KH, KW) when every axis divides and KH, KW are powers of two, else None."""
+    if any(o == 0 or i % o for i, o in zip(in_dhw, out_dhw, strict=True)):
+        return None
+    kd, kh, kw = (i // o for i, o in zip(in_dhw, out_dhw, strict=True))
+    if kh & (kh - 1) or kw & (kw - 1):
+        return None
+    return kd, kh, kw
+
+
 @dataclass(frozen=True)
 class BackwardConfig:
     """Tile of one program (BD×BH×BW elements of one plane), its warps, and whether stores
@@ -161,6 +256,7 @@ class BackwardConfig:
     bw: int
     num_warps: int
     vector_stores: bool = False
+    disjoint: bool = True  # use the disjoint-window kernel where it applies
 
 
 def backward_config(d: int, h: int, w: int, tile: int | None = None) -> BackwardConfig:
@@ -243,9 +339,32 @@ def plan_backward(
 
     unbatched = input.dim() == 4
     grad5, idx5, gin5 = as_5d(grad_output), as_5d(indices), as_5d(grad_input_like(input))
+    launch, scalars, constants = _plan_launch(grad5, idx5, gin5, config)
+
+    def run(grad: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        grad_input = new()
+        if unbatched:
+            launch(grad[None], idx[None], grad_input[None], *scalars, **constants)
+        else:
+            launch(grad, idx, grad_input, *scalars, **constants)
+        return grad_input
+
+    return run
+
+
+def _plan_launch(
+    grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor, config: BackwardConfig | None
+) -> tuple[Callable[..., Any], tuple[int, ...], dict[str, Any]]:
+    """The kernel launcher, its scalar arguments and its constants for these 5-D tensors."""
     n, c, d, h, w = gin5.shape
     od, oh, ow = grad5.shape[2:]
     cfg = config or backward_config(d, h, w)
+    # The default tiling takes the disjoint kernel wherever it applies (one depth slice per
+    # program, so BD plays no part); an explicit config only when it asks for BD = 1.
+    applies = config is None or (cfg.bd == 1 and cfg.disjoint)
+    windows = disjoint_windows((d, h, w), (od, oh, ow)) if applies else None
+    if windows is not None:
+        return _plan_disjoint(grad5, idx5, gin5, cfg, windows)
     blocks = (triton.cdiv(d, cfg.bd), triton.cdiv(h, cfg.bh), triton.cdiv(w, cfg.bw))
     vec = store_vector(gin5.stride(), w, gin5.element_size()) if cfg.vector_stores else 1
     tile = (cfg.bd, cfg.bh, cfg.bw)
@@ -278,7 +397,7 @@ def plan_backward(
         *blocks,
     )
     constants = {
-        "ACC": tl.float64 if dtype == torch.float64 else tl.float32,
+        "ACC": tl.float64 if gin5.dtype == torch.float64 else tl.float32,
         "BD": cfg.bd,
         "BH": cfg.bh,
         "BW": cfg.bw,
@@ -293,14 +412,59 @@ def plan_backward(
         "AXIS_WIDE": axis_wide,
         "num_warps": cfg.num_warps,
     }
-    launch = _adaptive_max_pool3d_backward_kernel[grid]
+    return _adaptive_max_pool3d_backward_kernel[grid], scalars, constants
 
-    def run(grad: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        grad_input = new()
-        if unbatched:
-            launch(grad[None], idx[None], grad_input[None], *scalars, **constants)
-        else:
-            launch(grad, idx, grad_input, *scalars, **constants)
-        return grad_input
 
-    return run
+def _plan_disjoint(
+    grad5: torch.Tensor,
+    idx5: torch.Tensor,
+    gin5: torch.Tensor,
+    cfg: BackwardConfig,
+    windows: tuple[int, int, int],
+) -> tuple[Callable[..., Any], tuple[int, ...], dict[str, Any]]:
+    """Launch of the disjoint-window kernel: the tile is cfg's, rounded to whole windows."""
+    n, c, d, h, w = gin5.shape
+    _, oh, ow = grad5.shape[2:]
+    kd, kh, kw = windows
+    bow = max(1, min(next_pow2(ow), cfg.bw // kw))
+    boh = max(1, min(next_pow2(oh), cfg.bh * cfg.bw // (bow * kw * kh)))
+    blocks = (triton.cdiv(oh, boh), triton.cdiv(ow, bow))
+    vec = store_vector(gin5.stride(), w, gin5.element_size()) if cfg.vector_stores else 1
+    reach = max(
+        span(t.shape[2:], t.stride()[2:])
+        + boh * kh * abs(t.stride(3))
+        + bow * kw * abs(t.stride(4))
+        for t in (grad5, idx5, gin5)
+    )
+    wide = not fits_int32(reach, (d + 1) * (h + boh * kh) * (w + bow * kw))
+    son, soc, sod, soh, sow = gin5.stride()
+    grid = (n * c * d * blocks[0] * blocks[1],)
+    scalars = (
+        c,
+        d,
+        h,
+        w,
+        w // vec,
+        h * w,
+        oh,
+        ow,
+        *grad5.stride(),
+        *idx5.stride(),
+        son // vec,
+        soc // vec,
+        sod // vec,
+        soh // vec,
+        sow,
+        *blocks,
+    )
+    constants = {
+        "BOH": boh,
+        "BOW": bow,
+        "KD": kd,
+        "KH": kh,
+        "KW": kw,
+        "VEC": vec,
+        "WIDE": wide,
+        "num_warps": cfg.num_warps,
+    }
+    return _disjoint_backward_kernel[grid], scalars, constants

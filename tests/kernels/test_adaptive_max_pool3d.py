@@ -203,8 +203,12 @@ def test_use_kernels_routes_torch_through_the_kernel(monkeypatch: pytest.MonkeyP
 
 @pytest.mark.parametrize(
     "config",
-    [ForwardConfig(1, 2, 4, 1, 2, 2, 1), ForwardConfig(1, 1, 1, 2, 4, 4, 1)],
-    ids=["small-chunks", "one-output-per-program"],
+    [
+        ForwardConfig(1, 2, 4, 1, 2, 2, 1),
+        ForwardConfig(1, 1, 1, 2, 4, 4, 1),
+        ForwardConfig(1, 2, 4, 1, 1, 1, 1, small=True),
+    ],
+    ids=["small-chunks", "one-output-per-program", "small-window-kernel"],
 )
 @pytest.mark.parametrize(
     ("shape", "output_size"),

@@ -78,6 +78,7 @@ def _mthreads_backward_kernel(
     BH: tl.constexpr,
     BW: tl.constexpr,
     DIVISIBLE: tl.constexpr,
+    EXPAND: tl.constexpr,
     KD: tl.constexpr,
     KH: tl.constexpr,
     KW: tl.constexpr,
@@ -93,8 +94,10 @@ def _mthreads_backward_kernel(
     n = (plane // C).to(tl.int64)
     c = (plane % C).to(tl.int64)
     d = d_block * BD + tl.arange(0, BD)
-    h = (hw_block // n_w_blocks) * BH + tl.arange(0, BH)
-    w = (hw_block % n_w_blocks) * BW + tl.arange(0, BW)
+    h_start = (hw_block // n_w_blocks) * BH
+    w_start = (hw_block % n_w_blocks) * BW
+    h = h_start + tl.arange(0, BH)
+    w = w_start + tl.arange(0, BW)
     if WIDE:
         d = d.to(tl.int64)
         h = h.to(tl.int64)
@@ -104,7 +107,25 @@ def _mthreads_backward_kernel(
     grad_plane = grad_ptr + (n * sgn + c * sgc)
     idx_plane = idx_ptr + (n * sin + c * sic)
 
-    if DIVISIBLE:
+    if DIVISIBLE and EXPAND:
+        # Disjoint windows, KH and KW powers of two dividing the tile: read each window's
+        # argmax and gradient once, at output resolution, and repeat them over the window.
+        BOH: tl.constexpr = BH // KH
+        BOW: tl.constexpr = BW // KW
+        od = (d // KD)[:, None, None]
+        oh = (h_start // KH + tl.arange(0, BOH))[None, :, None]
+        ow = (w_start // KW + tl.arange(0, BOW))[None, None, :]
+        if WIDE:
+            oh = oh.to(tl.int64)
+            ow = ow.to(tl.int64)
+        out_ok = (od < OD) & (oh < OH) & (ow < OW)
+        chosen = tl.load(idx_plane + (od * sid + oh * sih + ow * siw), mask=out_ok, other=-1)
+        g = tl.load(grad_plane + (od * sgd + oh * sgh + ow * sgw), mask=out_ok, other=0.0)
+        shape5: tl.constexpr = (BD, BOH, KH, BOW, KW)
+        chosen = tl.reshape(tl.broadcast_to(chosen[:, :, None, :, None], shape5), (BD, BH, BW))
+        g = tl.reshape(tl.broadcast_to(g[:, :, None, :, None], shape5), (BD, BH, BW))
+        result = tl.where(chosen.to(here.dtype) == here, g.to(tl.float32), 0.0)
+    elif DIVISIBLE:
         # Disjoint windows: the single window holding (d, h, w) is (d//KD, h//KH, w//KW).
         od = (d // KD)[:, None, None]
         oh = (h // KH)[None, :, None]
@@ -255,6 +276,9 @@ def _plan(
         "BH": bh,
         "BW": bw,
         "DIVISIBLE": divisible,
+        # Expand windows from output resolution when KH, KW are powers of two within the tile.
+        "EXPAND": divisible
+        and all(k & (k - 1) == 0 and k <= b for k, b in ((h // oh, bh), (w // ow, bw))),
         "KD": d // od if divisible else 1,
         "KH": h // oh if divisible else 1,
         "KW": w // ow if divisible else 1,
