@@ -17,8 +17,10 @@ COPY runner ./runner
 COPY workflows ./workflows
 COPY kernels ./kernels
 COPY sandbox ./sandbox
+# Versions are ranged in pyproject.toml, the one place that names them.
+# hadolint ignore=DL3013
 RUN pip install ".[service]"
-USER ondemand
+USER 10001
 ENV ONDEMAND_DATABASE_URL=sqlite:////home/ondemand/ondemand.db
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
@@ -27,6 +29,8 @@ CMD ["ondemand", "serve", "--host", "0.0.0.0", "--port", "8000"]
 
 FROM ${RUNNER_BASE} AS runner
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+# The base image's distribution decides these versions.
+# hadolint ignore=DL3008
 RUN apt-get update && apt-get install -y --no-install-recommends git ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --create-home --uid 10001 ondemand
@@ -38,7 +42,8 @@ COPY workflows ./workflows
 COPY kernels ./kernels
 COPY sandbox ./sandbox
 # torch comes from the base image; install only what the runner adds.
-RUN pip install --no-deps . && pip install "pydantic>=2.6" "pyyaml>=6" "httpx>=0.27" "rich>=13" "pytest>=8"
-USER ondemand
+# hadolint ignore=DL3013
+RUN pip install --no-deps . && pip install "pydantic>=2.6" "pyyaml>=6" "httpx>=0.27" "rich>=13" "packaging>=23" "pytest>=8"
+USER 10001
 VOLUME ["/home/ondemand/.ondemand"]
 ENTRYPOINT ["ondemand", "runner"]
