@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -92,6 +93,8 @@ def main(argv: list[str]) -> int:
     console = Console(highlight=False)
     opts.workdir.mkdir(parents=True, exist_ok=True)
     stack = Stack(opts.workdir)
+    # SIGTERM stops the demo as Ctrl-C does: everything it started goes with it.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return run_demo(opts, stack, console)
     except KeyboardInterrupt:
@@ -189,12 +192,24 @@ def run_demo(opts: Options, stack: Stack, console: Console) -> int:
     outcome["pids"] = [p.popen.pid for p in stack.procs]
     if opts.json_out:
         opts.json_out.write_text(json.dumps(outcome, indent=2))
+    verdict = 0 if outcome["verdict"] == "success" else 1
     if opts.keep:
-        console.print(f"\n[bold]--keep[/]: sandbox {sandbox_url}, service {service_url}")
-        console.print("everything keeps running; Ctrl-C stops it")
-        while all(p.alive() for p in stack.procs):
-            time.sleep(1)
-    return 0 if outcome["verdict"] == "success" else 1
+        console.print("\n[bold]--keep[/]: everything keeps running")
+        console.print(f"  dashboard        {service_url}/")
+        console.print(f"  job page         {outcome['status'].get('target_url')}")
+        console.print(f"  sandbox state    {sandbox_url}/_sandbox/state")
+        console.print(f"  PR comments API  {sandbox_url}/repos/{REPO}/issues/{number}/comments")
+        console.print("Ctrl-C stops it", soft_wrap=True)
+        try:
+            while all(p.alive() for p in stack.procs):
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            console.print("\nstopping")
+    return verdict
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _wait_registered(runner: Proc, credentials: Path, timeout: float = 60.0) -> None:

@@ -143,3 +143,60 @@ def test_a_pull_request_that_breaks_the_kernel_gets_a_red_verdict_with_failing_t
     assert failed and int(failed.group(1)) > 0, comment
     assert "test_upstream_shapes[" in comment, comment
     assert_nothing_left(outcome, tmp_path / "demo")
+
+
+def test_keep_leaves_everything_running_until_ctrl_c_stops_it(
+    tmp_path: Path, small_workflows: Path
+) -> None:
+    import signal
+    import time
+
+    import httpx
+
+    workdir = tmp_path / "demo"
+    out = workdir / "outcome.json"
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "demo",
+            "--keep",
+            "--workdir",
+            str(workdir),
+            "--workflows",
+            str(small_workflows),
+            "--json",
+            str(out),
+            "--flags=--no-bench",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"},
+    )
+    assert demo.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        line = demo.stdout.readline()
+        assert line, "".join(seen)
+        seen.append(line)
+        if "Ctrl-C stops it" in line:
+            break
+    text = "".join(seen)
+    dashboard = re.search(r"dashboard\s+(http://\S+)", text)
+    assert dashboard, text
+    time.sleep(1)  # still up after the verdict
+    assert httpx.get(dashboard.group(1), timeout=5).status_code == 200
+    outcome = json.loads(out.read_text())
+    assert outcome["verdict"] == "success"
+    assert all(os.path.exists(f"/proc/{pid}") for pid in outcome["pids"])
+
+    demo.send_signal(signal.SIGINT)
+    rest, _ = demo.communicate(timeout=60)
+    assert demo.returncode == 0, text + rest
+    with pytest.raises(httpx.TransportError):
+        httpx.get(dashboard.group(1), timeout=2)
+    assert_nothing_left(outcome, workdir)
