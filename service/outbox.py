@@ -6,7 +6,6 @@ comment's GitHub id is stored the moment it exists; a retried create first looks
 from __future__ import annotations
 
 import logging
-import threading
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -16,6 +15,7 @@ from service.db import utcnow
 from service.github import GitHubClient, GitHubError
 from service.models import OutboxItem, ResultComment
 from service.report import marker
+from service.worker import Worker
 
 if TYPE_CHECKING:
     from service.context import Context
@@ -32,40 +32,20 @@ def backoff(attempts: int, cap: float) -> float:
     return float(min(cap, 2 ** max(0, attempts - 1)))
 
 
-class OutboxWorker:
+class OutboxWorker(Worker):
+    """Delivers outbox rows to GitHub: in order per key, retried with backoff, paused on rate
+    limits."""
+
+    name = "outbox"
+
     def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx.stopping)
         self.ctx = ctx
-        self._kick = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="outbox", daemon=True)
         self.paused_until: datetime | None = None
 
     @property
     def github(self) -> GitHubClient | None:
         return self.ctx.github
-
-    def kick(self) -> None:
-        """Something was enqueued: look now."""
-        self._kick.set()
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def join(self) -> None:
-        self._kick.set()
-        self._thread.join(timeout=20)
-
-    def _run(self) -> None:
-        stop = self.ctx.stopping
-        while not stop.is_set():
-            self._kick.clear()
-            try:
-                wait = self.run_once()
-            except Exception:
-                log.exception("outbox round failed")
-                wait = 1.0
-            if wait is None:
-                wait = 60.0
-            self._kick.wait(timeout=max(0.01, wait))
 
     def run_once(self) -> float | None:
         """Deliver every due item (the first undelivered of each key); returns seconds until the

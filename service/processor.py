@@ -5,7 +5,6 @@ GitHub being down delays a delivery (retried with backoff); it never loses one."
 from __future__ import annotations
 
 import logging
-import threading
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -15,6 +14,7 @@ from service.db import utcnow
 from service.github import GitHubError
 from service.handlers import Handlers
 from service.models import Delivery
+from service.worker import Worker
 
 if TYPE_CHECKING:
     from service.context import Context
@@ -25,32 +25,16 @@ LOCK_SECONDS = 120
 MAX_ATTEMPTS = 8  # then the delivery is marked failed with its last error
 
 
-class Processor:
+class Processor(Worker):
+    """Works through the webhook inbox: each recorded delivery is handled once, retried when
+    GitHub could not be read."""
+
+    name = "commands"
+
     def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx.stopping)
         self.ctx = ctx
         self.handlers = Handlers(ctx)
-        self._kick = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="commands", daemon=True)
-
-    def kick(self) -> None:
-        self._kick.set()
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def join(self) -> None:
-        self._kick.set()
-        self._thread.join(timeout=20)
-
-    def _run(self) -> None:
-        while not self.ctx.stopping.is_set():
-            self._kick.clear()
-            try:
-                wait = self.run_once()
-            except Exception:
-                log.exception("command processing round failed")
-                wait = 1.0
-            self._kick.wait(timeout=60.0 if wait is None else max(0.01, wait))
 
     def run_once(self) -> float | None:
         """Process every due delivery; returns seconds until a retry is due (None: none)."""

@@ -1,0 +1,47 @@
+"""The loop every background worker of the service shares: a daemon thread that runs one round
+when kicked or when its last round said something is due, until the service stops."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+log = logging.getLogger(__name__)
+
+IDLE_WAIT_S = 60.0  # with nothing due, look again this often anyway
+ERROR_WAIT_S = 1.0
+
+
+class Worker:
+    """Subclasses implement `run_once` (seconds until the next round is due, None for idle)."""
+
+    name = "worker"
+
+    def __init__(self, stopping: threading.Event) -> None:
+        self.stopping = stopping
+        self._kick = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+
+    def run_once(self) -> float | None:
+        raise NotImplementedError
+
+    def kick(self) -> None:
+        """Something arrived: run a round now."""
+        self._kick.set()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self) -> None:
+        self._kick.set()
+        self._thread.join(timeout=20)
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            self._kick.clear()
+            try:
+                wait = self.run_once()
+            except Exception:
+                log.exception("%s round failed; retrying", self.name)
+                wait = ERROR_WAIT_S
+            self._kick.wait(timeout=IDLE_WAIT_S if wait is None else max(0.01, wait))
