@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -19,25 +18,11 @@ from github import Auth, Github
 from sandbox.app import create_app
 from sandbox.client import SandboxAdmin
 from sandbox.state import SandboxState
+from tests.support.git import git
 from tests.support.live import live_server
 
 REPO = "acme/kernels"
 SECRET = "s3cret-hook"
-
-
-def git(path: Path, *args: str) -> str:
-    env = {
-        "GIT_AUTHOR_NAME": "Alice",
-        "GIT_AUTHOR_EMAIL": "alice@example.com",
-        "GIT_COMMITTER_NAME": "Alice",
-        "GIT_COMMITTER_EMAIL": "alice@example.com",
-        "HOME": str(path),
-        "PATH": "/usr/bin:/bin:/usr/local/bin",
-    }
-    proc = subprocess.run(
-        ["git", "-C", str(path), *args], capture_output=True, text=True, env=env, check=True
-    )
-    return proc.stdout.strip()
 
 
 @dataclass

@@ -4,32 +4,16 @@ repository's installation and mints an installation token that then authenticate
 from __future__ import annotations
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from github import Auth, GithubException, GithubIntegration
 
 from tests.sandbox.conftest import REPO, World
+from tests.support.keys import rsa_keypair
 
 APP_ID = 4242
 
 
-def keypair() -> tuple[str, str]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-    public = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
-    return private, public
-
-
 def test_installation_token_flow(world: World) -> None:
-    private, public = keypair()
+    private, public = rsa_keypair()
     registered = world.sandbox.admin.register_app(APP_ID, public, slug="ondemand")
     assert registered["bot_login"] == "ondemand[bot]"
 
@@ -56,8 +40,8 @@ def test_installation_token_flow(world: World) -> None:
 
 
 def test_a_jwt_signed_by_another_key_is_refused(world: World) -> None:
-    _, public = keypair()
-    other_private, _ = keypair()
+    _, public = rsa_keypair()
+    other_private, _ = rsa_keypair()
     world.sandbox.admin.register_app(APP_ID, public)
     integration = GithubIntegration(
         auth=Auth.AppAuth(APP_ID, other_private), base_url=world.sandbox.url
@@ -74,7 +58,7 @@ def test_a_jwt_signed_by_another_key_is_refused(world: World) -> None:
 
 
 def test_an_installation_on_another_account_does_not_cover_the_repo(world: World) -> None:
-    private, public = keypair()
+    private, public = rsa_keypair()
     world.sandbox.admin.register_app(APP_ID, public, account="someone-else")
     integration = GithubIntegration(auth=Auth.AppAuth(APP_ID, private), base_url=world.sandbox.url)
     with pytest.raises(GithubException) as err:

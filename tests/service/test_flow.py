@@ -5,7 +5,6 @@ runner (played here over HTTP) claims and completes the job. Outbox retries thro
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,14 +14,14 @@ from typing import Any
 
 import httpx
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from sqlalchemy import select
 
 from sandbox.app import create_app as create_sandbox
 from sandbox.client import SandboxAdmin
 from service.models import Delivery, Job, OutboxItem, ResultComment
 from tests.service.helpers import LiveService, live_service, service_settings
+from tests.support.git import git
+from tests.support.keys import rsa_keypair
 from tests.support.live import live_server
 from workflows.models import (
     AccuracyResult,
@@ -36,21 +35,6 @@ APP_ID = 4242
 REPO = "acme/kernels"
 SECRET = "new-secret"
 BOT = "ondemand-bot"
-
-
-def git(path: Path, *args: str) -> str:
-    env = {
-        "GIT_AUTHOR_NAME": "A",
-        "GIT_AUTHOR_EMAIL": "a@example.com",
-        "GIT_COMMITTER_NAME": "A",
-        "GIT_COMMITTER_EMAIL": "a@example.com",
-        "HOME": str(path),
-        "PATH": "/usr/bin:/bin:/usr/local/bin",
-    }
-    out = subprocess.run(
-        ["git", "-C", str(path), *args], capture_output=True, text=True, env=env, check=True
-    )
-    return out.stdout.strip()
 
 
 @dataclass
@@ -94,19 +78,6 @@ def flow(tmp_path: Path) -> Iterator[Flow]:
         yield made
 
 
-def app_keypair() -> tuple[str, str]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-    public = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return private, public.decode()
-
-
 @pytest.fixture
 def flow_any_db(tmp_path: Path, db_url: str) -> Iterator[Flow]:
     with make_flow(tmp_path, db_url=db_url) as made:
@@ -141,7 +112,7 @@ def make_flow(tmp_path: Path, *, app: bool = False, db_url: str | None = None) -
         token = admin.create_token(BOT)
         auth: dict[str, Any] = {"github_token": token, "bot_login": BOT}
         if app:
-            private, public = app_keypair()
+            private, public = rsa_keypair()
             admin.register_app(APP_ID, public, slug="ondemand")
             auth = {"github_app_id": APP_ID, "github_private_key": private}
         admin.create_repo("acme", "kernels", str(repo))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +11,8 @@ import pytest
 from sandbox.app import create_app as create_sandbox
 from sandbox.client import SandboxAdmin
 from service.github import GitHubClient, GitHubError
+from tests.support.git import git
+from tests.support.keys import rsa_keypair
 from tests.support.live import live_server
 
 REPO = "acme/kernels"
@@ -27,25 +28,12 @@ class World:
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
     repo = tmp_path / "kernels"
-    env = {
-        "GIT_AUTHOR_NAME": "A",
-        "GIT_AUTHOR_EMAIL": "a@example.com",
-        "GIT_COMMITTER_NAME": "A",
-        "GIT_COMMITTER_EMAIL": "a@example.com",
-        "HOME": str(tmp_path),
-        "PATH": "/usr/bin:/bin:/usr/local/bin",
-    }
     repo.mkdir()
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["commit", "-q", "--allow-empty", "-m", "initial"],
-        ["checkout", "-q", "-b", "feature"],
-        ["commit", "-q", "--allow-empty", "-m", "change"],
-    ):
-        subprocess.run(["git", "-C", str(repo), *args], check=True, env=env)
-    head = subprocess.run(
-        ["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "initial")
+    git(repo, "checkout", "-q", "-b", "feature")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "change")
+    head = git(repo, "rev-parse", "HEAD")
     with live_server(create_sandbox()) as url, SandboxAdmin(url) as admin:
         admin.create_user("acme", "Organization")
         admin.create_user("alice")
@@ -112,20 +100,7 @@ def test_needs_credentials() -> None:
 def test_app_team_lookup_finds_the_organization_installation(world: World) -> None:
     """As an App, a team check may be the first call for an organization: it must find the
     org's installation, not guess a repository."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-    public_pem = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
+    private_pem, public_pem = rsa_keypair()
     world.admin.register_app(4242, public_pem, account="acme")
     app = GitHubClient(world.admin.base_url, app_id=4242, private_key=private_pem)
     assert app.team_member("acme", "kernel-team", "alice")
