@@ -230,8 +230,9 @@ def _small_window_kernel(
     tl.store(idx_ptr + out_offs, best_idx.to(tl.int64), mask=store_mask)
 
 
-# Windows of at most this many elements take the small-window kernel.
-SMALL_WINDOW = 32
+# Windows of at most this many elements take the small-window kernel (H200 sweep: it beat the
+# chunked kernel 2.4x at 125-element windows; global pooling keeps the chunked one).
+SMALL_WINDOW = 512
 
 
 @dataclass(frozen=True)
@@ -250,7 +251,7 @@ class ForwardConfig:
 
 def small_window_config(od: int, oh: int, ow: int, tile: int | None = None) -> ForwardConfig:
     """Output tile of the small-window kernel: rows of outputs, wide along W."""
-    tile = tile or (16384 if runtime.interpreted else 1024)
+    tile = tile or (16384 if runtime.interpreted else 512)
     bow = min(next_pow2(ow), 128)
     boh = min(next_pow2(oh), max(1, tile // bow))
     br = max(1, tile // (bow * boh)) if runtime.interpreted else 1
@@ -341,7 +342,9 @@ def plan_forward(
     )
     rows = n * c * od
     acc = tl.float64 if dtype == torch.float64 else tl.float32
-    small = config.small if config else math.prod(windows) <= SMALL_WINDOW
+    # Under the interpreter the window loop is Python: the chunked kernel's lanes are cheaper.
+    limit = 32 if runtime.interpreted else SMALL_WINDOW
+    small = config.small if config else math.prod(windows) <= limit
     if small:
         cfg = config or small_window_config(od, oh, ow)
         n_oh_blocks = triton.cdiv(oh, cfg.boh)

@@ -255,7 +255,7 @@ class BackwardConfig:
     bh: int
     bw: int
     num_warps: int
-    vector_stores: bool = False
+    vector_stores: bool = True  # the disjoint kernel's stores; the gather kernel's only if asked
     disjoint: bool = True  # use the disjoint-window kernel where it applies
 
 
@@ -271,7 +271,7 @@ def backward_config(d: int, h: int, w: int, tile: int | None = None) -> Backward
         bh = min(next_pow2(h), max(1, tile // bw))
         bd = min(next_pow2(d), max(1, tile // (bw * bh)))
         return BackwardConfig(bd, bh, bw, 1)
-    tile = tile or 2048
+    tile = tile or 4096  # H200 sweep: 4096 beat 1024/2048/8192 on most rows (docs/performance.md)
     bw = min(next_pow2(w), 128)
     bh = min(next_pow2(h), max(1, tile // bw))
     return BackwardConfig(1, bh, bw, max(1, min(8, bh * bw // 256)))
@@ -366,7 +366,10 @@ def _plan_launch(
     if windows is not None:
         return _plan_disjoint(grad5, idx5, gin5, cfg, windows)
     blocks = (triton.cdiv(d, cfg.bd), triton.cdiv(h, cfg.bh), triton.cdiv(w, cfg.bw))
-    vec = store_vector(gin5.stride(), w, gin5.element_size()) if cfg.vector_stores else 1
+    # A store-vector hint makes each thread own VEC neighbours, which spreads the gathers over
+    # more memory sectors; the gather kernel takes it only when a config asks for it.
+    hinted = config is not None and cfg.vector_stores
+    vec = store_vector(gin5.stride(), w, gin5.element_size()) if hinted else 1
     tile = (cfg.bd, cfg.bh, cfg.bw)
     reach = max(
         span(t.shape[2:], t.stride()[2:])

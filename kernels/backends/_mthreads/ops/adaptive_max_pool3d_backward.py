@@ -40,8 +40,8 @@ logger = logging.getLogger(__name__)
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _GRID_YZ_LIMIT = 65535
-# Hinting 16-byte aligned stores vectorizes them but spreads each gather over more sectors.
-VECTOR_STORES = False
+# Hinting 16-byte aligned stores vectorizes them; per-element gathers then spread over more
+# memory sectors, so only the EXPAND path (output-resolution loads) takes the hint.
 
 
 @triton.jit
@@ -174,7 +174,7 @@ def _tile(d: int, h: int, w: int) -> tuple[int, int, int, int]:
         bh = min(next_pow2(h), max(1, 32768 // bw))
         return min(next_pow2(d), max(1, 32768 // (bw * bh))), bh, bw, 1
     bw = min(next_pow2(w), 128)
-    bh = min(next_pow2(h), max(1, 2048 // bw))
+    bh = min(next_pow2(h), max(1, 4096 // bw))
     return 1, bh, bw, max(1, min(8, bh * bw // 256))
 
 
@@ -238,7 +238,10 @@ def _plan(
         return _FALLBACK
 
     divisible = d % od == 0 and h % oh == 0 and w % ow == 0
-    vec = store_vector(gin5.stride(), w, gin5.element_size()) if VECTOR_STORES else 1
+    expand = divisible and all(
+        k & (k - 1) == 0 and k <= b for k, b in ((h // oh, bh), (w // ow, bw))
+    )
+    vec = store_vector(gin5.stride(), w, gin5.element_size()) if expand else 1
     reach = max(
         span(t.shape[2:], t.stride()[2:])
         + sum(b * abs(s) for b, s in zip((bd, bh, bw), t.stride()[2:], strict=True))
@@ -277,8 +280,7 @@ def _plan(
         "BW": bw,
         "DIVISIBLE": divisible,
         # Expand windows from output resolution when KH, KW are powers of two within the tile.
-        "EXPAND": divisible
-        and all(k & (k - 1) == 0 and k <= b for k, b in ((h // oh, bh), (w // ow, bw))),
+        "EXPAND": expand,
         "KD": d // od if divisible else 1,
         "KH": h // oh if divisible else 1,
         "KW": w // ow if divisible else 1,
