@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# torch first: the pinned CPU build; a GPU host brings its own torch.
 	$(PY) -m pip install -q "torch==2.13.0"
-	$(PY) -m pip install -q -e ".[service,runner,kernels,test]"
+	$(PY) -m pip install -q -e ".[service,runner,kernels,test,dev]"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -176,7 +176,7 @@ def python_env(
             # leaves what the host already satisfies (torch) alone.
             _run(
                 [str(python), "-m", "pip", "install", "--disable-pip-version-check", *missing],
-                "pip install",
+                f"installing what this host lacks ({', '.join(missing)}): pip",
                 pip_timeout_s,
             )
         ready.write_text(json.dumps({"installed": missing}))
