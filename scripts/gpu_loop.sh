@@ -9,7 +9,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile .whl/*.whl || exit 1
 fi
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-if ! git rev-parse --verify -q HEAD >/dev/null 2>&1; then  # a copied tree without history
+if [ "$(git rev-parse --show-toplevel 2>/dev/null)" != "$PWD" ]; then  # a copied tree, no history
   git init -q && git add -A && git -c user.name=ci -c user.email=ci@example.org commit -qm snapshot
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -21,6 +21,7 @@ python3 -m service.cli run "$op:nvidia" --json "$OUT/run.json" >"$OUT/run_report
 echo "ondemand run $op:nvidia -> exit $? in $(( $(date +%s) - start ))s" | tee -a "$OUT/summary.txt"
 
 start=$(date +%s)
+rm -rf /tmp/ondemand-demo
 python3 -m service.cli demo --backend nvidia --op "$op" --workdir /tmp/ondemand-demo \
   --json "$OUT/demo.json" >"$OUT/demo.txt" 2>&1
 echo "ondemand demo --backend nvidia -> exit $? in $(( $(date +%s) - start ))s" | tee -a "$OUT/summary.txt"
