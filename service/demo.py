@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import secrets
 import signal
 import subprocess
@@ -29,6 +30,7 @@ from service.terminal import print_comment
 OWNER, REPO_NAME = "demo", "kernels"
 REPO = f"{OWNER}/{REPO_NAME}"
 MAINTAINER = "maintainer"
+_MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>])")
 BOT = "ondemand-bot"
 
 
@@ -303,7 +305,7 @@ def _headline(body: str) -> str:
     for line in body.splitlines():
         text = line.strip()
         if text and not text.startswith("<!--"):
-            return text.lstrip("#").strip()[:120]
+            return _MD_ESCAPE.sub(r"\1", text.lstrip("#").strip())[:120]
     return "(empty)"
 
 
