@@ -24,4 +24,6 @@ bench() {  # name, then the harness's arguments
 bench bwd_generic --op adaptive_max_pool3d_backward --impl generic --sizes all
 bench bwd_mthreads --op adaptive_max_pool3d_backward --impl mthreads --sizes all
 bench fwd_generic --op adaptive_max_pool3d --impl generic --sizes all
+python3 -m kernels.benchmark.bars --backward "$OUT/bwd_generic.json" --forward "$OUT/fwd_generic.json" \
+  --generic "$OUT/bwd_generic.json" --mthreads "$OUT/bwd_mthreads.json" | tee "$OUT/bars.txt"
 cat "$OUT/summary.txt"
