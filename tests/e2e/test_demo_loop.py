@@ -116,10 +116,14 @@ def test_a_pull_request_that_breaks_the_kernel_gets_a_red_verdict_with_failing_t
 ) -> None:
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    # Break the public function, not a kernel detail: the kernels may be rewritten any day.
     kernel = clone / "kernels" / "ops" / "adaptive_max_pool3d_backward.py"
-    source = kernel.read_text()
-    assert "acc += g.to(ACC)" in source
-    kernel.write_text(source.replace("acc += g.to(ACC)", "acc += g.to(ACC) * 2"))
+    with kernel.open("a") as source:
+        source.write(
+            "\n\n_unbroken = adaptive_max_pool3d_backward\n\n\n"
+            "def adaptive_max_pool3d_backward(grad_output, input, indices, **kwargs):\n"
+            "    return _unbroken(grad_output, input, indices, **kwargs) * 2\n"
+        )
     subprocess.run(
         [
             "git",
