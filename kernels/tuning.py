@@ -94,6 +94,10 @@ def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
         bh = min(_adaptive.next_pow2(h), max(1, tile // bw_))
         name = f"t{tile}w{bw}x{warps}" + ("vec" if vec else "")
         variants[name] = BackwardConfig(1, bh, bw_, warps, vec)
+    # The per-element gather kernel that the row and one-window kernels replaced, for comparison.
+    bw_ = min(_adaptive.next_pow2(w), 128)
+    bh = min(_adaptive.next_pow2(h), max(1, 2048 // bw_))
+    variants["gather2048"] = BackwardConfig(1, bh, bw_, 8, False, rows=False)
     return variants
 
 

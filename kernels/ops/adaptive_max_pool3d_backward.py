@@ -7,9 +7,14 @@ when I % O == 0, and then o = p // (I/O) with a constant divisor). No atomics, n
 no second pass: fp32 accumulation (fp64 for fp64), one store per element in the input's
 dtype, the same order of additions on every run.
 
-One launch; a program owns a BH×BW tile of one (plane, depth) slice. Stores are contiguous
-along W and, where the strides allow it, the host passes them divided by VEC so the compiler
-can prove 16-byte alignment and vectorize them.
+One launch. The default plan picks, in order: the disjoint-window kernel (every axis divides,
+power-of-two H and W windows: output tiles read once and repeated in registers); the
+one-window kernel (every axis divides and each tile lies inside one window, global pooling
+included: one scalar index and gradient per program); otherwise the row kernel (any windows:
+depth and row-group candidates as runtime loop bounds). The original gather kernel (a BD×BH×BW
+tile, every element looping over its bounded candidates) stays for configs that ask for it.
+Stores are contiguous along W and, on the output-resolution kernels, the host passes strides
+divided by VEC so the compiler can prove 16-byte alignment and vectorize them.
 """
 
 from __future__ import annotations
@@ -236,6 +241,207 @@ def _disjoint_backward_kernel(
     tl.store(out_plane + out_offs, value.to(gin_ptr.dtype.element_ty), mask=inside)
 
 
+@triton.jit
+def _one_window_backward_kernel(
+    grad_ptr,
+    idx_ptr,
+    gin_ptr,
+    C,
+    D,
+    H,
+    W,
+    W_vec,
+    HW,
+    sgn,
+    sgc,
+    sgd,
+    sgh,
+    sgw,
+    sin,
+    sic,
+    sid,
+    sih,
+    siw,
+    son_vec,
+    soc_vec,
+    sod_vec,
+    soh_vec,
+    sow,
+    n_h_blocks,
+    n_w_blocks,
+    BH: tl.constexpr,
+    BW: tl.constexpr,
+    KD: tl.constexpr,
+    KH: tl.constexpr,
+    KW: tl.constexpr,
+    VEC: tl.constexpr,
+    WIDE: tl.constexpr,
+):
+    """Every axis divides and the host chose tiles that each lie inside one window.
+
+    Windows of any size (global pooling included): a program loads its window's index and
+    gradient once, as scalars, and writes a BH×BW tile of one depth slice with vector stores.
+    """
+    pid = tl.program_id(0)
+    wb = pid % n_w_blocks
+    rest = pid // n_w_blocks
+    hb = rest % n_h_blocks
+    rest = rest // n_h_blocks
+    d = rest % D
+    plane = rest // D
+    n = (plane // C).to(tl.int64)
+    c = (plane % C).to(tl.int64)
+    od = (d // KD).to(tl.int64)
+    oh = ((hb * BH) // KH).to(tl.int64)
+    ow = ((wb * BW) // KW).to(tl.int64)
+    chosen = tl.load(idx_ptr + (n * sin + c * sic + od * sid + oh * sih + ow * siw))
+    g = tl.load(grad_ptr + (n * sgn + c * sgc + od * sgd + oh * sgh + ow * sgw))
+
+    h = hb * BH + tl.arange(0, BH)
+    w = wb * BW + tl.arange(0, BW)
+    if WIDE:
+        h = h.to(tl.int64)
+        w = w.to(tl.int64)
+    here = d.to(h.dtype) * HW + h[:, None] * W + w[None, :]
+    value = tl.where(here == chosen.to(here.dtype), g, 0.0)
+    inside = (h < H)[:, None] & (w < W_vec * VEC)[None, :]
+    out_plane = gin_ptr + (n * son_vec + c * soc_vec + d.to(tl.int64) * sod_vec) * VEC
+    out_offs = h[:, None] * (soh_vec * VEC) + w[None, :] * sow
+    tl.store(out_plane + out_offs, value.to(gin_ptr.dtype.element_ty), mask=inside)
+
+
+@triton.jit
+def _rows_backward_kernel(
+    grad_ptr,
+    idx_ptr,
+    gin_ptr,
+    h_bounds_ptr,
+    C,
+    D,
+    H,
+    W,
+    HW,
+    OD,
+    OW,
+    sgn,
+    sgc,
+    sgd,
+    sgh,
+    sgw,
+    sin,
+    sic,
+    sid,
+    sih,
+    siw,
+    son,
+    soc,
+    sod,
+    soh,
+    sow,
+    n_h_blocks,
+    n_w_blocks,
+    ACC: tl.constexpr,
+    BR: tl.constexpr,
+    RG: tl.constexpr,
+    BW: tl.constexpr,
+    CW: tl.constexpr,
+    KD: tl.constexpr,
+    KW: tl.constexpr,
+    WIDE: tl.constexpr,
+    AXIS_WIDE: tl.constexpr,
+):
+    """Any window sizes: a program owns BR rows of BW elements of one depth slice.
+
+    The depth is a scalar, so its candidate outputs are runtime loop bounds (one, two only
+    where windows overlap) instead of masked iterations; rows go in groups of RG whose
+    candidate output rows also bound a runtime loop, read from a per-row table (no division).
+    Only W keeps a static loop of CW masked candidates, whose loads hit one or two cache
+    lines per warp. fp32 accumulation in a fixed order, one store per element.
+    """
+    pid = tl.program_id(0)
+    wb = pid % n_w_blocks
+    rest = pid // n_w_blocks
+    hb = rest % n_h_blocks
+    rest = rest // n_h_blocks
+    d = rest % D
+    plane = rest // D
+    n = (plane // C).to(tl.int64)
+    c = (plane % C).to(tl.int64)
+    od_first, od_last = _axis_range(d, D, OD, KD, AXIS_WIDE)
+
+    w = wb * BW + tl.arange(0, BW)
+    if WIDE:
+        w = w.to(tl.int64)
+    w_ok = w < W
+    ow_first, ow_last = _axis_range(w, W, OW, KW, AXIS_WIDE)
+    grad_plane = grad_ptr + (n * sgn + c * sgc)
+    idx_plane = idx_ptr + (n * sin + c * sic)
+    out_slice = gin_ptr + (n * son + c * soc + d.to(tl.int64) * sod)
+    zero = d * 0
+    if WIDE:
+        zero = zero.to(tl.int64)
+    for r in range(0, BR, RG):
+        # A group of RG rows: their candidate output rows run from the first row's first to
+        # the last row's last (bounds are monotonic in h); each row masks the others'.
+        h = hb * BR + r + tl.arange(0, RG)
+        rows = tl.minimum(h, H - 1)
+        oh_first = tl.load(h_bounds_ptr + rows)
+        oh_last = tl.load(h_bounds_ptr + H + rows)
+        top = tl.minimum(hb * BR + r, H - 1)
+        bottom = tl.minimum(hb * BR + r + RG - 1, H - 1)
+        oh_lo = tl.load(h_bounds_ptr + top)
+        oh_hi = tl.load(h_bounds_ptr + H + bottom)
+        if WIDE:
+            h = h.to(tl.int64)
+        here = d.to(w.dtype) * HW + h[:, None] * W + w[None, :]
+        inside = (h < H)[:, None] & w_ok[None, :]
+        acc = tl.zeros([RG, BW], dtype=ACC)
+        for od in range(od_first, od_last):
+            for oh in range(oh_lo, oh_hi):
+                row_ok = inside & ((oh >= oh_first) & (oh < oh_last))[:, None]
+                # Loop counters are plain ints under the interpreter: widen by adding a zero.
+                od_ = od + zero
+                oh_ = oh + zero
+                g_row = grad_plane + (od_ * sgd + oh_ * sgh)
+                i_row = idx_plane + (od_ * sid + oh_ * sih)
+                for k in tl.static_range(CW):
+                    ow = ow_first + k
+                    ok = row_ok & (ow < ow_last)[None, :]
+                    i_offs = tl.broadcast_to((ow * siw)[None, :], (RG, BW))
+                    g_offs = tl.broadcast_to((ow * sgw)[None, :], (RG, BW))
+                    chosen = tl.load(i_row + i_offs, mask=ok, other=-1).to(here.dtype)
+                    g = tl.load(g_row + g_offs, mask=ok, other=0.0)
+                    acc += tl.where(chosen == here, g.to(ACC), 0.0)
+        out_offs = h[:, None] * soh + w[None, :] * sow
+        tl.store(out_slice + out_offs, acc.to(gin_ptr.dtype.element_ty), mask=inside)
+
+
+def _pow2_divisor(k: int, cap: int) -> int:
+    """The largest power of two that divides k, at most cap."""
+    return min(k & -k, cap)
+
+
+def one_window_tiles(
+    in_dhw: Sequence[int], out_dhw: Sequence[int], cfg: BackwardConfig
+) -> tuple[int, int] | None:
+    """(BH, BW) tiles of about cfg's size that each lie inside one window, or None.
+
+    Needs every axis to divide; per axis the tile either spans a single output (O == 1) or
+    is a power of two that divides the window. Tiles narrower than 16 along a row that is
+    wider would waste memory sectors, so those shapes go elsewhere.
+    """
+    if any(o == 0 or i % o for i, o in zip(in_dhw, out_dhw, strict=True)):
+        return None
+    _, h, w = in_dhw
+    _, oh, ow = out_dhw
+    bw = min(next_pow2(w), cfg.bw) if ow == 1 else _pow2_divisor(w // ow, cfg.bw)
+    if bw < min(16, next_pow2(w), cfg.bw):
+        return None
+    rows = max(1, cfg.bh * cfg.bw // bw)
+    bh = min(next_pow2(h), rows) if oh == 1 else _pow2_divisor(h // oh, rows)
+    return bh, bw
+
+
 def disjoint_windows(in_dhw: Sequence[int], out_dhw: Sequence[int]) -> tuple[int, int, int] | None:
     """(KD, KH, KW) when every axis divides and KH, KW are powers of two, else None."""
     if any(o == 0 or i % o for i, o in zip(in_dhw, out_dhw, strict=True)):
@@ -256,7 +462,8 @@ class BackwardConfig:
     bw: int
     num_warps: int
     vector_stores: bool = True  # the disjoint kernel's stores; the gather kernel's only if asked
-    disjoint: bool = True  # use the disjoint-window kernel where it applies
+    disjoint: bool = True  # use the disjoint-window and one-window kernels where they apply
+    rows: bool = True  # use the row kernel for windows that are not disjoint
 
 
 def backward_config(d: int, h: int, w: int, tile: int | None = None) -> BackwardConfig:
@@ -354,7 +561,7 @@ def plan_backward(
 
 def _plan_launch(
     grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor, config: BackwardConfig | None
-) -> tuple[Callable[..., Any], tuple[int, ...], dict[str, Any]]:
+) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
     """The kernel launcher, its scalar arguments and its constants for these 5-D tensors."""
     n, c, d, h, w = gin5.shape
     od, oh, ow = grad5.shape[2:]
@@ -365,6 +572,11 @@ def _plan_launch(
     windows = disjoint_windows((d, h, w), (od, oh, ow)) if applies else None
     if windows is not None:
         return _plan_disjoint(grad5, idx5, gin5, cfg, windows)
+    tiles = one_window_tiles((d, h, w), (od, oh, ow), cfg) if applies else None
+    if tiles is not None:
+        return _plan_one_window(grad5, idx5, gin5, cfg, tiles)
+    if config is None or (cfg.bd == 1 and cfg.rows):
+        return _plan_rows(grad5, idx5, gin5, cfg)
     blocks = (triton.cdiv(d, cfg.bd), triton.cdiv(h, cfg.bh), triton.cdiv(w, cfg.bw))
     # A store-vector hint makes each thread own VEC neighbours, which spreads the gathers over
     # more memory sectors; the gather kernel takes it only when a config asks for it.
@@ -471,3 +683,107 @@ def _plan_disjoint(
         "num_warps": cfg.num_warps,
     }
     return _disjoint_backward_kernel[grid], scalars, constants
+
+
+def _plan_one_window(
+    grad5: torch.Tensor,
+    idx5: torch.Tensor,
+    gin5: torch.Tensor,
+    cfg: BackwardConfig,
+    tiles: tuple[int, int],
+) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
+    """Launch of the one-window kernel: BH×BW tiles of one depth slice, each in one window."""
+    n, c, d, h, w = gin5.shape
+    od, oh, ow = grad5.shape[2:]
+    bh, bw = tiles
+    blocks = (triton.cdiv(h, bh), triton.cdiv(w, bw))
+    vec = store_vector(gin5.stride(), w, gin5.element_size()) if cfg.vector_stores else 1
+    reach = max(
+        span(t.shape[2:], t.stride()[2:]) + bh * abs(t.stride(3)) + bw * abs(t.stride(4))
+        for t in (grad5, idx5, gin5)
+    )
+    wide = not fits_int32(reach, (d + 1) * (h + bh) * (w + bw))
+    son, soc, sod, soh, sow = gin5.stride()
+    grid = (n * c * d * blocks[0] * blocks[1],)
+    scalars = (
+        c,
+        d,
+        h,
+        w,
+        w // vec,
+        h * w,
+        *grad5.stride(),
+        *idx5.stride(),
+        son // vec,
+        soc // vec,
+        sod // vec,
+        soh // vec,
+        sow,
+        *blocks,
+    )
+    constants = {
+        "BH": bh,
+        "BW": bw,
+        "KD": d // od,
+        "KH": h // oh,
+        "KW": w // ow,
+        "VEC": vec,
+        "WIDE": wide,
+        "num_warps": max(1, min(8, bh * bw // 256)),
+    }
+    return _one_window_backward_kernel[grid], scalars, constants
+
+
+def row_bounds(in_size: int, out_size: int, device: torch.device) -> torch.Tensor:
+    """First outputs covering each input position, then one past the last ones (int32)."""
+    p = torch.arange(in_size, dtype=torch.int64)
+    first = (p * out_size) // in_size
+    last = ((p + 1) * out_size + in_size - 1) // in_size
+    return torch.cat((first, last)).to(device=device, dtype=torch.int32)
+
+
+def _plan_rows(
+    grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor, cfg: BackwardConfig
+) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
+    """Launch of the row kernel: BR rows of BW elements of one depth slice per program."""
+    n, c, d, h, w = gin5.shape
+    od, oh, ow = grad5.shape[2:]
+    bw = min(next_pow2(w), cfg.bw)
+    # Groups of 4 rows keep several rows' loads in flight per warp (a single row per loop
+    # iteration would wait on memory once per row); fewer when rows are short of windows.
+    rg = min(4, next_pow2(h))
+    br = max(rg, min(next_pow2(h), cfg.bh * cfg.bw // bw) // rg * rg)
+    blocks = (triton.cdiv(h, br), triton.cdiv(w, bw))
+    reach = max(
+        span(t.shape[2:], t.stride()[2:]) + bw * abs(t.stride(4)) for t in (grad5, idx5, gin5)
+    )
+    wide = not fits_int32(reach, (d + 1) * h * (w + bw))
+    axis_wide = not fits_int32((d + 1) * od, (w + bw + 1) * ow)
+    grid = (n * c * d * blocks[0] * blocks[1],)
+    scalars = (
+        row_bounds(h, oh, gin5.device),
+        c,
+        d,
+        h,
+        w,
+        h * w,
+        od,
+        ow,
+        *grad5.stride(),
+        *idx5.stride(),
+        *gin5.stride(),
+        *blocks,
+    )
+    constants = {
+        "ACC": tl.float64 if gin5.dtype == torch.float64 else tl.float32,
+        "BR": br,
+        "RG": rg,
+        "BW": bw,
+        "CW": max_window(ow, w),
+        "KD": d // od if d % od == 0 else 0,
+        "KW": w // ow if w % ow == 0 else 0,
+        "WIDE": wide,
+        "AXIS_WIDE": axis_wide,
+        "num_warps": max(1, min(4, rg * bw // 256)),
+    }
+    return _rows_backward_kernel[grid], scalars, constants

@@ -367,7 +367,7 @@ def test_device_tiling(
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-@pytest.mark.parametrize("output_size", [(4, 3, 5), (3, 5, 2)], ids=str)
+@pytest.mark.parametrize("output_size", [(4, 3, 5), (3, 5, 2), (1, 1, 1)], ids=str)
 def test_64_bit_offsets_path(
     output_size: tuple[int, int, int], impl: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -405,3 +405,50 @@ def test_past_2_31_elements(impl: str) -> None:
         local = indices[:, :, od : od + 1] - start * plane
         want = torch.ops.aten.adaptive_max_pool3d_backward(grad[:, :, od : od + 1], part, local)
         assert torch.equal(got[:, :, start : start + BIG_WINDOW_D], want)
+
+
+KERNEL_CASES = [
+    # (shape, output_size, the kernel the default plan launches)
+    ((2, 3, 5, 12, 24), (1, 1, 1), "_one_window_backward_kernel"),  # global, windows not 2^k
+    ((1, 2, 3, 6, 48), (1, 2, 3), "_one_window_backward_kernel"),  # tiles of 16 in 16-windows
+    ((1, 2, 4, 9, 12), (2, 3, 3), "_rows_backward_kernel"),  # divisible, windows of 3: rows
+    ((1, 2, 16, 11, 20), (7, 7, 7), "_rows_backward_kernel"),  # overlaps on D and H
+    ((1, 2, 9, 13, 28), (5, 9, 11), "_rows_backward_kernel"),  # overlaps on every axis
+    ((1, 1, 4, 6, 8), (2, 3, 4), "_disjoint_backward_kernel"),  # 2^k windows
+]
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize(("shape", "output_size", "kernel"), KERNEL_CASES, ids=str)
+def test_kernel_dispatch(
+    shape: tuple[int, ...], output_size: tuple[int, int, int], kernel: str, dtype: torch.dtype
+) -> None:
+    """Each specialized kernel is the one the default plan takes, and it is exact."""
+    module = importlib.import_module("kernels.ops.adaptive_max_pool3d_backward")
+    grad, x, indices = case(shape, output_size, dtype, "dispatch")
+    launch, _, _ = module._plan_launch(grad, indices, torch.empty_like(x), None)
+    # kernel[grid] is a closure over the kernel object, which keeps the Python function in .fn
+    jitted = [
+        cell.cell_contents for cell in launch.__closure__ or () if hasattr(cell.cell_contents, "fn")
+    ]
+    assert [j.fn.__name__ for j in jitted] == [kernel]
+    assert_backward_matches(module.adaptive_max_pool3d_backward(grad, x, indices), grad, x, indices)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [BackwardConfig(1, 4, 16, 1), BackwardConfig(1, 2, 4, 1, rows=False, disjoint=False)],
+    ids=str,
+)
+@pytest.mark.parametrize(
+    ("shape", "output_size"),
+    [((1, 1, 2, 6, 48), (1, 1, 1)), ((1, 1, 2, 6, 48), (1, 2, 3)), ((1, 1, 5, 9, 13), (3, 5, 6))],
+    ids=str,
+)
+def test_kernels_with_small_tiles(
+    shape: tuple[int, ...], output_size: tuple[int, int, int], config: BackwardConfig
+) -> None:
+    """Several tiles and row groups per slice (and the gather kernel when the others are off)."""
+    grad, x, indices = case(shape, output_size, torch.float32, "small tiles")
+    got = kernels.ops.adaptive_max_pool3d_backward(grad, x, indices, config=config)
+    assert_backward_matches(got, grad, x, indices)
