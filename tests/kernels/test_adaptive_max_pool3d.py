@@ -232,6 +232,55 @@ def test_64_bit_offsets_path(monkeypatch: pytest.MonkeyPatch) -> None:
     x = randn((2, 3, 9, 10, 11), torch.float16, seeded("wide"))
     x[0, 1, 2:5] = float("nan")
     assert_forward_matches(forward(x, (4, 3, 5)), x, (4, 3, 5))
+    y = x[..., :10]  # windows two wide along W: the whole-row kernel
+    assert_forward_matches(forward(y, (4, 3, 5)), y, (4, 3, 5))
+
+
+@pytest.mark.parametrize(
+    "config",
+    [None, ForwardConfig(1, 2, 4, 1, 1, 1, 1, small=True)],
+    ids=["default", "several-tiles"],
+)
+@pytest.mark.parametrize(
+    ("shape", "output_size"),
+    [((2, 3, 4, 6, 8), (2, 3, 4)), ((1, 2, 5, 7, 12), (3, 4, 6)), ((3, 6, 10, 18), (2, 3, 9))],
+    ids=str,
+)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def test_pair_windows(
+    shape: tuple[int, ...],
+    output_size: tuple[int, int, int],
+    dtype: torch.dtype,
+    config: ForwardConfig | None,
+) -> None:
+    """Windows two wide along W (whole-row loads split in registers): ties, NaN, strides."""
+    gen = seeded("pairs", shape, dtype)
+    x = torch.randint(0, 4, shape, generator=gen).to(torch.float64)
+    x[torch.rand(shape, generator=gen) < 0.05] = float("nan")
+    x = x.to(dtype).to(DEVICE)
+    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
+    strided = x.transpose(-3, -2).contiguous().transpose(-3, -2)  # same values, other strides
+    assert_forward_matches(forward(strided, output_size, config=config), strided, output_size)
+
+
+def test_pair_window_kernel_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default plan takes the whole-row kernel exactly when W = 2·OW."""
+    module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
+    seen: list[str] = []
+
+    class Spy:
+        def __init__(self, name: str) -> None:
+            self.name, self.kernel = name, getattr(module, name)
+
+        def __getitem__(self, grid: tuple[int, ...]) -> object:
+            seen.append(self.name)
+            return self.kernel[grid]
+
+    for name in ("_pair_window_kernel", "_small_window_kernel"):
+        monkeypatch.setattr(module, name, Spy(name))
+    module.plan_forward(randn((1, 1, 4, 4, 8), torch.float32, seeded("pick")), (2, 2, 4), None)
+    module.plan_forward(randn((1, 1, 4, 4, 9), torch.float32, seeded("pick")), (2, 2, 3), None)
+    assert seen == ["_pair_window_kernel", "_small_window_kernel"]
 
 
 @pytest.mark.gpu
