@@ -752,7 +752,8 @@ def _plan_rows(
     # Groups of 4 rows keep several rows' loads in flight per warp (a single row per loop
     # iteration would wait on memory once per row); fewer when rows are short of windows.
     rg = min(4, next_pow2(h))
-    br = max(rg, min(next_pow2(h), cfg.bh * cfg.bw // bw) // rg * rg)
+    # BR bounds a loop, not a block: whole groups up to the plane's rows, no masked tail.
+    br = max(rg, min(triton.cdiv(h, rg) * rg, cfg.bh * cfg.bw // bw // rg * rg))
     blocks = (triton.cdiv(h, br), triton.cdiv(w, bw))
     reach = max(
         span(t.shape[2:], t.stride()[2:]) + bw * abs(t.stride(4)) for t in (grad5, idx5, gin5)
