@@ -29,6 +29,7 @@ import difflib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 MAX_OP_LEN = 64
 MAX_TARGETS = 16  # jobs one command may start (after fan-out and deduplication)
@@ -304,19 +305,27 @@ def _parse_test(words: list[str], table: _BackendTable, defaults: tuple[str, ...
             backends = list(defaults)
         else:
             backends = [_backend(b, table) for b in backend_words]
-        for op in ops:
-            for backend in backends:
-                target = Target(op, backend)
-                if target not in targets:
-                    targets.append(target)
-                    if len(targets) > MAX_TARGETS:
-                        raise _Invalid(
-                            f"too many jobs: at most {MAX_TARGETS} (operator, backend) pairs "
-                            "per command. Split it into several comments."
-                        )
+        _fan_out(
+            targets,
+            [Target(op, backend) for op in ops for backend in backends],
+            f"too many jobs: at most {MAX_TARGETS} (operator, backend) pairs "
+            "per command. Split it into several comments.",
+        )
     if not targets:
         raise _Invalid(f"`/test` needs an operator to test, not only flags. Accepted: {USAGE}.")
     return TestCommand(targets=tuple(targets), bench=bench, compare=compare)
+
+
+_Item = TypeVar("_Item")
+
+
+def _fan_out(found: list[_Item], items: Iterable[_Item], too_many: str) -> None:
+    """Append the items not yet in `found`, in order; more than MAX_TARGETS is an error."""
+    for item in items:
+        if item not in found:
+            found.append(item)
+            if len(found) > MAX_TARGETS:
+                raise _Invalid(too_many)
 
 
 def _parse_cancel(words: list[str], table: _BackendTable) -> CancelCommand:
@@ -332,16 +341,12 @@ def _parse_cancel(words: list[str], table: _BackendTable) -> CancelCommand:
         backends: list[str | None] = (
             [_backend(b, table) for b in backend_words] if backend_words else [None]
         )
-        for op in ops:
-            for backend in backends:
-                selector = Selector(op, backend)
-                if selector not in selectors:
-                    selectors.append(selector)
-                    if len(selectors) > MAX_TARGETS:
-                        raise _Invalid(
-                            f"too many selectors: at most {MAX_TARGETS} per `/test cancel`; "
-                            "`/test cancel` alone cancels all of this PR's jobs."
-                        )
+        _fan_out(
+            selectors,
+            [Selector(op, backend) for op in ops for backend in backends],
+            f"too many selectors: at most {MAX_TARGETS} per `/test cancel`; "
+            "`/test cancel` alone cancels all of this PR's jobs.",
+        )
     return CancelCommand(selectors=tuple(selectors))
 
 
