@@ -79,25 +79,27 @@ def forward_variants(shape: tuple[int, ...], out: tuple[int, int, int]) -> dict[
 
 def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
     _, h, w = shape[2:]
+    bw = min(_adaptive.next_pow2(w), 128)
+    bh = min(_adaptive.next_pow2(h), max(1, 4096 // bw))
+    base = BackwardConfig(1, bh, bw, max(1, min(8, bh * bw // 256)))
+    # "default" is the plan's choice; "fillN" forces fill-and-scatter in one launch with N
+    # elements per program; "zeroedN" a zero fill then the scatter, N outputs per program;
+    # "noscatter" is the order before either existed (row kernel where windows overlap).
     variants: dict[str, Any] = {"default": None}
-    if shape in TINY_SHAPES:
-        return variants
-    for tile, bw, warps, vec in (
-        (2048, 128, 8, True),
-        (4096, 128, 8, True),
-        (1024, 64, 4, False),
-        (4096, 128, 8, False),
-        (4096, 64, 4, False),
-        (8192, 128, 16, False),
-    ):
-        bw_ = min(_adaptive.next_pow2(w), bw)
-        bh = min(_adaptive.next_pow2(h), max(1, tile // bw_))
-        name = f"t{tile}w{bw}x{warps}" + ("vec" if vec else "")
-        variants[name] = BackwardConfig(1, bh, bw_, warps, vec)
-    # The per-element gather kernel that the row and one-window kernels replaced, for comparison.
-    bw_ = min(_adaptive.next_pow2(w), 128)
-    bh = min(_adaptive.next_pow2(h), max(1, 2048 // bw_))
-    variants["gather2048"] = BackwardConfig(1, bh, bw_, 8, False, rows=False)
+    for tile in (8192, 16384, 32768):
+        if shape in TINY_SHAPES and tile != 8192:
+            continue
+        variants[f"fill{tile // 1024}k"] = dataclasses.replace(
+            base, scatter_first=True, scatter_tile=tile, zeroed=False
+        )
+    for block in (256, 512, 1024):
+        if shape in TINY_SHAPES and block != 512:
+            continue
+        variants[f"zeroed{block}"] = dataclasses.replace(
+            base, scatter_first=True, zeroed=True, scatter_tile=block
+        )
+    if shape not in TINY_SHAPES:
+        variants["noscatter"] = dataclasses.replace(base, scatter=False)
     return variants
 
 
@@ -125,7 +127,9 @@ def sweep_backward(
     for name, cfg in backward_variants(tuple(x.shape)).items():
         candidates[name] = functools.partial(adaptive_max_pool3d_backward, grad, x, idx, config=cfg)
     for name, fn in candidates.items():
-        ok = torch.allclose(fn().float(), want, rtol=1e-2, atol=1e-2)
+        # PyTorch adds overlapping gradients in bf16; we add in fp32: a bf16 ulp apart.
+        tol = 3e-2 if x.dtype == torch.bfloat16 else 1e-2
+        ok = torch.allclose(fn().float(), want, rtol=tol, atol=tol)
         times[name] = float("nan") if not ok else 0.0 if warm else bench(fn)
     return times
 

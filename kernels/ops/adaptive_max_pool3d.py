@@ -25,6 +25,7 @@ import triton
 import triton.language as tl
 
 from kernels import runtime
+from kernels.launch import Launch
 from kernels.ops._adaptive import (
     PlanCache,
     as_5d,
@@ -462,7 +463,7 @@ def plan_forward(
         if cfg.pairs and w == 2 * ow:  # windows two wide along W: whole-row loads
             constants.pop("KW")
             kernel = _pair_window_kernel
-        launch = kernel[grid]
+        launch = Launch(kernel, grid, scalars, constants)
     else:
         grid = (triton.cdiv(rows, cfg.br) * n_oh_blocks * n_ow_blocks,)
         scalars = (
@@ -491,12 +492,12 @@ def plan_forward(
             "WIDE": wide,
             "num_warps": cfg.num_warps,
         }
-        launch = _adaptive_max_pool3d_kernel[grid]
+        launch = Launch(_adaptive_max_pool3d_kernel, grid, scalars, constants)
     unbatched = input.dim() == 4
 
     def run(input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         out, indices = new()
-        launch(input[None] if unbatched else input, out, indices, *scalars, **constants)
+        launch(input[None] if unbatched else input, out, indices)
         return out, indices
 
     return run

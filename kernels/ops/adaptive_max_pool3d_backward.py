@@ -1,33 +1,33 @@
-"""adaptive_max_pool3d_backward: the generic Triton kernel, a deterministic gather.
+"""adaptive_max_pool3d_backward: the generic Triton kernels, deterministic, one launch.
 
-Each input element sums the gradients of the output windows that contain it and chose it.
-Per axis the outputs covering input p are floor(p·O/I) ≤ o < ceil((p+1)·O/I), at most
-`max_window(O, I)` of them, so the candidate loops are bounded at compile time (one candidate
-when I % O == 0, and then o = p // (I/O) with a constant divisor). No atomics, no zero fill,
-no second pass: fp32 accumulation (fp64 for fp64), one store per element in the input's
-dtype, the same order of additions on every run.
+Each input element receives the sum of the gradients of the output windows that contain it
+and chose it. Per axis the outputs covering input p are floor(p·O/I) ≤ o < ceil((p+1)·O/I),
+at most `max_window(O, I)` of them, so every candidate loop is bounded at compile time. No
+atomics and no second pass: fp32 accumulation (fp64 for fp64), a fixed order of additions,
+the input's dtype stored.
 
-One launch. The default plan picks, in order: the disjoint-window kernel (every axis divides,
-power-of-two H and W windows: output tiles read once and repeated in registers); the
-one-window kernel (every axis divides and each tile lies inside one window, global pooling
-included: one scalar index and gradient per program); otherwise the row kernel (any windows:
-depth and row-group candidates as runtime loop bounds). The original gather kernel (a BD×BH×BW
-tile, every element looping over its bounded candidates) stays for configs that ask for it.
-Stores are contiguous along W and, on the output-resolution kernels, the host passes strides
-divided by VEC so the compiler can prove 16-byte alignment and vectorize them.
+The default plan picks, in order: the disjoint-window kernel (every axis divides, power-of-two
+H and W windows: output tiles read once and repeated in registers, one vector store per
+element); the fill-and-scatter kernel (`_backward_scatter.py`: any windows whose overlaps
+leave an element at most 8 candidate outputs: zeros, then each gradient stored at its argmax);
+the row kernel (steep upsampling: depth and row-group candidates as runtime loop bounds). The
+one-window kernel (each tile inside one window) and the original per-element gather kernel
+stay for configs that ask for them. On the output-resolution kernels the host passes strides
+divided by VEC so the compiler can prove 16-byte alignment and vectorize the stores.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
 from kernels import runtime
+from kernels.launch import Launch
+from kernels.ops import _backward_scatter
 from kernels.ops._adaptive import (
     PlanCache,
     as_5d,
@@ -464,6 +464,10 @@ class BackwardConfig:
     vector_stores: bool = True  # the disjoint kernel's stores; the gather kernel's only if asked
     disjoint: bool = True  # use the disjoint-window and one-window kernels where they apply
     rows: bool = True  # use the row kernel for windows that are not disjoint
+    scatter: bool = True  # use the fill-and-scatter kernel where the others do not apply
+    scatter_first: bool = False  # ... or before them, everywhere it applies
+    scatter_tile: int = 0  # elements (or outputs, when zeroed) per program; 0: the default
+    zeroed: bool | None = None  # zero fill, then a lane per output (None: the plan decides)
 
 
 def backward_config(d: int, h: int, w: int, tile: int | None = None) -> BackwardConfig:
@@ -546,14 +550,14 @@ def plan_backward(
 
     unbatched = input.dim() == 4
     grad5, idx5, gin5 = as_5d(grad_output), as_5d(indices), as_5d(grad_input_like(input))
-    launch, scalars, constants = _plan_launch(grad5, idx5, gin5, config)
+    launch = _plan_launch(grad5, idx5, gin5, config)
 
     def run(grad: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         grad_input = new()
         if unbatched:
-            launch(grad[None], idx[None], grad_input[None], *scalars, **constants)
+            launch(grad[None], idx[None], grad_input[None])
         else:
-            launch(grad, idx, grad_input, *scalars, **constants)
+            launch(grad, idx, grad_input)
         return grad_input
 
     return run
@@ -561,17 +565,24 @@ def plan_backward(
 
 def _plan_launch(
     grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor, config: BackwardConfig | None
-) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
-    """The kernel launcher, its scalar arguments and its constants for these 5-D tensors."""
+) -> Launch | _backward_scatter.ZeroedLaunch:
+    """The launch of the kernel that suits these 5-D tensors."""
     n, c, d, h, w = gin5.shape
     od, oh, ow = grad5.shape[2:]
     cfg = config or backward_config(d, h, w)
     # The default tiling takes the disjoint kernel wherever it applies (one depth slice per
     # program, so BD plays no part); an explicit config only when it asks for BD = 1.
     applies = config is None or (cfg.bd == 1 and cfg.disjoint)
+    scatter = (config is None or (cfg.bd == 1 and cfg.scatter)) and _backward_scatter.applies(
+        (d, h, w), (od, oh, ow)
+    )
+    if scatter and cfg.scatter_first:
+        return _plan_scatter(grad5, idx5, gin5, cfg)
     windows = disjoint_windows((d, h, w), (od, oh, ow)) if applies else None
     if windows is not None:
         return _plan_disjoint(grad5, idx5, gin5, cfg, windows)
+    if scatter:
+        return _plan_scatter(grad5, idx5, gin5, cfg)
     tiles = one_window_tiles((d, h, w), (od, oh, ow), cfg) if applies else None
     if tiles is not None:
         return _plan_one_window(grad5, idx5, gin5, cfg, tiles)
@@ -627,7 +638,21 @@ def _plan_launch(
         "AXIS_WIDE": axis_wide,
         "num_warps": cfg.num_warps,
     }
-    return _adaptive_max_pool3d_backward_kernel[grid], scalars, constants
+    return Launch(_adaptive_max_pool3d_backward_kernel, grid, scalars, constants)
+
+
+def _plan_scatter(
+    grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor, cfg: BackwardConfig
+) -> Launch | _backward_scatter.ZeroedLaunch:
+    """Fill-and-scatter in one launch, or (where windows overlap on several axes, so tiles
+    would share many outputs) a zero fill and then a scatter with a lane per output."""
+    in_dhw, out_dhw = tuple(gin5.shape[2:]), tuple(grad5.shape[2:])
+    zeroed = cfg.zeroed
+    if zeroed is None:
+        zeroed = _backward_scatter.prefers_zeroed(in_dhw, out_dhw)  # type: ignore[arg-type]
+    if zeroed:
+        return _backward_scatter.plan_scatter_outputs(grad5, idx5, gin5, cfg.scatter_tile)
+    return _backward_scatter.plan_fill_scatter(grad5, idx5, gin5, cfg.scatter_tile)
 
 
 def _plan_disjoint(
@@ -636,7 +661,7 @@ def _plan_disjoint(
     gin5: torch.Tensor,
     cfg: BackwardConfig,
     windows: tuple[int, int, int],
-) -> tuple[Callable[..., Any], tuple[int, ...], dict[str, Any]]:
+) -> Launch:
     """Launch of the disjoint-window kernel: the tile is cfg's, rounded to whole windows."""
     n, c, d, h, w = gin5.shape
     _, oh, ow = grad5.shape[2:]
@@ -682,7 +707,7 @@ def _plan_disjoint(
         "WIDE": wide,
         "num_warps": cfg.num_warps,
     }
-    return _disjoint_backward_kernel[grid], scalars, constants
+    return Launch(_disjoint_backward_kernel, grid, scalars, constants)
 
 
 def _plan_one_window(
@@ -691,7 +716,7 @@ def _plan_one_window(
     gin5: torch.Tensor,
     cfg: BackwardConfig,
     tiles: tuple[int, int],
-) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
+) -> Launch:
     """Launch of the one-window kernel: BH×BW tiles of one depth slice, each in one window."""
     n, c, d, h, w = gin5.shape
     od, oh, ow = grad5.shape[2:]
@@ -731,7 +756,7 @@ def _plan_one_window(
         "WIDE": wide,
         "num_warps": max(1, min(8, bh * bw // 256)),
     }
-    return _one_window_backward_kernel[grid], scalars, constants
+    return Launch(_one_window_backward_kernel, grid, scalars, constants)
 
 
 def row_bounds(in_size: int, out_size: int, device: torch.device) -> torch.Tensor:
@@ -744,7 +769,7 @@ def row_bounds(in_size: int, out_size: int, device: torch.device) -> torch.Tenso
 
 def _plan_rows(
     grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor, cfg: BackwardConfig
-) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
+) -> Launch:
     """Launch of the row kernel: BR rows of BW elements of one depth slice per program."""
     n, c, d, h, w = gin5.shape
     od, oh, ow = grad5.shape[2:]
@@ -787,4 +812,4 @@ def _plan_rows(
         "AXIS_WIDE": axis_wide,
         "num_warps": max(1, min(4, rg * bw // 256)),
     }
-    return _rows_backward_kernel[grid], scalars, constants
+    return Launch(_rows_backward_kernel, grid, scalars, constants)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -268,16 +269,12 @@ def test_pair_window_kernel_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
     module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
     seen: list[str] = []
 
-    class Spy:
-        def __init__(self, name: str) -> None:
-            self.name, self.kernel = name, getattr(module, name)
+    class Spy(module.Launch):  # type: ignore[name-defined,misc]
+        def __init__(self, kernel: Any, *args: Any) -> None:
+            seen.append(kernel.fn.__name__)
+            super().__init__(kernel, *args)
 
-        def __getitem__(self, grid: tuple[int, ...]) -> object:
-            seen.append(self.name)
-            return self.kernel[grid]
-
-    for name in ("_pair_window_kernel", "_small_window_kernel"):
-        monkeypatch.setattr(module, name, Spy(name))
+    monkeypatch.setattr(module, "Launch", Spy)
     module.plan_forward(randn((1, 1, 4, 4, 8), torch.float32, seeded("pick")), (2, 2, 4), None)
     module.plan_forward(randn((1, 1, 4, 4, 9), torch.float32, seeded("pick")), (2, 2, 3), None)
     assert seen == ["_pair_window_kernel", "_small_window_kernel"]

@@ -409,11 +409,13 @@ def test_past_2_31_elements(impl: str) -> None:
 
 KERNEL_CASES = [
     # (shape, output_size, the kernel the default plan launches)
-    ((2, 3, 5, 12, 24), (1, 1, 1), "_one_window_backward_kernel"),  # global, windows not 2^k
-    ((1, 2, 3, 6, 48), (1, 2, 3), "_one_window_backward_kernel"),  # tiles of 16 in 16-windows
-    ((1, 2, 4, 9, 12), (2, 3, 3), "_rows_backward_kernel"),  # divisible, windows of 3: rows
-    ((1, 2, 16, 11, 20), (7, 7, 7), "_rows_backward_kernel"),  # overlaps on D and H
-    ((1, 2, 9, 13, 28), (5, 9, 11), "_rows_backward_kernel"),  # overlaps on every axis
+    ((2, 3, 5, 12, 24), (1, 1, 1), "_fill_scatter_backward_kernel"),  # global, windows not 2^k
+    ((1, 2, 3, 6, 48), (1, 2, 3), "_fill_scatter_backward_kernel"),  # windows (3, 3, 16)
+    ((1, 2, 4, 9, 12), (2, 3, 3), "_fill_scatter_backward_kernel"),  # divisible, windows of 3
+    ((1, 2, 16, 8, 16), (7, 4, 4), "_fill_scatter_backward_kernel"),  # overlaps on D only
+    ((1, 2, 16, 11, 20), (7, 7, 7), "_scatter_outputs_kernel"),  # overlaps on every axis
+    ((1, 2, 9, 13, 28), (5, 9, 11), "_scatter_outputs_kernel"),  # overlaps on every axis
+    ((1, 1, 3, 2, 5), (7, 5, 9), "_rows_backward_kernel"),  # steep upsampling: many candidates
     ((1, 1, 4, 6, 8), (2, 3, 4), "_disjoint_backward_kernel"),  # 2^k windows
 ]
 
@@ -426,18 +428,20 @@ def test_kernel_dispatch(
     """Each specialized kernel is the one the default plan takes, and it is exact."""
     module = importlib.import_module("kernels.ops.adaptive_max_pool3d_backward")
     grad, x, indices = case(shape, output_size, dtype, "dispatch")
-    launch, _, _ = module._plan_launch(grad, indices, torch.empty_like(x), None)
-    # kernel[grid] is a closure over the kernel object, which keeps the Python function in .fn
-    jitted = [
-        cell.cell_contents for cell in launch.__closure__ or () if hasattr(cell.cell_contents, "fn")
-    ]
-    assert [j.fn.__name__ for j in jitted] == [kernel]
+    launch = module._plan_launch(grad, indices, torch.empty_like(x), None)
+    assert launch.kernel.fn.__name__ == kernel
     assert_backward_matches(module.adaptive_max_pool3d_backward(grad, x, indices), grad, x, indices)
 
 
 @pytest.mark.parametrize(
     "config",
-    [BackwardConfig(1, 4, 16, 1), BackwardConfig(1, 2, 4, 1, rows=False, disjoint=False)],
+    [
+        BackwardConfig(1, 4, 16, 1),
+        BackwardConfig(1, 4, 16, 1, scatter=False),
+        BackwardConfig(1, 4, 16, 1, scatter_first=True, scatter_tile=40, zeroed=False),
+        BackwardConfig(1, 4, 16, 1, scatter_first=True, zeroed=True),
+        BackwardConfig(1, 2, 4, 1, rows=False, disjoint=False, scatter=False),
+    ],
     ids=str,
 )
 @pytest.mark.parametrize(
@@ -448,7 +452,8 @@ def test_kernel_dispatch(
 def test_kernels_with_small_tiles(
     shape: tuple[int, ...], output_size: tuple[int, int, int], config: BackwardConfig
 ) -> None:
-    """Several tiles and row groups per slice (and the gather kernel when the others are off)."""
+    """Several tiles and row groups per slice, fill-and-scatter tiles of a few rows (split H),
+    and the row and gather kernels when the others are off."""
     grad, x, indices = case(shape, output_size, torch.float32, "small tiles")
     got = kernels.ops.adaptive_max_pool3d_backward(grad, x, indices, config=config)
     assert_backward_matches(got, grad, x, indices)

@@ -1,11 +1,13 @@
-"""adaptive_max_pool3d_backward for Moore Threads (MUSA): the seed's two paths, deterministic.
+"""adaptive_max_pool3d_backward for Moore Threads (MUSA): deterministic, one launch, no atomics.
 
-When every axis divides evenly (I % O == 0) the windows tile the input disjointly, so each
-input element belongs to exactly one window: one launch on a 3-D grid (plane, depth, block
-of H·W) reads that window's argmax in closed form (o = p // K with constant K) and writes the
-gradient or zero, with no zero pass, no atomics and coalesced stores. Otherwise windows
-overlap; MUSA has no fp16/bf16 atomics, so instead of the seed's scatter each element gathers
-from its bounded set of candidate windows with fp32 accumulation, deterministically.
+When every axis divides evenly with power-of-two H and W windows (the seed's fast path), the
+windows tile the input disjointly: one launch on a 3-D grid (plane, depth, block of H·W)
+reads each window's argmax at output resolution, repeats it over the window in registers and
+writes the gradient or zero with vector stores: no zero pass, no atomics. Every other shape
+whose windows overlap boundedly takes the shared fill-and-scatter kernel
+(`kernels/ops/_backward_scatter.py`: zeros, then each gradient stored once at its argmax,
+overlaps summed in a fixed order), which needs no atomics either (MUSA has none for fp16 and
+bf16); steep upsampling keeps this module's per-element gather with fp32 accumulation.
 
 Falls back to the generic op for what it does not support: float64 (MUSA has none), devices
 other than MUSA unless the mthreads vendor is forced (`kernels.runtime.force`), and grids
@@ -23,6 +25,8 @@ import triton
 import triton.language as tl
 
 from kernels import runtime
+from kernels.launch import Launch
+from kernels.ops import _backward_scatter
 from kernels.ops import adaptive_max_pool3d_backward as generic_backward
 from kernels.ops._adaptive import (
     PlanCache,
@@ -241,6 +245,13 @@ def _plan(
     expand = divisible and all(
         k & (k - 1) == 0 and k <= b for k, b in ((h // oh, bh), (w // ow, bw))
     )
+    if not expand and _backward_scatter.applies((d, h, w), (od, oh, ow)):
+        # Windows that are not powers of two, or overlap: the shared fill-and-scatter kernel
+        # (one launch, no atomics, deterministic), much faster here than a per-element gather.
+        if _backward_scatter.prefers_zeroed((d, h, w), (od, oh, ow)):
+            zeroed = _backward_scatter.plan_scatter_outputs(grad5, idx5, gin5)
+            return _runner(zeroed, new, unbatched)
+        return _runner(_backward_scatter.plan_fill_scatter(grad5, idx5, gin5), new, unbatched)
     vec = store_vector(gin5.stride(), w, gin5.element_size()) if expand else 1
     reach = max(
         span(t.shape[2:], t.stride()[2:])
@@ -291,14 +302,23 @@ def _plan(
         "WIDE": wide,
         "num_warps": num_warps,
     }
-    launch = _mthreads_backward_kernel[(n * c, d_blocks, blocks)]
+    launch = Launch(_mthreads_backward_kernel, (n * c, d_blocks, blocks), scalars, constants)
+    return _runner(launch, new, unbatched)
+
+
+def _runner(
+    launch: Launch | _backward_scatter.ZeroedLaunch,
+    new: Callable[[], torch.Tensor],
+    unbatched: bool,
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """plan(grad, idx) -> grad_input for a launch over 5-D views."""
 
     def run(grad: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         grad_input = new()
         if unbatched:
-            launch(grad[None], idx[None], grad_input[None], *scalars, **constants)
+            launch(grad[None], idx[None], grad_input[None])
         else:
-            launch(grad, idx, grad_input, *scalars, **constants)
+            launch(grad, idx, grad_input)
         return grad_input
 
     return run

@@ -1,0 +1,438 @@
+"""The fill-and-scatter kernel of adaptive_max_pool3d_backward: any windows, one launch.
+
+A program owns a tile of the (contiguous) gradient: TD depth slices × TH rows × whole rows
+of W. It first writes zeros over the tile with vector stores, which start at once (they
+depend on no load), then, after a barrier, walks the outputs whose windows meet the tile at
+output resolution (coalesced loads of index and gradient) and stores each gradient at its
+argmax when that lies in the tile. The zeros and the scattered values meet in L2, so DRAM
+sees each line written about once: the memory floor, with a few instructions per output
+instead of per input element.
+
+Deterministic without atomics: an element chosen by several overlapping windows is written
+once, by the first of them in (od, oh, ow) order, with the sum of all their gradients in that
+order (fp32, fp64 for fp64) — the same additions, in the same order, as the gather kernels.
+Only axes whose windows overlap (I % O != 0) have such neighbours; the host bounds their
+count per axis and sends shapes with too many (steep upsampling) to the row kernel.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels import runtime
+from kernels.launch import Launch
+from kernels.ops._adaptive import fits_int32, max_window, span
+
+# Candidate outputs an element may have (product over axes); more goes to the row kernel.
+MAX_CANDIDATES = 8
+
+
+@triton.jit
+def _sum_once(
+    idx_base, grad_base, bounds_ptr, chosen, g, mine, od, oh, ow,
+    D, H, W, sid, sih, siw, sgd, sgh, sgw,
+    ACC: tl.constexpr, CD: tl.constexpr, CH: tl.constexpr, CW: tl.constexpr,
+):  # fmt: skip
+    """(value, writer) for outputs (od, oh, ow) whose argmax `chosen` is theirs to store.
+
+    Every output whose window holds the chosen element, in (od, oh, ow) order: the value is
+    the sum of the gradients of those that chose it too, and only the first of them writes.
+    On an axis without overlaps (C = 1) the only candidate is the output's own. bounds_ptr
+    holds, per axis, the first output covering each position, then one past the last.
+    """
+    if CD * CH * CW == 1:
+        return g.to(ACC), mine
+    row = chosen // W
+    pw = row * 0
+    ph = row * 0
+    pd = row // H
+    if CW > 1:
+        pw = chosen - row * W
+    if CH > 1:
+        ph = row - pd * H
+    fd = od
+    fh = oh
+    fw = ow
+    ld = od
+    lh = oh
+    lw = ow
+    if CD > 1:
+        fd = tl.load(bounds_ptr + pd, mask=mine, other=0).to(od.dtype)
+        ld = tl.load(bounds_ptr + D + pd, mask=mine, other=0).to(od.dtype)
+    if CH > 1:
+        fh = tl.load(bounds_ptr + 2 * D + ph, mask=mine, other=0).to(oh.dtype)
+        lh = tl.load(bounds_ptr + 2 * D + H + ph, mask=mine, other=0).to(oh.dtype)
+    if CW > 1:
+        fw = tl.load(bounds_ptr + 2 * D + 2 * H + pw, mask=mine, other=0).to(ow.dtype)
+        lw = tl.load(bounds_ptr + 2 * D + 2 * H + W + pw, mask=mine, other=0).to(ow.dtype)
+    value = tl.zeros_like(g).to(ACC)
+    seen_self = chosen != chosen
+    shared_before = chosen != chosen
+    for ci in tl.static_range(CD):
+        cd = fd + ci
+        for cj in tl.static_range(CH):
+            ch = fh + cj
+            for ck in tl.static_range(CW):
+                cw = fw + ck
+                valid = mine
+                is_self = mine
+                if CD > 1:
+                    valid = valid & (cd < ld)
+                    is_self = is_self & (cd == od)
+                if CH > 1:
+                    valid = valid & (ch < lh)
+                    is_self = is_self & (ch == oh)
+                if CW > 1:
+                    valid = valid & (cw < lw)
+                    is_self = is_self & (cw == ow)
+                other = valid & ~is_self
+                other_idx = tl.load(
+                    idx_base + (cd * sid + ch * sih + cw * siw), mask=other, other=-1
+                ).to(chosen.dtype)
+                other_g = tl.load(
+                    grad_base + (cd * sgd + ch * sgh + cw * sgw), mask=other, other=0.0
+                )
+                same = other & (other_idx == chosen)
+                shared_before = shared_before | (same & ~seen_self)
+                mine_now = valid & is_self
+                seen_self = seen_self | mine_now
+                value += tl.where(same, other_g.to(ACC), 0.0)
+                value += tl.where(mine_now, g.to(ACC), 0.0)
+    # An index outside its own window (not from the forward) is dropped.
+    return value, seen_self & ~shared_before
+
+
+@triton.jit
+def _scatter_outputs_kernel(
+    grad_ptr,
+    idx_ptr,
+    gin_ptr,
+    bounds_ptr,
+    C,
+    D,
+    H,
+    W,
+    OD,
+    OH,
+    OW,
+    sgn,
+    sgc,
+    sgd,
+    sgh,
+    sgw,
+    sin,
+    sic,
+    sid,
+    sih,
+    siw,
+    total,
+    ACC: tl.constexpr,
+    BLOCK: tl.constexpr,
+    CD: tl.constexpr,
+    CH: tl.constexpr,
+    CW: tl.constexpr,
+    WIDE: tl.constexpr,
+):
+    """The scatter alone, a lane per output, into a gradient the host has zeroed.
+
+    For windows that overlap, where a tile's outputs are shared with its neighbours' tiles:
+    every output is read once and the lanes are independent, so the memory latency of the
+    candidate checks overlaps across the whole device instead of queueing inside a tile.
+    """
+    j = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if WIDE:
+        j = j.to(tl.int64)
+    ok = j < total
+    ow = j % OW
+    rest = j // OW
+    oh = rest % OH
+    rest = rest // OH
+    od = rest % OD
+    plane = rest // OD
+    n = plane // C
+    c = plane % C
+    idx_base = idx_ptr + (n * sin + c * sic)
+    grad_base = grad_ptr + (n * sgn + c * sgc)
+    chosen = tl.load(idx_base + (od * sid + oh * sih + ow * siw), mask=ok, other=-1).to(j.dtype)
+    g = tl.load(grad_base + (od * sgd + oh * sgh + ow * sgw), mask=ok, other=0.0)
+    mine = ok & (chosen >= 0) & (chosen < D * H * W)
+    value, writer = _sum_once(
+        idx_base, grad_base, bounds_ptr, chosen, g, mine, od, oh, ow,
+        D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW,
+    )  # fmt: skip
+    gin = gin_ptr + plane * D * H * W
+    tl.store(gin + chosen, value.to(gin_ptr.dtype.element_ty), mask=writer)
+
+
+@triton.jit
+def _fill_scatter_backward_kernel(
+    grad_ptr,
+    idx_ptr,
+    gin_ptr,
+    bounds_ptr,
+    C,
+    D,
+    H,
+    W,
+    OD,
+    OH,
+    OW,
+    HW_vec,
+    W_vec,
+    sgn,
+    sgc,
+    sgd,
+    sgh,
+    sgw,
+    sin,
+    sic,
+    sid,
+    sih,
+    siw,
+    n_d_tiles,
+    n_h_tiles,
+    ACC: tl.constexpr,
+    TD: tl.constexpr,
+    TH: tl.constexpr,
+    SPLIT_H: tl.constexpr,
+    ZB: tl.constexpr,
+    BOX: tl.constexpr,
+    CD: tl.constexpr,
+    CH: tl.constexpr,
+    CW: tl.constexpr,
+    VEC: tl.constexpr,
+    WIDE: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    ht = pid % n_h_tiles
+    rest = pid // n_h_tiles
+    dt = rest % n_d_tiles
+    plane = (rest // n_d_tiles).to(tl.int64)
+    n = plane // C
+    c = plane % C
+    d0 = dt * TD
+    d1 = tl.minimum(d0 + TD, D)
+    h0 = ht * TH
+    h1 = tl.minimum(h0 + TH, H)
+    HW = HW_vec * VEC
+    # Offsets in the gradient's plane are 32-bit unless the plane passes 2^31 elements.
+    if WIDE:
+        d0 = d0.to(tl.int64)
+        d1 = d1.to(tl.int64)
+        h0 = h0.to(tl.int64)
+        h1 = h1.to(tl.int64)
+        HW = HW.to(tl.int64)
+    gin_plane = gin_ptr + plane * D * HW_vec * VEC
+
+    # 1. Zeros over the tile: one contiguous run of whole slices, or TH rows of each slice.
+    zeros = tl.zeros([ZB], dtype=gin_ptr.dtype.element_ty)
+    lanes = tl.arange(0, ZB)
+    if SPLIT_H:
+        run = (h1 - h0) * W_vec * VEC
+        for d in range(d0, d1):
+            start = gin_plane + (d * HW_vec + h0 * W_vec) * VEC
+            for chunk in range(0, tl.cdiv(run, ZB)):
+                offs = chunk * ZB + lanes
+                tl.store(start + offs, zeros, mask=offs < run)
+    else:
+        run = (d1 - d0) * HW_vec * VEC
+        start = gin_plane + d0 * HW_vec * VEC
+        for chunk in range(0, tl.cdiv(run, ZB)):
+            offs = chunk * ZB + lanes
+            tl.store(start + offs, zeros, mask=offs < run)
+    # The scattered stores below must land after the zeros (other threads' stores).
+    tl.debug_barrier()
+
+    # 2. The outputs whose windows meet the tile, a flat range of BOX at a time, and the
+    # gradients they send into it. bounds_ptr holds, per axis, the first output covering
+    # each position and one past the last (D, then H, then W entries of each).
+    od_lo = tl.load(bounds_ptr + d0)
+    n_od = tl.load(bounds_ptr + D + d1 - 1) - od_lo
+    oh_lo = tl.load(bounds_ptr + 2 * D + h0)
+    n_oh = tl.load(bounds_ptr + 2 * D + H + h1 - 1) - oh_lo
+    box_rows = n_oh * OW
+    grad_plane = grad_ptr + (n * sgn + c * sgc)
+    idx_plane = idx_ptr + (n * sin + c * sic)
+    zero = pid * 0
+    if WIDE:
+        zero = zero.to(tl.int64)
+    tile_lo = d0 * HW
+    tile_hi = d1 * HW
+    for box_start in range(0, n_od * box_rows, BOX):
+        j = box_start + tl.arange(0, BOX)
+        ok = j < n_od * box_rows
+        od = od_lo + j // box_rows
+        rest_j = j % box_rows
+        oh = oh_lo + rest_j // OW
+        ow = rest_j % OW
+        if WIDE:
+            od = od.to(tl.int64)
+            oh = oh.to(tl.int64)
+            ow = ow.to(tl.int64)
+        chosen = tl.load(idx_plane + (od * sid + oh * sih + ow * siw), mask=ok, other=-1)
+        # A valid index's low word is the index when the volume fits in 32 bits.
+        chosen = chosen.to(zero.dtype)
+        g = tl.load(grad_plane + (od * sgd + oh * sgh + ow * sgw), mask=ok, other=0.0)
+        mine = ok & (chosen >= tile_lo) & (chosen < tile_hi)
+        if SPLIT_H:
+            ph = (chosen // W) % H
+            mine = mine & (ph >= h0) & (ph < h1)
+        value, writer = _sum_once(
+            idx_plane, grad_plane, bounds_ptr, chosen, g, mine, od, oh, ow,
+            D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW,
+        )  # fmt: skip
+        tl.store(gin_plane + chosen, value.to(gin_ptr.dtype.element_ty), mask=writer)
+
+
+def candidates(in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int]) -> tuple[int, ...]:
+    """How many outputs' windows one input element can lie in, per axis."""
+    return tuple(max_window(o, i) for i, o in zip(in_dhw, out_dhw, strict=True))
+
+
+def applies(in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int]) -> bool:
+    """Whether the fill-and-scatter kernel takes this shape (bounded overlap, no empty axis)."""
+    if 0 in out_dhw or 0 in in_dhw:
+        return False
+    cd, ch, cw = candidates(in_dhw, out_dhw)
+    return cd * ch * cw <= MAX_CANDIDATES
+
+
+def default_tile(
+    in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int], element_size: int
+) -> int:
+    """Elements per program: 32 KB of gradient without overlaps, 64 KB where one axis has
+    them (each program re-reads the outputs its tile's edges share, so fewer, larger tiles);
+    the H200 sweep in docs/performance.md. Under the interpreter: as many as fit."""
+    if runtime.interpreted:
+        return 65536
+    product = math.prod(candidates(in_dhw, out_dhw))
+    return (32768 if product == 1 else 65536) // element_size
+
+
+def bounds_table(
+    in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int], device: torch.device
+) -> torch.Tensor:
+    """Per axis (D, H, W): the first output covering each position, then one past the last."""
+    parts = []
+    for in_size, out_size in zip(in_dhw, out_dhw, strict=True):
+        p = torch.arange(in_size, dtype=torch.int64)
+        parts += [(p * out_size) // in_size, ((p + 1) * out_size + in_size - 1) // in_size]
+    return torch.cat(parts).to(device=device, dtype=torch.int32)
+
+
+def plan_fill_scatter(
+    grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor, tile: int = 0
+) -> Launch:
+    """Launch of the fill-and-scatter kernel for contiguous `gin5` (5-D tensors)."""
+    n, c, d, h, w = gin5.shape
+    od, oh, ow = grad5.shape[2:]
+    assert gin5.is_contiguous(), "the scatter writes flat offsets into a contiguous gradient"
+    tile = tile or default_tile((d, h, w), (od, oh, ow), gin5.element_size())
+    hw = h * w
+    if hw >= tile:
+        td, th = 1, max(1, min(h, tile // w))
+    else:
+        td, th = max(1, min(d, tile // hw)), h
+    n_d, n_h = triton.cdiv(d, td), triton.cdiv(h, th)
+    vec = 16 // gin5.element_size()
+    while vec > 1 and w % vec:
+        vec //= 2
+    num_warps = 8 if tile * gin5.element_size() >= 65536 else 4
+    reach = max(span(t.shape[2:], t.stride()[2:]) for t in (grad5, idx5))
+    # Offsets, positions times output sizes (the bounds) and box lanes must fit in 32 bits.
+    wide = not fits_int32(reach, d * hw + tile, (d + td) * oh * ow + 65536)
+    grid = (n * c * n_d * n_h,)
+    scalars = (
+        bounds_table((d, h, w), (od, oh, ow), gin5.device),
+        c,
+        d,
+        h,
+        w,
+        od,
+        oh,
+        ow,
+        hw // vec,
+        w // vec,
+        *grad5.stride(),
+        *idx5.stride(),
+        n_d,
+        n_h,
+    )
+    cd, ch, cw = candidates((d, h, w), (od, oh, ow))
+    constants = {
+        "ACC": tl.float64 if gin5.dtype == torch.float64 else tl.float32,
+        "TD": td,
+        "TH": th,
+        "SPLIT_H": th < h,
+        "ZB": 8192 if runtime.interpreted else 256 * num_warps,
+        "BOX": 4096 if runtime.interpreted else 128 * num_warps,
+        "CD": cd,
+        "CH": ch,
+        "CW": cw,
+        "VEC": vec,
+        "WIDE": wide,
+        "num_warps": num_warps,
+    }
+    return Launch(_fill_scatter_backward_kernel, grid, scalars, constants)
+
+
+class ZeroedLaunch:
+    """The scatter-only kernel's two steps: zero the gradient (the third tensor), then launch."""
+
+    def __init__(self, launch: Launch) -> None:
+        self.launch = launch
+        self.kernel = launch.kernel
+
+    def __call__(self, *tensors: torch.Tensor) -> None:
+        tensors[2].zero_()
+        self.launch(*tensors)
+
+
+def prefers_zeroed(in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int]) -> bool:
+    """Whether the zero fill and output-parallel scatter beat fill-and-scatter: where windows
+    overlap on two axes or more, tiles share so many outputs that re-reading them costs more
+    than the second pass over the gradient (H200 sweep, docs/performance.md)."""
+    return math.prod(candidates(in_dhw, out_dhw)) > 2
+
+
+def plan_scatter_outputs(
+    grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor, block: int = 0
+) -> ZeroedLaunch:
+    """Zero fill, then the output-parallel scatter (`block` outputs per program), for
+    contiguous `gin5` (5-D tensors)."""
+    n, c, d, h, w = gin5.shape
+    od, oh, ow = grad5.shape[2:]
+    assert gin5.is_contiguous(), "the scatter writes flat offsets into a contiguous gradient"
+    total = n * c * od * oh * ow
+    block = block or (4096 if runtime.interpreted else 512)
+    reach = max(span(t.shape, t.stride()) for t in (grad5, idx5))
+    wide = not fits_int32(reach, total + block, gin5.numel(), (d + 1) * od, (h + 1) * oh)
+    scalars = (
+        bounds_table((d, h, w), (od, oh, ow), gin5.device),
+        c,
+        d,
+        h,
+        w,
+        od,
+        oh,
+        ow,
+        *grad5.stride(),
+        *idx5.stride(),
+        total,
+    )
+    cd, ch, cw = candidates((d, h, w), (od, oh, ow))
+    constants = {
+        "ACC": tl.float64 if gin5.dtype == torch.float64 else tl.float32,
+        "BLOCK": block,
+        "CD": cd,
+        "CH": ch,
+        "CW": cw,
+        "WIDE": wide,
+        "num_warps": max(1, min(8, block // 128)),
+    }
+    grid = (triton.cdiv(total, block),)
+    return ZeroedLaunch(Launch(_scatter_outputs_kernel, grid, scalars, constants))
