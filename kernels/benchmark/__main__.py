@@ -55,8 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the JSON result here")
     parser.add_argument("--markdown", type=Path, metavar="PATH", help="write the table here")
-    parser.add_argument("--rep-ms", type=_positive_int, default=100, help="GPU: do_bench rep")
-    parser.add_argument("--warmup-ms", type=_positive_int, default=25, help="GPU: do_bench warmup")
+    parser.add_argument("--rep-ms", type=_positive_int, default=100, help="GPU: ms of timed runs")
+    parser.add_argument("--warmup-ms", type=_positive_int, default=25, help="GPU: ms of warm-up")
     parser.add_argument(
         "--host-reps", type=_positive_int, default=3, help="interpreter: calls timed per case"
     )

@@ -1,8 +1,13 @@
 """Timing: verify each case once, then time PyTorch's operator and our kernel side by side.
 
-On a GPU the timer is `triton.testing.do_bench` (warm-up, L2 flushed before every run,
-device-event timing, the median). Under the Triton interpreter it is a host clock over a few
-repetitions: those numbers are not performance.
+On a GPU the timer is `triton.testing.do_bench`'s method (warm-up, L2 flushed before every
+run, device-event timing, the median) with a 1 GiB flush instead of its 256 MB one: zeroing
+1 GiB keeps the device busy for about 250 µs per run, longer than any host's per-run work, so
+the events time the device alone. With do_bench's flush (about 60 µs) a host slowed by a
+busy neighbour lets the device run dry between runs and the gap lands in small kernels'
+timings (seen on the H200: 4 µs kernels timed at 10–20 µs in one run, 4 µs in the next).
+Host time per call is a separate number (scripts/host_probe.py). Under the Triton
+interpreter it is a host clock over a few repetitions: those numbers are not performance.
 """
 
 from __future__ import annotations
@@ -29,23 +34,54 @@ class Timer(Protocol):
 
 @dataclass(frozen=True)
 class DeviceTimer:
-    """`triton.testing.do_bench`: median of device-event timings, L2 flushed between runs."""
+    """Median of device-event timings, L2 flushed before every run by zeroing `flush_bytes`."""
 
     warmup_ms: int = 25
     rep_ms: int = 100
+    flush_bytes: int = 2**30
     performance: bool = True
 
     @property
     def description(self) -> str:
-        return f"triton.testing.do_bench median (warmup {self.warmup_ms} ms, rep {self.rep_ms} ms)"
+        return (
+            f"do_bench method, median of device events (warmup {self.warmup_ms} ms, "
+            f"rep {self.rep_ms} ms, L2 flushed by zeroing {self.flush_bytes >> 20} MiB)"
+        )
 
     def __call__(self, fn: Callable[[], Any]) -> float:
-        from triton.testing import do_bench  # after kernels set up the interpreter, if any
+        import torch
 
-        # quantiles=[0.5] is the median on every Triton 3.x (return_mode varies by version).
-        result = do_bench(fn, warmup=self.warmup_ms, rep=self.rep_ms, quantiles=[0.5])
-        ms = float(result[0] if isinstance(result, list | tuple) else result)
-        return _positive(ms)
+        from kernels import runtime
+
+        backend = getattr(torch, runtime.device)
+        flush = torch.empty(self.flush_bytes // 4, dtype=torch.int32, device=runtime.device)
+
+        def event() -> Any:
+            return backend.Event(enable_timing=True)
+
+        fn()
+        backend.synchronize()
+        start, end = event(), event()
+        start.record()
+        for _ in range(5):
+            flush.zero_()
+            fn()
+        end.record()
+        backend.synchronize()
+        estimate = max(start.elapsed_time(end) / 5, 1e-3)
+        for _ in range(max(1, int(self.warmup_ms / estimate))):
+            fn()
+        runs = max(10, int(self.rep_ms / estimate))
+        starts, ends = [event() for _ in range(runs)], [event() for _ in range(runs)]
+        for first, last in zip(starts, ends, strict=True):
+            flush.zero_()
+            first.record()
+            fn()
+            last.record()
+        backend.synchronize()
+        return _positive(
+            statistics.median(a.elapsed_time(b) for a, b in zip(starts, ends, strict=True))
+        )
 
 
 @dataclass(frozen=True)
