@@ -92,6 +92,10 @@ def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
         variants[f"fill{tile // 1024}k"] = dataclasses.replace(
             base, scatter_first=True, scatter_tile=tile, zeroed=False
         )
+    if shape not in TINY_SHAPES:  # a program per (n, c) plane: no output read twice
+        variants["fillplane"] = dataclasses.replace(
+            base, scatter_first=True, scatter_tile=math.prod(shape[2:]), zeroed=False
+        )
     for block in (256, 512, 1024):
         if shape in TINY_SHAPES and block != 512:
             continue

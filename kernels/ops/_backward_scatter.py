@@ -301,15 +301,28 @@ def applies(in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int]) -> bool
     return cd * ch * cw <= MAX_CANDIDATES
 
 
+# A program per (n, c) plane needs about one plane per SM to fill the device (H200: 132 SMs).
+MANY_PLANES = 128
+# Larger planes are split along D into tiles of about this many elements.
+MAX_TILE = 1 << 20
+
+
 def default_tile(
-    in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int], element_size: int
+    in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int], element_size: int, planes: int
 ) -> int:
-    """Elements per program: 32 KB of gradient without overlaps, 64 KB where one axis has
-    them (each program re-reads the outputs its tile's edges share, so fewer, larger tiles);
-    the H200 sweep in docs/performance.md. Under the interpreter: as many as fit."""
+    """Elements per program (H200 sweeps in docs/performance.md).
+
+    With enough planes, a whole (n, c) plane per program: no output is read by two programs,
+    which beat every smaller tile on the 2-byte rows and on fp32 with overlaps on several
+    axes. fp32 with at most one overlapping axis did better with 32 KB tiles, as do shapes
+    with few planes (more programs). Under the interpreter: as many elements as fit.
+    """
     if runtime.interpreted:
         return 65536
+    plane = math.prod(in_dhw)
     product = math.prod(candidates(in_dhw, out_dhw))
+    if planes >= MANY_PLANES and (element_size <= 2 or product > 2):
+        return min(plane, MAX_TILE)
     return (32768 if product == 1 else 65536) // element_size
 
 
@@ -331,7 +344,7 @@ def plan_fill_scatter(
     n, c, d, h, w = gin5.shape
     od, oh, ow = grad5.shape[2:]
     assert gin5.is_contiguous(), "the scatter writes flat offsets into a contiguous gradient"
-    tile = tile or default_tile((d, h, w), (od, oh, ow), gin5.element_size())
+    tile = tile or default_tile((d, h, w), (od, oh, ow), gin5.element_size(), n * c)
     hw = h * w
     if hw >= tile:
         td, th = 1, max(1, min(h, tile // w))
@@ -392,11 +405,13 @@ class ZeroedLaunch:
         self.launch(*tensors)
 
 
-def prefers_zeroed(in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int]) -> bool:
+def prefers_zeroed(
+    in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int], planes: int
+) -> bool:
     """Whether the zero fill and output-parallel scatter beat fill-and-scatter: where windows
-    overlap on two axes or more, tiles share so many outputs that re-reading them costs more
-    than the second pass over the gradient (H200 sweep, docs/performance.md)."""
-    return math.prod(candidates(in_dhw, out_dhw)) > 2
+    overlap on two axes or more and there are too few planes for a program per plane, tiles
+    would share most of their outputs (H200 sweep, docs/performance.md)."""
+    return planes < MANY_PLANES and math.prod(candidates(in_dhw, out_dhw)) > 2
 
 
 def plan_scatter_outputs(

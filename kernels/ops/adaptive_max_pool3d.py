@@ -252,15 +252,21 @@ def _pair_window_kernel(
     rows,
     n_oh_blocks,
     n_ow_blocks,
+    W_vec,
     ACC: tl.constexpr,
     BR: tl.constexpr,
     BOH: tl.constexpr,
     BOW: tl.constexpr,
     KD: tl.constexpr,
     KH: tl.constexpr,
+    VEC: tl.constexpr,
     WIDE: tl.constexpr,
 ):
     """Windows two wide along W (W = 2·OW), any D and H windows up to KD×KH.
+
+    The host passes the strides above W (and W itself as W_vec) divided by VEC, so the
+    compiler can prove each row 16-byte aligned and load it with vector instructions (Triton
+    only knows an integer argument's divisibility by 16, and W = 56 is not a multiple of 16).
 
     Each step loads whole input rows (2·BOW contiguous elements per output row), so every
     load instruction uses full memory sectors, and splits them into the even and odd
@@ -275,7 +281,7 @@ def _pair_window_kernel(
     row = rb * BR + tl.arange(0, BR)
     row_ok = row < rows
     plane = row // OD
-    x_rows = (plane // C).to(tl.int64) * sxn + (plane % C).to(tl.int64) * sxc
+    x_rows = ((plane // C).to(tl.int64) * sxn + (plane % C).to(tl.int64) * sxc) * VEC
 
     IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
     BIG: tl.constexpr = 2**62 if WIDE else 2**31 - 1
@@ -297,15 +303,18 @@ def _pair_window_kernel(
     for kd in range(KD):
         d = d_start + kd
         d_ok = row_ok & (d < d_end)
-        d_offs = x_rows + d * sxd
+        d_offs = x_rows + (d * sxd) * VEC
         for kh in range(KH):
             h = h_start + kh
             h_ok = (oh < OH) & (h < h_end)
             rows_ok = d_ok[:, None, None] & h_ok[None, :, None]
             ok = rows_ok & (ow < OW)[None, None, :]
             # Whole rows: 2·BOW contiguous columns of each window row.
-            offs = d_offs[:, None, None] + (h * sxh)[None, :, None] + (w * sxw)[None, None, :]
-            v = tl.load(x_ptr + offs, mask=rows_ok & (w < W)[None, None, :], other=float("-inf"))
+            offs = (
+                d_offs[:, None, None] + ((h * sxh) * VEC)[None, :, None] + (w * sxw)[None, None, :]
+            )
+            in_row = (w < W_vec * VEC)[None, None, :]
+            v = tl.load(x_ptr + offs, mask=rows_ok & in_row, other=float("-inf"))
             a, b = tl.split(tl.reshape(v, (BR, BOH, BOW, 2)))
             base = (d * HW)[:, None, None] + (h * W)[None, :, None]
             # Scan order: `>` keeps the first maximum, a NaN always replaces (the last NaN
@@ -375,6 +384,17 @@ def forward_config(
     elements = br * boh * bow * bkd * bkh * bkw
     num_warps = max(1, min(8, elements // 256))
     return ForwardConfig(br, boh, bow, bkd, bkh, bkw, num_warps)
+
+
+def row_vector(x: torch.Tensor, cap: int) -> int:
+    """Elements per 16-byte vector that every row start of `x` (5-D) is aligned to, at most
+    `cap`: 1 unless rows are contiguous and every stride above W and W itself divide by it."""
+    if x.stride(4) != 1:
+        return 1
+    vec = min(cap, max(1, 16 // x.element_size()))
+    while vec > 1 and any(v % vec for v in (*x.stride()[:4], x.shape[4])):
+        vec //= 2
+    return vec
 
 
 _PLANS = PlanCache()
@@ -461,7 +481,12 @@ def plan_forward(
         }
         kernel = _small_window_kernel
         if cfg.pairs and w == 2 * ow:  # windows two wide along W: whole-row loads
+            vec = row_vector(x, 2 * cfg.bow)
+            sxn, sxc, sxd, sxh, sxw = x.stride()
+            scalars = (c, d, h, w, h * w, od, oh, ow, sxn // vec, sxc // vec, sxd // vec)
+            scalars += (sxh // vec, sxw, rows, n_oh_blocks, n_ow_blocks, w // vec)
             constants.pop("KW")
+            constants["VEC"] = vec
             kernel = _pair_window_kernel
         launch = Launch(kernel, grid, scalars, constants)
     else:

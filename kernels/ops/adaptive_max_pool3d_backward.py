@@ -644,12 +644,13 @@ def _plan_launch(
 def _plan_scatter(
     grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor, cfg: BackwardConfig
 ) -> Launch | _backward_scatter.ZeroedLaunch:
-    """Fill-and-scatter in one launch, or (where windows overlap on several axes, so tiles
-    would share many outputs) a zero fill and then a scatter with a lane per output."""
+    """Fill-and-scatter in one launch, or (where windows overlap on several axes and the
+    planes are too few for a program each) a zero fill and a scatter with a lane per output."""
     in_dhw, out_dhw = tuple(gin5.shape[2:]), tuple(grad5.shape[2:])
+    planes = gin5.shape[0] * gin5.shape[1]
     zeroed = cfg.zeroed
     if zeroed is None:
-        zeroed = _backward_scatter.prefers_zeroed(in_dhw, out_dhw)  # type: ignore[arg-type]
+        zeroed = _backward_scatter.prefers_zeroed(in_dhw, out_dhw, planes)  # type: ignore[arg-type]
     if zeroed:
         return _backward_scatter.plan_scatter_outputs(grad5, idx5, gin5, cfg.scatter_tile)
     return _backward_scatter.plan_fill_scatter(grad5, idx5, gin5, cfg.scatter_tile)

@@ -415,6 +415,7 @@ KERNEL_CASES = [
     ((1, 2, 16, 8, 16), (7, 4, 4), "_fill_scatter_backward_kernel"),  # overlaps on D only
     ((1, 2, 16, 11, 20), (7, 7, 7), "_scatter_outputs_kernel"),  # overlaps on every axis
     ((1, 2, 9, 13, 28), (5, 9, 11), "_scatter_outputs_kernel"),  # overlaps on every axis
+    ((2, 64, 3, 4, 5), (2, 3, 4), "_fill_scatter_backward_kernel"),  # ... with 128 planes
     ((1, 1, 3, 2, 5), (7, 5, 9), "_rows_backward_kernel"),  # steep upsampling: many candidates
     ((1, 1, 4, 6, 8), (2, 3, 4), "_disjoint_backward_kernel"),  # 2^k windows
 ]

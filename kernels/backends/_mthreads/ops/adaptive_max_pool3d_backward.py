@@ -248,7 +248,7 @@ def _plan(
     if not expand and _backward_scatter.applies((d, h, w), (od, oh, ow)):
         # Windows that are not powers of two, or overlap: the shared fill-and-scatter kernel
         # (one launch, no atomics, deterministic), much faster here than a per-element gather.
-        if _backward_scatter.prefers_zeroed((d, h, w), (od, oh, ow)):
+        if _backward_scatter.prefers_zeroed((d, h, w), (od, oh, ow), n * c):
             zeroed = _backward_scatter.plan_scatter_outputs(grad5, idx5, gin5)
             return _runner(zeroed, new, unbatched)
         return _runner(_backward_scatter.plan_fill_scatter(grad5, idx5, gin5), new, unbatched)
