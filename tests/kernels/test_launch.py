@@ -1,0 +1,157 @@
+"""The direct launch path of `kernels.launch.Launch`, and that every real plan can take it.
+
+A GPU launcher cannot exist here, so the compiled kernel is a stand-in that records its
+arguments; the plans are the real ones, whose argument order the direct path depends on.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+import torch
+
+from kernels import launch as launch_module
+from kernels.launch import Launch
+from kernels.ops.adaptive_max_pool3d_backward import BackwardConfig
+from tests.kernels.support import randn, reference_forward, seeded
+
+pytestmark = [pytest.mark.adaptive_max_pool3d, pytest.mark.adaptive_max_pool3d_backward]
+
+# kernels.ops exports the operators under their modules' names: import the modules by path.
+forward_module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
+backward_module = importlib.import_module("kernels.ops.adaptive_max_pool3d_backward")
+
+
+class Compiled:
+    """Stands in for a compiled kernel: `compiled[grid](*args)` records or refuses."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.calls: list[tuple[tuple[int, ...], tuple[Any, ...]]] = []
+        self.refuse = refuse
+
+    def __getitem__(self, grid: tuple[int, ...]) -> Any:
+        def run(*args: Any) -> None:
+            if self.refuse:
+                raise TypeError("takes other arguments")
+            self.calls.append((grid, args))
+
+        return run
+
+
+class Jitted:
+    """Stands in for a JITFunction: `kernel[grid](*args, **constants)` returns `compiled`."""
+
+    def __init__(self, compiled: Compiled) -> None:
+        self.arg_names = ["x", "y", "n", "m", "BLOCK", "WIDE"]
+        self.compiled = compiled
+        self.calls: list[tuple[tuple[int, ...], tuple[Any, ...], dict[str, Any]]] = []
+
+    def __getitem__(self, grid: tuple[int, ...]) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Compiled:
+            self.calls.append((grid, args, kwargs))
+            return self.compiled
+
+        return run
+
+
+def on_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launch_module.runtime, "interpreted", False)
+
+
+def test_direct_path_after_the_first_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    on_device(monkeypatch)
+    compiled = Compiled()
+    kernel = Jitted(compiled)
+    launch = Launch(kernel, (7,), (3, 4), {"WIDE": False, "BLOCK": 64, "num_warps": 4})
+    launch("a", "b")
+    launch("c", "d")
+    assert kernel.calls == [((7,), ("a", "b", 3, 4), {"WIDE": False, "BLOCK": 64, "num_warps": 4})]
+    # Signature order, constexprs included, all three grid sides.
+    assert compiled.calls == [((7, 1, 1), ("c", "d", 3, 4, 64, False))]
+
+
+def test_a_refused_direct_call_falls_back_for_good(monkeypatch: pytest.MonkeyPatch) -> None:
+    on_device(monkeypatch)
+    kernel = Jitted(Compiled(refuse=True))
+    launch = Launch(kernel, (2, 3), (3, 4), {"BLOCK": 64, "WIDE": True})
+    for tensors in (("a", "b"), ("c", "d"), ("e", "f")):
+        launch(*tensors)
+    # The first call, the refused second one relaunched the usual way, and the third.
+    assert [call[1][:2] for call in kernel.calls] == [("a", "b"), ("c", "d"), ("e", "f")]
+
+
+def test_no_direct_path_without_every_constant(monkeypatch: pytest.MonkeyPatch) -> None:
+    on_device(monkeypatch)
+    compiled = Compiled()
+    kernel = Jitted(compiled)
+    launch = Launch(kernel, (1,), (3, 4), {"BLOCK": 64})  # WIDE left to a default
+    launch("a", "b")
+    launch("c", "d")
+    assert len(kernel.calls) == 2 and compiled.calls == []
+
+
+def test_under_the_interpreter_every_call_binds() -> None:
+    kernel = Jitted(Compiled())
+    launch = Launch(kernel, (1,), (3, 4), {"BLOCK": 64, "WIDE": False})
+    launch("a", "b")
+    launch("c", "d")
+    assert len(kernel.calls) == 2
+
+
+BACKWARD_CASES = [
+    ((1, 2, 4, 6, 8), (2, 3, 4), None),  # disjoint
+    ((1, 2, 5, 12, 24), (1, 1, 1), None),  # fill-and-scatter
+    ((1, 2, 9, 13, 28), (5, 9, 11), None),  # zeroed scatter
+    ((1, 1, 3, 2, 5), (7, 5, 9), None),  # rows
+    ((1, 1, 2, 6, 48), (1, 2, 3), BackwardConfig(1, 4, 16, 1, scatter=False)),  # one-window
+    ((1, 1, 5, 9, 13), (3, 5, 6), BackwardConfig(2, 4, 8, 1)),  # gather
+]
+
+
+@pytest.mark.parametrize(("shape", "output_size", "config"), BACKWARD_CASES, ids=str)
+def test_every_backward_plan_can_launch_directly(
+    shape: tuple[int, ...], output_size: tuple[int, int, int], config: BackwardConfig | None
+) -> None:
+    x = randn(shape, torch.float32, seeded(shape, "launch"))
+    _, idx = reference_forward(x, output_size)
+    grad = torch.ones(idx.shape, dtype=x.dtype)
+    plan = backward_module._plan_launch(grad, idx, torch.empty_like(x), config)
+    launch = getattr(plan, "launch", plan)  # the zeroed scatter wraps its Launch
+    assert_direct(launch, n_tensors=3)
+
+
+FORWARD_CASES = [
+    ((1, 2, 4, 6, 8), (2, 3, 4)),  # pair windows
+    ((1, 2, 5, 7, 9), (2, 3, 4)),  # small windows
+    ((1, 2, 8, 9, 9), (1, 1, 1)),  # chunked
+]
+
+
+@pytest.mark.parametrize(("shape", "output_size"), FORWARD_CASES, ids=str)
+def test_every_forward_plan_can_launch_directly(
+    shape: tuple[int, ...], output_size: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[Launch] = []
+
+    class Spy(Launch):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            seen.append(self)
+
+    monkeypatch.setattr(forward_module, "Launch", Spy)
+    forward_module.plan_forward(randn(shape, torch.float32, seeded(shape)), output_size, None)
+    assert len(seen) == 1
+    assert_direct(seen[0], n_tensors=3)
+
+
+def assert_direct(launch: Launch, n_tensors: int) -> None:
+    """The plan's scalars and constants cover its kernel's signature exactly."""
+    compiled = Compiled()
+    launch._prepare_direct(compiled, n_tensors)
+    assert launch._direct is not None, f"{launch.kernel.fn.__name__}: no direct path"
+    names = launch.kernel.arg_names
+    assert n_tensors + len(launch._tail) == len(names)
+    constexprs = names[n_tensors + len(launch.scalars) :]
+    assert set(constexprs) == set(launch.constants) - {"num_warps", "num_stages"}
