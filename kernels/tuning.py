@@ -81,7 +81,7 @@ def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
     _, h, w = shape[2:]
     bw = min(_adaptive.next_pow2(w), 128)
     bh = min(_adaptive.next_pow2(h), max(1, 4096 // bw))
-    base = BackwardConfig(1, bh, bw, max(1, min(8, bh * bw // 256)))
+    base = BackwardConfig(bh, bw, max(1, min(8, bh * bw // 256)))
     # "default" is the plan's choice; "fillN" forces fill-and-scatter in one launch with N
     # elements per program; "zeroedN" a zero fill then the scatter, N outputs per program;
     # "noscatter" is the order before either existed (row kernel where windows overlap).

@@ -10,7 +10,7 @@ instead of per input element.
 
 Deterministic without atomics: an element chosen by several overlapping windows is written
 once, by the first of them in (od, oh, ow) order, with the sum of all their gradients in that
-order (fp32, fp64 for fp64) — the same additions, in the same order, as the gather kernels.
+order (fp32, fp64 for fp64) — the same additions, in the same order, as the row kernel.
 Only axes whose windows overlap (I % O != 0) have such neighbours; the host bounds their
 count per axis and sends shapes with too many (steep upsampling) to the row kernel.
 """

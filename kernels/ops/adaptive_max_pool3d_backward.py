@@ -10,10 +10,9 @@ The default plan picks, in order: the disjoint-window kernel (every axis divides
 H and W windows: output tiles read once and repeated in registers, one vector store per
 element); the fill-and-scatter kernel (`_backward_scatter.py`: any windows whose overlaps
 leave an element at most 8 candidate outputs: zeros, then each gradient stored at its argmax);
-the row kernel (steep upsampling: depth and row-group candidates as runtime loop bounds). The
-one-window kernel (each tile inside one window) and the original per-element gather kernel
-stay for configs that ask for them. On the output-resolution kernels the host passes strides
-divided by VEC so the compiler can prove 16-byte alignment and vectorize the stores.
+the row kernel (steep upsampling: depth and row-group candidates as runtime loop bounds). On
+the disjoint kernel the host passes strides divided by VEC so the compiler can prove 16-byte
+alignment and vectorize the stores.
 """
 
 from __future__ import annotations
@@ -54,107 +53,6 @@ def _axis_range(p, in_size, out_size, K: tl.constexpr, WIDE: tl.constexpr):
         first = (p * out_size) // in_size
         last = ((p + 1) * out_size + in_size - 1) // in_size
     return first, last
-
-
-@triton.jit
-def _adaptive_max_pool3d_backward_kernel(
-    grad_ptr,
-    idx_ptr,
-    gin_ptr,
-    C,
-    D,
-    H,
-    W,
-    W_vec,
-    HW,
-    OD,
-    OH,
-    OW,
-    sgn,
-    sgc,
-    sgd,
-    sgh,
-    sgw,
-    sin,
-    sic,
-    sid,
-    sih,
-    siw,
-    son_vec,
-    soc_vec,
-    sod_vec,
-    soh_vec,
-    sow,
-    n_d_blocks,
-    n_h_blocks,
-    n_w_blocks,
-    ACC: tl.constexpr,
-    BD: tl.constexpr,
-    BH: tl.constexpr,
-    BW: tl.constexpr,
-    CD: tl.constexpr,
-    CH: tl.constexpr,
-    CW: tl.constexpr,
-    KD: tl.constexpr,
-    KH: tl.constexpr,
-    KW: tl.constexpr,
-    VEC: tl.constexpr,
-    WIDE: tl.constexpr,
-    AXIS_WIDE: tl.constexpr,
-):
-    pid = tl.program_id(0)
-    wb = pid % n_w_blocks
-    rest = pid // n_w_blocks
-    hb = rest % n_h_blocks
-    rest = rest // n_h_blocks
-    db = rest % n_d_blocks
-    plane = rest // n_d_blocks
-    n = (plane // C).to(tl.int64)
-    c = (plane % C).to(tl.int64)
-
-    d = db * BD + tl.arange(0, BD)
-    h = hb * BH + tl.arange(0, BH)
-    w = wb * BW + tl.arange(0, BW)
-    if WIDE:
-        d = d.to(tl.int64)
-        h = h.to(tl.int64)
-        w = w.to(tl.int64)
-    inside = (d < D)[:, None, None] & (h < H)[None, :, None] & (w < W_vec * VEC)[None, None, :]
-    od_first, od_last = _axis_range(d, D, OD, KD, AXIS_WIDE)
-    oh_first, oh_last = _axis_range(h, H, OH, KH, AXIS_WIDE)
-    ow_first, ow_last = _axis_range(w, W, OW, KW, AXIS_WIDE)
-    # Flat index of each element in the D·H·W volume, compared with the stored argmax (in
-    # 32 bits unless the volume passes 2^31: the low word of a valid index is the index).
-    here = d[:, None, None] * HW + h[None, :, None] * W + w[None, None, :]
-
-    grad_plane = grad_ptr + (n * sgn + c * sgc)
-    idx_plane = idx_ptr + (n * sin + c * sic)
-    acc = tl.zeros([BD, BH, BW], dtype=ACC)
-    for i in range(CD):
-        od = od_first + i
-        d_ok = inside & (od < od_last)[:, None, None]
-        for j in range(CH):
-            oh = oh_first + j
-            h_ok = d_ok & (oh < oh_last)[None, :, None]
-            for k in range(CW):
-                ow = ow_first + k
-                ok = h_ok & (ow < ow_last)[None, None, :]
-                idx_offs = (
-                    od[:, None, None] * sid + oh[None, :, None] * sih + ow[None, None, :] * siw
-                )
-                chosen = tl.load(idx_plane + idx_offs, mask=ok, other=-1).to(here.dtype)
-                g_offs = od[:, None, None] * sgd + oh[None, :, None] * sgh + ow[None, None, :] * sgw
-                # Loaded alongside the index, not after it: one memory round trip, not two.
-                g = tl.load(grad_plane + g_offs, mask=ok, other=0.0)
-                acc += tl.where(chosen == here, g.to(ACC), 0.0)
-
-    out_plane = gin_ptr + (n * son_vec + c * soc_vec) * VEC
-    out_offs = (
-        d[:, None, None] * (sod_vec * VEC)
-        + h[None, :, None] * (soh_vec * VEC)
-        + w[None, None, :] * sow
-    )
-    tl.store(out_plane + out_offs, acc.to(gin_ptr.dtype.element_ty), mask=inside)
 
 
 @triton.jit
@@ -235,75 +133,6 @@ def _disjoint_backward_kernel(
     chosen = tl.reshape(tl.broadcast_to(chosen[:, None, :, None], (BOH, KH, BOW, KW)), (BH, BW))
     g = tl.reshape(tl.broadcast_to(g[:, None, :, None], (BOH, KH, BOW, KW)), (BH, BW))
     value = tl.where(chosen.to(here.dtype) == here, g, 0.0)
-    inside = (h < H)[:, None] & (w < W_vec * VEC)[None, :]
-    out_plane = gin_ptr + (n * son_vec + c * soc_vec + d.to(tl.int64) * sod_vec) * VEC
-    out_offs = h[:, None] * (soh_vec * VEC) + w[None, :] * sow
-    tl.store(out_plane + out_offs, value.to(gin_ptr.dtype.element_ty), mask=inside)
-
-
-@triton.jit
-def _one_window_backward_kernel(
-    grad_ptr,
-    idx_ptr,
-    gin_ptr,
-    C,
-    D,
-    H,
-    W,
-    W_vec,
-    HW,
-    sgn,
-    sgc,
-    sgd,
-    sgh,
-    sgw,
-    sin,
-    sic,
-    sid,
-    sih,
-    siw,
-    son_vec,
-    soc_vec,
-    sod_vec,
-    soh_vec,
-    sow,
-    n_h_blocks,
-    n_w_blocks,
-    BH: tl.constexpr,
-    BW: tl.constexpr,
-    KD: tl.constexpr,
-    KH: tl.constexpr,
-    KW: tl.constexpr,
-    VEC: tl.constexpr,
-    WIDE: tl.constexpr,
-):
-    """Every axis divides and the host chose tiles that each lie inside one window.
-
-    Windows of any size (global pooling included): a program loads its window's index and
-    gradient once, as scalars, and writes a BH×BW tile of one depth slice with vector stores.
-    """
-    pid = tl.program_id(0)
-    wb = pid % n_w_blocks
-    rest = pid // n_w_blocks
-    hb = rest % n_h_blocks
-    rest = rest // n_h_blocks
-    d = rest % D
-    plane = rest // D
-    n = (plane // C).to(tl.int64)
-    c = (plane % C).to(tl.int64)
-    od = (d // KD).to(tl.int64)
-    oh = ((hb * BH) // KH).to(tl.int64)
-    ow = ((wb * BW) // KW).to(tl.int64)
-    chosen = tl.load(idx_ptr + (n * sin + c * sic + od * sid + oh * sih + ow * siw))
-    g = tl.load(grad_ptr + (n * sgn + c * sgc + od * sgd + oh * sgh + ow * sgw))
-
-    h = hb * BH + tl.arange(0, BH)
-    w = wb * BW + tl.arange(0, BW)
-    if WIDE:
-        h = h.to(tl.int64)
-        w = w.to(tl.int64)
-    here = d.to(h.dtype) * HW + h[:, None] * W + w[None, :]
-    value = tl.where(here == chosen.to(here.dtype), g, 0.0)
     inside = (h < H)[:, None] & (w < W_vec * VEC)[None, :]
     out_plane = gin_ptr + (n * son_vec + c * soc_vec + d.to(tl.int64) * sod_vec) * VEC
     out_offs = h[:, None] * (soh_vec * VEC) + w[None, :] * sow
@@ -416,32 +245,6 @@ def _rows_backward_kernel(
         tl.store(out_slice + out_offs, acc.to(gin_ptr.dtype.element_ty), mask=inside)
 
 
-def _pow2_divisor(k: int, cap: int) -> int:
-    """The largest power of two that divides k, at most cap."""
-    return min(k & -k, cap)
-
-
-def one_window_tiles(
-    in_dhw: Sequence[int], out_dhw: Sequence[int], cfg: BackwardConfig
-) -> tuple[int, int] | None:
-    """(BH, BW) tiles of about cfg's size that each lie inside one window, or None.
-
-    Needs every axis to divide; per axis the tile either spans a single output (O == 1) or
-    is a power of two that divides the window. Tiles narrower than 16 along a row that is
-    wider would waste memory sectors, so those shapes go elsewhere.
-    """
-    if any(o == 0 or i % o for i, o in zip(in_dhw, out_dhw, strict=True)):
-        return None
-    _, h, w = in_dhw
-    _, oh, ow = out_dhw
-    bw = min(next_pow2(w), cfg.bw) if ow == 1 else _pow2_divisor(w // ow, cfg.bw)
-    if bw < min(16, next_pow2(w), cfg.bw):
-        return None
-    rows = max(1, cfg.bh * cfg.bw // bw)
-    bh = min(next_pow2(h), rows) if oh == 1 else _pow2_divisor(h // oh, rows)
-    return bh, bw
-
-
 def disjoint_windows(in_dhw: Sequence[int], out_dhw: Sequence[int]) -> tuple[int, int, int] | None:
     """(KD, KH, KW) when every axis divides and KH, KW are powers of two, else None."""
     if any(o == 0 or i % o for i, o in zip(in_dhw, out_dhw, strict=True)):
@@ -454,38 +257,28 @@ def disjoint_windows(in_dhw: Sequence[int], out_dhw: Sequence[int]) -> tuple[int
 
 @dataclass(frozen=True)
 class BackwardConfig:
-    """Tile of one program (BD×BH×BW elements of one plane), its warps, and whether stores
-    are hinted 16-byte aligned (vectorized; gathers then spread over more memory sectors)."""
+    """Which kernels a plan may take and their tiles (for tuning and tests; the default plan
+    needs none). BH×BW is the row kernel's tile of one depth slice; `vector_stores` hints the
+    disjoint kernel's stores 16-byte aligned."""
 
-    bd: int
     bh: int
     bw: int
     num_warps: int
-    vector_stores: bool = True  # the disjoint kernel's stores; the gather kernel's only if asked
-    disjoint: bool = True  # use the disjoint-window and one-window kernels where they apply
-    rows: bool = True  # use the row kernel for windows that are not disjoint
-    scatter: bool = True  # use the fill-and-scatter kernel where the others do not apply
-    scatter_first: bool = False  # ... or before them, everywhere it applies
+    vector_stores: bool = True
+    disjoint: bool = True  # the disjoint-window kernel where every axis divides (2^k H, W)
+    scatter: bool = True  # fill-and-scatter (or zeroed scatter) where the disjoint one does not
+    scatter_first: bool = False  # ... or before it, everywhere it applies
     scatter_tile: int = 0  # elements (or outputs, when zeroed) per program; 0: the default
     zeroed: bool | None = None  # zero fill, then a lane per output (None: the plan decides)
 
 
 def backward_config(d: int, h: int, w: int, tile: int | None = None) -> BackwardConfig:
-    """About `tile` elements per program, as wide along W as the row allows.
-
-    On a GPU a program owns one depth slice (BD = 1); under the interpreter, where each
-    program costs Python time whatever its size, a program takes as much of the plane as fits.
-    """
-    if runtime.interpreted:
-        tile = tile or 32768
-        bw = min(next_pow2(w), 1024)
-        bh = min(next_pow2(h), max(1, tile // bw))
-        bd = min(next_pow2(d), max(1, tile // (bw * bh)))
-        return BackwardConfig(bd, bh, bw, 1)
-    tile = tile or 4096  # H200 sweep: 4096 beat 1024/2048/8192 on most rows (docs/performance.md)
-    bw = min(next_pow2(w), 128)
+    """About `tile` elements of one depth slice per row-kernel program, as wide along W as the
+    row allows (more under the interpreter, where each program costs Python time)."""
+    tile = tile or (32768 if runtime.interpreted else 4096)
+    bw = min(next_pow2(w), 1024 if runtime.interpreted else 128)
     bh = min(next_pow2(h), max(1, tile // bw))
-    return BackwardConfig(1, bh, bw, max(1, min(8, bh * bw // 256)))
+    return BackwardConfig(bh, bw, 1 if runtime.interpreted else max(1, min(8, bh * bw // 256)))
 
 
 def store_vector(strides: tuple[int, ...], w: int, element_size: int) -> int:
@@ -567,78 +360,18 @@ def _plan_launch(
     grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor, config: BackwardConfig | None
 ) -> Launch | _backward_scatter.ZeroedLaunch:
     """The launch of the kernel that suits these 5-D tensors."""
-    n, c, d, h, w = gin5.shape
+    _, _, d, h, w = gin5.shape
     od, oh, ow = grad5.shape[2:]
     cfg = config or backward_config(d, h, w)
-    # The default tiling takes the disjoint kernel wherever it applies (one depth slice per
-    # program, so BD plays no part); an explicit config only when it asks for BD = 1.
-    applies = config is None or (cfg.bd == 1 and cfg.disjoint)
-    scatter = (config is None or (cfg.bd == 1 and cfg.scatter)) and _backward_scatter.applies(
-        (d, h, w), (od, oh, ow)
-    )
+    scatter = cfg.scatter and _backward_scatter.applies((d, h, w), (od, oh, ow))
     if scatter and cfg.scatter_first:
         return _plan_scatter(grad5, idx5, gin5, cfg)
-    windows = disjoint_windows((d, h, w), (od, oh, ow)) if applies else None
+    windows = disjoint_windows((d, h, w), (od, oh, ow)) if cfg.disjoint else None
     if windows is not None:
         return _plan_disjoint(grad5, idx5, gin5, cfg, windows)
     if scatter:
         return _plan_scatter(grad5, idx5, gin5, cfg)
-    tiles = one_window_tiles((d, h, w), (od, oh, ow), cfg) if applies else None
-    if tiles is not None:
-        return _plan_one_window(grad5, idx5, gin5, cfg, tiles)
-    if config is None or (cfg.bd == 1 and cfg.rows):
-        return _plan_rows(grad5, idx5, gin5, cfg)
-    blocks = (triton.cdiv(d, cfg.bd), triton.cdiv(h, cfg.bh), triton.cdiv(w, cfg.bw))
-    # A store-vector hint makes each thread own VEC neighbours, which spreads the gathers over
-    # more memory sectors; the gather kernel takes it only when a config asks for it.
-    hinted = config is not None and cfg.vector_stores
-    vec = store_vector(gin5.stride(), w, gin5.element_size()) if hinted else 1
-    tile = (cfg.bd, cfg.bh, cfg.bw)
-    reach = max(
-        span(t.shape[2:], t.stride()[2:])
-        + sum(b * abs(s) for b, s in zip(tile, t.stride()[2:], strict=True))
-        for t in (grad5, idx5, gin5)
-    )
-    wide = not fits_int32(reach, (d + cfg.bd) * (h + cfg.bh) * (w + cfg.bw))
-    axis_wide = not fits_int32((d + cfg.bd + 1) * od, (h + cfg.bh + 1) * oh, (w + cfg.bw + 1) * ow)
-    son, soc, sod, soh, sow = gin5.stride()
-    grid = (n * c * blocks[0] * blocks[1] * blocks[2],)
-    scalars = (
-        c,
-        d,
-        h,
-        w,
-        w // vec,
-        h * w,
-        od,
-        oh,
-        ow,
-        *grad5.stride(),
-        *idx5.stride(),
-        son // vec,
-        soc // vec,
-        sod // vec,
-        soh // vec,
-        sow,
-        *blocks,
-    )
-    constants = {
-        "ACC": tl.float64 if gin5.dtype == torch.float64 else tl.float32,
-        "BD": cfg.bd,
-        "BH": cfg.bh,
-        "BW": cfg.bw,
-        "CD": max_window(od, d),
-        "CH": max_window(oh, h),
-        "CW": max_window(ow, w),
-        "KD": d // od if d % od == 0 else 0,
-        "KH": h // oh if h % oh == 0 else 0,
-        "KW": w // ow if w % ow == 0 else 0,
-        "VEC": vec,
-        "WIDE": wide,
-        "AXIS_WIDE": axis_wide,
-        "num_warps": cfg.num_warps,
-    }
-    return Launch(_adaptive_max_pool3d_backward_kernel, grid, scalars, constants)
+    return _plan_rows(grad5, idx5, gin5, cfg)
 
 
 def _plan_scatter(
@@ -709,55 +442,6 @@ def _plan_disjoint(
         "num_warps": cfg.num_warps,
     }
     return Launch(_disjoint_backward_kernel, grid, scalars, constants)
-
-
-def _plan_one_window(
-    grad5: torch.Tensor,
-    idx5: torch.Tensor,
-    gin5: torch.Tensor,
-    cfg: BackwardConfig,
-    tiles: tuple[int, int],
-) -> Launch:
-    """Launch of the one-window kernel: BH×BW tiles of one depth slice, each in one window."""
-    n, c, d, h, w = gin5.shape
-    od, oh, ow = grad5.shape[2:]
-    bh, bw = tiles
-    blocks = (triton.cdiv(h, bh), triton.cdiv(w, bw))
-    vec = store_vector(gin5.stride(), w, gin5.element_size()) if cfg.vector_stores else 1
-    reach = max(
-        span(t.shape[2:], t.stride()[2:]) + bh * abs(t.stride(3)) + bw * abs(t.stride(4))
-        for t in (grad5, idx5, gin5)
-    )
-    wide = not fits_int32(reach, (d + 1) * (h + bh) * (w + bw))
-    son, soc, sod, soh, sow = gin5.stride()
-    grid = (n * c * d * blocks[0] * blocks[1],)
-    scalars = (
-        c,
-        d,
-        h,
-        w,
-        w // vec,
-        h * w,
-        *grad5.stride(),
-        *idx5.stride(),
-        son // vec,
-        soc // vec,
-        sod // vec,
-        soh // vec,
-        sow,
-        *blocks,
-    )
-    constants = {
-        "BH": bh,
-        "BW": bw,
-        "KD": d // od,
-        "KH": h // oh,
-        "KW": w // ow,
-        "VEC": vec,
-        "WIDE": wide,
-        "num_warps": max(1, min(8, bh * bw // 256)),
-    }
-    return Launch(_one_window_backward_kernel, grid, scalars, constants)
 
 
 def row_bounds(in_size: int, out_size: int, device: torch.device) -> torch.Tensor:

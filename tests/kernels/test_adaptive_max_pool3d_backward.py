@@ -350,7 +350,12 @@ def test_kernels_vendor_environment_variable() -> None:
 
 
 @pytest.mark.parametrize(
-    "config", [BackwardConfig(1, 2, 4, 1), BackwardConfig(2, 4, 8, 1)], ids=str
+    "config",
+    [
+        BackwardConfig(2, 4, 1, scatter=False),
+        BackwardConfig(4, 8, 1, disjoint=False, scatter=False),
+    ],
+    ids=str,
 )
 @pytest.mark.parametrize(
     ("shape", "output_size"),
@@ -360,7 +365,7 @@ def test_kernels_vendor_environment_variable() -> None:
 def test_device_tiling(
     shape: tuple[int, ...], output_size: tuple[int, int, int], config: BackwardConfig
 ) -> None:
-    """The generic kernel with a device's one-slice tiles, several tiles per row and plane."""
+    """The disjoint and row kernels with small tiles: several per row and per plane."""
     grad, x, indices = case(shape, output_size, torch.float32, "tiling")
     got = kernels.ops.adaptive_max_pool3d_backward(grad, x, indices, config=config)
     assert_backward_matches(got, grad, x, indices)
@@ -439,11 +444,11 @@ def test_kernel_dispatch(
 @pytest.mark.parametrize(
     "config",
     [
-        BackwardConfig(1, 4, 16, 1),
-        BackwardConfig(1, 4, 16, 1, scatter=False),
-        BackwardConfig(1, 4, 16, 1, scatter_first=True, scatter_tile=40, zeroed=False),
-        BackwardConfig(1, 4, 16, 1, scatter_first=True, zeroed=True),
-        BackwardConfig(1, 2, 4, 1, rows=False, disjoint=False, scatter=False),
+        BackwardConfig(4, 16, 1),
+        BackwardConfig(4, 16, 1, scatter=False),
+        BackwardConfig(4, 16, 1, scatter_first=True, scatter_tile=40, zeroed=False),
+        BackwardConfig(4, 16, 1, scatter_first=True, zeroed=True),
+        BackwardConfig(2, 4, 1, disjoint=False, scatter=False),
     ],
     ids=str,
 )
@@ -456,7 +461,7 @@ def test_kernels_with_small_tiles(
     shape: tuple[int, ...], output_size: tuple[int, int, int], config: BackwardConfig
 ) -> None:
     """Several tiles and row groups per slice, fill-and-scatter tiles of a few rows (split H),
-    and the row and gather kernels when the others are off."""
+    the zeroed scatter where it is not the default, and the row kernel when the others are off."""
     grad, x, indices = case(shape, output_size, torch.float32, "small tiles")
     got = kernels.ops.adaptive_max_pool3d_backward(grad, x, indices, config=config)
     assert_backward_matches(got, grad, x, indices)

@@ -105,8 +105,7 @@ BACKWARD_CASES = [
     ((1, 2, 5, 12, 24), (1, 1, 1), None),  # fill-and-scatter
     ((1, 2, 9, 13, 28), (5, 9, 11), None),  # zeroed scatter
     ((1, 1, 3, 2, 5), (7, 5, 9), None),  # rows
-    ((1, 1, 2, 6, 48), (1, 2, 3), BackwardConfig(1, 4, 16, 1, scatter=False)),  # one-window
-    ((1, 1, 5, 9, 13), (3, 5, 6), BackwardConfig(2, 4, 8, 1)),  # gather
+    ((1, 1, 5, 9, 13), (3, 5, 6), BackwardConfig(4, 8, 1, scatter=False)),  # rows, overlaps
 ]
 
 
