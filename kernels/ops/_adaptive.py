@@ -145,6 +145,19 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
+def vector_width(t: torch.Tensor, cap: int = 16) -> int:
+    """Elements per vector of at most 16 bytes (and `cap` elements) that every row start of `t`
+    is aligned to: 1 unless rows are contiguous and the row length and every stride above it
+    divide by it. The host passes those strides divided by it, so that Triton, which only
+    knows an integer argument's divisibility by 16, can prove the alignment and vectorize."""
+    if t.stride(-1) != 1:
+        return 1
+    vec = min(cap, max(1, 16 // t.element_size()))
+    while vec > 1 and any(v % vec for v in (*t.stride()[:-1], t.shape[-1])):
+        vec //= 2
+    return vec
+
+
 def span(shape: Sequence[int], strides: Sequence[int]) -> int:
     """The largest element offset reachable in a tensor of this shape and strides, plus one."""
     return 1 + sum(

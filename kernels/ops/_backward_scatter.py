@@ -25,7 +25,7 @@ import triton.language as tl
 
 from kernels import runtime
 from kernels.launch import Launch
-from kernels.ops._adaptive import fits_int32, max_window, span
+from kernels.ops._adaptive import fits_int32, max_window, span, vector_width
 
 # Candidate outputs an element may have (product over axes); more goes to the row kernel.
 MAX_CANDIDATES = 8
@@ -351,9 +351,7 @@ def plan_fill_scatter(
     else:
         td, th = max(1, min(d, tile // hw)), h
     n_d, n_h = triton.cdiv(d, td), triton.cdiv(h, th)
-    vec = 16 // gin5.element_size()
-    while vec > 1 and w % vec:
-        vec //= 2
+    vec = vector_width(gin5)
     num_warps = 8 if tile * gin5.element_size() >= 65536 else 4
     reach = max(span(t.shape[2:], t.stride()[2:]) for t in (grad5, idx5))
     # Offsets, positions times output sizes (the bounds) and box lanes must fit in 32 bits.
@@ -412,6 +410,24 @@ def prefers_zeroed(
     overlap on two axes or more and there are too few planes for a program per plane, tiles
     would share most of their outputs (H200 sweep, docs/performance.md)."""
     return planes < MANY_PLANES and math.prod(candidates(in_dhw, out_dhw)) > 2
+
+
+def plan_scatter(
+    grad5: torch.Tensor,
+    idx5: torch.Tensor,
+    gin5: torch.Tensor,
+    tile: int = 0,
+    zeroed: bool | None = None,
+) -> Launch | ZeroedLaunch:
+    """Fill-and-scatter in one launch, or (where windows overlap on several axes and the
+    planes are too few for a program each; or when `zeroed` says so) a zero fill and a
+    scatter with a lane per output. `tile`: elements, or outputs when zeroed, per program."""
+    in_dhw, out_dhw = tuple(gin5.shape[2:]), tuple(grad5.shape[2:])
+    if zeroed is None:
+        zeroed = prefers_zeroed(in_dhw, out_dhw, gin5.shape[0] * gin5.shape[1])  # type: ignore[arg-type]
+    if zeroed:
+        return plan_scatter_outputs(grad5, idx5, gin5, tile)
+    return plan_fill_scatter(grad5, idx5, gin5, tile)
 
 
 def plan_scatter_outputs(

@@ -36,6 +36,7 @@ from kernels.ops._adaptive import (
     output_size3,
     signature,
     span,
+    vector_width,
 )
 
 
@@ -386,17 +387,6 @@ def forward_config(
     return ForwardConfig(br, boh, bow, bkd, bkh, bkw, num_warps)
 
 
-def row_vector(x: torch.Tensor, cap: int) -> int:
-    """Elements per 16-byte vector that every row start of `x` (5-D) is aligned to, at most
-    `cap`: 1 unless rows are contiguous and every stride above W and W itself divide by it."""
-    if x.stride(4) != 1:
-        return 1
-    vec = min(cap, max(1, 16 // x.element_size()))
-    while vec > 1 and any(v % vec for v in (*x.stride()[:4], x.shape[4])):
-        vec //= 2
-    return vec
-
-
 _PLANS = PlanCache()
 
 
@@ -481,7 +471,7 @@ def plan_forward(
         }
         kernel = _small_window_kernel
         if cfg.pairs and w == 2 * ow:  # windows two wide along W: whole-row loads
-            vec = row_vector(x, 2 * cfg.bow)
+            vec = vector_width(x, 2 * cfg.bow)
             sxn, sxc, sxd, sxh, sxw = x.stride()
             scalars = (c, d, h, w, h * w, od, oh, ow, sxn // vec, sxc // vec, sxd // vec)
             scalars += (sxh // vec, sxw, rows, n_oh_blocks, n_ow_blocks, w // vec)

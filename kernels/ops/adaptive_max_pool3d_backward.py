@@ -36,6 +36,7 @@ from kernels.ops._adaptive import (
     next_pow2,
     signature,
     span,
+    vector_width,
 )
 
 
@@ -281,16 +282,6 @@ def backward_config(d: int, h: int, w: int, tile: int | None = None) -> Backward
     return BackwardConfig(bh, bw, 1 if runtime.interpreted else max(1, min(8, bh * bw // 256)))
 
 
-def store_vector(strides: tuple[int, ...], w: int, element_size: int) -> int:
-    """Largest power-of-two run of 16 bytes or less that every row start is aligned to."""
-    if strides[-1] != 1:
-        return 1
-    vec = max(1, 16 // element_size)
-    while vec > 1 and any(s % vec for s in (*strides[:-1], w)):
-        vec //= 2
-    return vec
-
-
 def grad_input_like(input: torch.Tensor) -> torch.Tensor:
     """An uninitialized gradient buffer laid out as PyTorch's own: contiguous, whatever the
     input's memory format (ATen's meta function allocates it so, channels_last_3d included)."""
@@ -324,13 +315,33 @@ def adaptive_max_pool3d_backward(
     return plan(grad_output, indices)
 
 
+BackwardPlan = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+AnyLaunch = Launch | _backward_scatter.ZeroedLaunch
+
+
 def plan_backward(
     grad_output: torch.Tensor,
     input: torch.Tensor,
     indices: torch.Tensor,
     config: BackwardConfig | None,
-) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+) -> BackwardPlan:
     """A launcher for tensors like these: plan(grad_output, indices) -> grad_input."""
+    plan = plan_backward_with(
+        grad_output, input, indices, lambda g, i, o: _plan_launch(g, i, o, config)
+    )
+    assert plan is not None  # _plan_launch always has a kernel
+    return plan
+
+
+def plan_backward_with(
+    grad_output: torch.Tensor,
+    input: torch.Tensor,
+    indices: torch.Tensor,
+    choose: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], AnyLaunch | None],
+) -> BackwardPlan | None:
+    """plan(grad_output, indices) -> grad_input around the launch `choose` picks for the 5-D
+    views (grad, indices, a gradient like the input's); None where it picks none. Empty
+    tensors need no launch. Shared by the vendor implementations."""
     shape, dtype, device = input.shape, input.dtype, input.device
 
     def new() -> torch.Tensor:
@@ -342,8 +353,9 @@ def plan_backward(
         return lambda grad, idx: new().zero_()
 
     unbatched = input.dim() == 4
-    grad5, idx5, gin5 = as_5d(grad_output), as_5d(indices), as_5d(grad_input_like(input))
-    launch = _plan_launch(grad5, idx5, gin5, config)
+    launch = choose(as_5d(grad_output), as_5d(indices), as_5d(grad_input_like(input)))
+    if launch is None:
+        return None
 
     def run(grad: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         grad_input = new()
@@ -358,35 +370,20 @@ def plan_backward(
 
 def _plan_launch(
     grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor, config: BackwardConfig | None
-) -> Launch | _backward_scatter.ZeroedLaunch:
+) -> AnyLaunch:
     """The launch of the kernel that suits these 5-D tensors."""
     _, _, d, h, w = gin5.shape
     od, oh, ow = grad5.shape[2:]
     cfg = config or backward_config(d, h, w)
     scatter = cfg.scatter and _backward_scatter.applies((d, h, w), (od, oh, ow))
     if scatter and cfg.scatter_first:
-        return _plan_scatter(grad5, idx5, gin5, cfg)
+        return _backward_scatter.plan_scatter(grad5, idx5, gin5, cfg.scatter_tile, cfg.zeroed)
     windows = disjoint_windows((d, h, w), (od, oh, ow)) if cfg.disjoint else None
     if windows is not None:
         return _plan_disjoint(grad5, idx5, gin5, cfg, windows)
     if scatter:
-        return _plan_scatter(grad5, idx5, gin5, cfg)
+        return _backward_scatter.plan_scatter(grad5, idx5, gin5, cfg.scatter_tile, cfg.zeroed)
     return _plan_rows(grad5, idx5, gin5, cfg)
-
-
-def _plan_scatter(
-    grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor, cfg: BackwardConfig
-) -> Launch | _backward_scatter.ZeroedLaunch:
-    """Fill-and-scatter in one launch, or (where windows overlap on several axes and the
-    planes are too few for a program each) a zero fill and a scatter with a lane per output."""
-    in_dhw, out_dhw = tuple(gin5.shape[2:]), tuple(grad5.shape[2:])
-    planes = gin5.shape[0] * gin5.shape[1]
-    zeroed = cfg.zeroed
-    if zeroed is None:
-        zeroed = _backward_scatter.prefers_zeroed(in_dhw, out_dhw, planes)  # type: ignore[arg-type]
-    if zeroed:
-        return _backward_scatter.plan_scatter_outputs(grad5, idx5, gin5, cfg.scatter_tile)
-    return _backward_scatter.plan_fill_scatter(grad5, idx5, gin5, cfg.scatter_tile)
 
 
 def _plan_disjoint(
@@ -403,7 +400,7 @@ def _plan_disjoint(
     bow = max(1, min(next_pow2(ow), cfg.bw // kw))
     boh = max(1, min(next_pow2(oh), cfg.bh * cfg.bw // (bow * kw * kh)))
     blocks = (triton.cdiv(oh, boh), triton.cdiv(ow, bow))
-    vec = store_vector(gin5.stride(), w, gin5.element_size()) if cfg.vector_stores else 1
+    vec = vector_width(gin5) if cfg.vector_stores else 1
     reach = max(
         span(t.shape[2:], t.stride()[2:])
         + boh * kh * abs(t.stride(3))

@@ -30,15 +30,15 @@ from kernels.ops import _backward_scatter
 from kernels.ops import adaptive_max_pool3d_backward as generic_backward
 from kernels.ops._adaptive import (
     PlanCache,
-    as_5d,
     check_backward,
     fits_int32,
     max_window,
     next_pow2,
     signature,
     span,
+    vector_width,
 )
-from kernels.ops.adaptive_max_pool3d_backward import grad_input_like, store_vector
+from kernels.ops.adaptive_max_pool3d_backward import AnyLaunch, plan_backward_with
 
 logger = logging.getLogger(__name__)
 
@@ -221,17 +221,11 @@ def _plan(
     grad_output: torch.Tensor, input: torch.Tensor, indices: torch.Tensor
 ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """A launcher for tensors like these, or _FALLBACK where the generic op must run."""
-    shape, dtype, device = input.shape, input.dtype, input.device
+    return plan_backward_with(grad_output, input, indices, _launch) or _FALLBACK
 
-    def new() -> torch.Tensor:
-        return torch.empty(shape, dtype=dtype, device=device)
 
-    if input.numel() == 0:
-        return lambda grad, idx: new()
-    if grad_output.numel() == 0:
-        return lambda grad, idx: new().zero_()
-    unbatched = input.dim() == 4
-    grad5, idx5, gin5 = as_5d(grad_output), as_5d(indices), as_5d(grad_input_like(input))
+def _launch(grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor) -> AnyLaunch | None:
+    """This implementation's launch for these 5-D tensors, or None past the grid limits."""
     n, c, d, h, w = gin5.shape
     od, oh, ow = grad5.shape[2:]
     bd, bh, bw, num_warps = _tile(d, h, w)
@@ -239,20 +233,17 @@ def _plan(
     blocks = triton.cdiv(h, bh) * n_w_blocks
     d_blocks = triton.cdiv(d, bd)
     if d_blocks > _GRID_YZ_LIMIT or blocks > _GRID_YZ_LIMIT or n * c > 2**31 - 1:
-        return _FALLBACK
+        return None
 
     divisible = d % od == 0 and h % oh == 0 and w % ow == 0
     expand = divisible and all(
         k & (k - 1) == 0 and k <= b for k, b in ((h // oh, bh), (w // ow, bw))
     )
     if not expand and _backward_scatter.applies((d, h, w), (od, oh, ow)):
-        # Windows that are not powers of two, or overlap: the shared fill-and-scatter kernel
-        # (one launch, no atomics, deterministic), much faster here than a per-element gather.
-        if _backward_scatter.prefers_zeroed((d, h, w), (od, oh, ow), n * c):
-            zeroed = _backward_scatter.plan_scatter_outputs(grad5, idx5, gin5)
-            return _runner(zeroed, new, unbatched)
-        return _runner(_backward_scatter.plan_fill_scatter(grad5, idx5, gin5), new, unbatched)
-    vec = store_vector(gin5.stride(), w, gin5.element_size()) if expand else 1
+        # Windows that are not powers of two, or overlap: the shared scatter kernels (no
+        # atomics, deterministic), much faster here than a per-element gather.
+        return _backward_scatter.plan_scatter(grad5, idx5, gin5)
+    vec = vector_width(gin5) if expand else 1
     reach = max(
         span(t.shape[2:], t.stride()[2:])
         + sum(b * abs(s) for b, s in zip((bd, bh, bw), t.stride()[2:], strict=True))
@@ -302,23 +293,4 @@ def _plan(
         "WIDE": wide,
         "num_warps": num_warps,
     }
-    launch = Launch(_mthreads_backward_kernel, (n * c, d_blocks, blocks), scalars, constants)
-    return _runner(launch, new, unbatched)
-
-
-def _runner(
-    launch: Launch | _backward_scatter.ZeroedLaunch,
-    new: Callable[[], torch.Tensor],
-    unbatched: bool,
-) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """plan(grad, idx) -> grad_input for a launch over 5-D views."""
-
-    def run(grad: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        grad_input = new()
-        if unbatched:
-            launch(grad[None], idx[None], grad_input[None])
-        else:
-            launch(grad, idx, grad_input)
-        return grad_input
-
-    return run
+    return Launch(_mthreads_backward_kernel, (n * c, d_blocks, blocks), scalars, constants)
