@@ -4,14 +4,8 @@
 # suite logs, the three harness JSONs, their tables in one tables.md, and bars.txt (7 files,
 # within what the device tool brings back); the summary goes to standard output.
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile .whl/*.whl || exit 1
-fi
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+source "$(dirname "$0")/gpu_env.sh"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
-workers=$(( $(nproc) > 12 ? 12 : $(nproc) ))
 for vendor in nvidia mthreads; do
   KERNELS_VENDOR=$vendor python3 -m pytest tests/kernels -q -p no:cacheprovider -n "$workers" \
     >"$OUT/suite_$vendor.txt" 2>&1

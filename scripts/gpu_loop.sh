@@ -3,12 +3,7 @@
 # `ondemand demo --backend nvidia`, with their reports under $OUT (default ./gpu-out).
 # Packages the GPU image lacks travel as wheels in .whl/ (see docs/performance.md).
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile .whl/*.whl || exit 1
-fi
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+source "$(dirname "$0")/gpu_env.sh"
 if [ "$(git rev-parse --show-toplevel 2>/dev/null)" != "$PWD" ]; then  # a copied tree, no history
   git init -q && git add -A && git -c user.name=ci -c user.email=ci@example.org commit -qm snapshot
 fi

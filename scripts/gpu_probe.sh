@@ -3,13 +3,7 @@
 # the kernel suite (nvidia), the backward tile sweep, the flush and host-time probes, and the
 # backward benchmark with its bars. Results under $OUT (default ./gpu-out); 8 files at most.
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile .whl/*.whl || exit 1
-fi
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-workers=$(( $(nproc) > 12 ? 12 : $(nproc) ))
+source "$(dirname "$0")/gpu_env.sh"
 start=$SECONDS
 for i in $(seq 0 $((workers - 1))); do
   python3 -m kernels.tuning --out /tmp/warm --ops backward --warm "$i/$workers" >"/tmp/warm$i.txt" 2>&1 &
