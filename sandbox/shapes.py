@@ -139,14 +139,7 @@ def repo_json(base: str, state: SandboxState, repo: Repo, viewer: str | None = N
     }
     data["open_issues"] = data["open_issues_count"]
     if viewer is not None:
-        rank = RANK[state.permission(repo, viewer)]
-        data["permissions"] = {
-            "admin": rank >= RANK["admin"],
-            "maintain": rank >= RANK["maintain"],
-            "push": rank >= RANK["write"],
-            "triage": rank >= RANK["triage"],
-            "pull": rank >= RANK["read"],
-        }
+        data["permissions"] = permissions_json(state.permission(repo, viewer))
     return data
 
 
@@ -393,17 +386,22 @@ def commit_json(base: str, state: SandboxState, repo: Repo, info: CommitInfo) ->
     }
 
 
-def permission_json(base: str, state: SandboxState, repo: Repo, user: User) -> Json:
-    role = state.permission(repo, user.login)
+def permissions_json(role: str) -> Json:
+    """GitHub's `permissions` object for a collaborator role: each level it reaches."""
     rank = RANK[role]
-    data = user_json(base, user)
-    data["permissions"] = {
+    return {
         "admin": rank >= RANK["admin"],
         "maintain": rank >= RANK["maintain"],
         "push": rank >= RANK["write"],
         "triage": rank >= RANK["triage"],
         "pull": rank >= RANK["read"],
     }
+
+
+def permission_json(base: str, state: SandboxState, repo: Repo, user: User) -> Json:
+    role = state.permission(repo, user.login)
+    data = user_json(base, user)
+    data["permissions"] = permissions_json(role)
     data["role_name"] = role
     return {"permission": LEGACY_PERMISSION.get(role, role), "role_name": role, "user": data}
 

@@ -177,9 +177,7 @@ class GitHubClient:
         """Whether `login` is an active member of `org/team`."""
         url = f"/orgs/{org}/teams/{team}/memberships/{login}"
         try:
-            _, data = self._call(
-                lambda: self._gh(org).requester.requestJsonAndCheck("GET", url)
-            )
+            _, data = self._call(lambda: self._gh(org).requester.requestJsonAndCheck("GET", url))
         except GitHubError as exc:
             if exc.status == 404:
                 return False

@@ -189,6 +189,15 @@ class Store:
             return existing, False
 
     @staticmethod
+    def _active_of_pr(repo: str, pr_number: int) -> Any:
+        """This PR's queued and running jobs, oldest first."""
+        return (
+            select(Job)
+            .where(Job.repo == repo, Job.pr_number == pr_number, Job.status.in_(ACTIVE_STATUSES))
+            .order_by(Job.id)
+        )
+
+    @staticmethod
     def _active_same(new: NewJob) -> Any:
         return select(Job).where(
             Job.repo == new.repo,
@@ -347,17 +356,7 @@ class Store:
 
     def active_jobs(self, repo: str, pr_number: int) -> list[Job]:
         with self.sessions() as session:
-            return list(
-                session.scalars(
-                    select(Job)
-                    .where(
-                        Job.repo == repo,
-                        Job.pr_number == pr_number,
-                        Job.status.in_(ACTIVE_STATUSES),
-                    )
-                    .order_by(Job.id)
-                )
-            )
+            return list(session.scalars(self._active_of_pr(repo, pr_number)))
 
     def cancel(
         self,
@@ -373,17 +372,7 @@ class Store:
         now = utcnow()
         affected: list[Job] = []
         with self._tx() as (session, pending):
-            jobs = session.scalars(
-                self._lock(
-                    select(Job)
-                    .where(
-                        Job.repo == repo,
-                        Job.pr_number == pr_number,
-                        Job.status.in_(ACTIVE_STATUSES),
-                    )
-                    .order_by(Job.id)
-                )
-            ).all()
+            jobs = session.scalars(self._lock(self._active_of_pr(repo, pr_number))).all()
             for job in jobs:
                 if not match(job):
                     continue
