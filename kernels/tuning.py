@@ -1,7 +1,7 @@
 """Tile sweep of the adaptive_max_pool3d kernels on a GPU: `python -m kernels.tuning --out DIR`.
 
 For each benchmark size and dtype it times PyTorch's operator, our default tiling and a few
-alternatives (triton.testing.do_bench: median, L2 flushed between runs), checks each
+alternatives (the benchmark harness's device timer: median, L2 flushed between runs), checks each
 variant's result once, and prints time over the memory floor (input·e + output·(e+8) bytes
 at the measured copy bandwidth). It informs the defaults in `forward_config` and
 `backward_config`; the benchmark harness (`python -m kernels.benchmark`) gives the report.
@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import triton
-import triton.testing
 
 from kernels import runtime
+from kernels.benchmark.harness import DeviceTimer
 from kernels.benchmark.sizes import LARGE, TINY
 from kernels.ops import _adaptive
 from kernels.ops.adaptive_max_pool3d import (
@@ -40,9 +39,12 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 TINY_SHAPES = {shape for shape, _ in TINY}
 
 
+_TIMER = DeviceTimer(warmup_ms=10, rep_ms=40)
+
+
 def bench(fn: Callable[[], Any]) -> float:
-    """Median milliseconds of `fn`, L2 flushed between runs."""
-    return float(triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median"))
+    """Median milliseconds of `fn`, L2 flushed between runs (the harness's timer)."""
+    return _TIMER(fn)
 
 
 def copy_bandwidth() -> float:
