@@ -25,7 +25,10 @@ from kernels import runtime
 from kernels.benchmark.harness import DeviceTimer
 from kernels.benchmark.sizes import LARGE, TINY
 from kernels.ops import _adaptive
+from kernels.ops._forward_tiles import tile_shape
 from kernels.ops.adaptive_max_pool3d import (
+    SMALL_WINDOW,
+    ForwardConfig,
     adaptive_max_pool3d,
     forward_config,
     small_window_config,
@@ -64,18 +67,25 @@ def forward_variants(shape: tuple[int, ...], out: tuple[int, int, int]) -> dict[
     variants: dict[str, Any] = {"default": None}
     if shape in TINY_SHAPES:
         return variants
-    for tile in (512, 2048):
-        variants[f"small{tile}"] = small_window_config(*out, tile=tile)
-    if math.prod(windows) > 64:
-        variants.pop("small512")
-        variants.pop("small2048")
-    base = forward_config(windows, out)  # type: ignore[arg-type]
-    for tile in (1024, 4096):
-        variants[f"tile{tile}"] = forward_config(windows, out, tile)  # type: ignore[arg-type]
-    for warps in (4, 8):
-        if warps != base.num_warps:
-            variants[f"warps{warps}"] = dataclasses.replace(base, num_warps=warps)
-    variants["chunked"] = base
+    # "tilesNk-wM": the window-tile kernel, about N·1024 elements per load, M warps; only
+    # where its loads vectorize (W divides into windows of a power-of-two width > 2).
+    kw = shape[-1] // out[2]
+    if shape[-1] % out[2] == 0 and kw > 2 and kw & (kw - 1) == 0:
+        for tile in (1024, 2048, 4096):
+            sides = tile_shape(windows, out, tile)  # type: ignore[arg-type]
+            for warps in (1, 2, 4):
+                variants[f"tiles{tile // 1024}k-w{warps}"] = ForwardConfig(
+                    1, 1, 1, 1, 1, 1, 1, tiles=dataclasses.replace(sides, num_warps=warps)
+                )
+    if math.prod(windows) <= SMALL_WINDOW:  # "smallN-wM": N outputs a program, M warps
+        for tile in (256, 1024):
+            cfg = small_window_config(*out, tile=tile)
+            for warps in (2, 4, 8):
+                variants[f"small{tile}-w{warps}"] = dataclasses.replace(cfg, num_warps=warps)
+    else:  # global pooling: the chunked kernel
+        base = forward_config(windows, out)  # type: ignore[arg-type]
+        variants["tile4096"] = forward_config(windows, out, 4096)  # type: ignore[arg-type]
+        variants["chunked-w4"] = dataclasses.replace(base, num_warps=4)
     return variants
 
 
@@ -98,6 +108,11 @@ def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
         variants["fillplane"] = dataclasses.replace(
             base, scatter_first=True, scatter_tile=math.prod(shape[2:]), zeroed=False
         )
+        # ... walking B outputs per thread at a time, zeroing and scattering S slices a step
+        for per_thread, step in ((4, 0), (1, 0), (2, 0), (1, 4), (1, 8)):
+            variants[f"plane-b{per_thread}-s{step}"] = dataclasses.replace(
+                variants["fillplane"], scatter_box=per_thread * 256, scatter_step=step
+            )
     for block in (256, 512, 1024):
         if shape in TINY_SHAPES and block != 512:
             continue

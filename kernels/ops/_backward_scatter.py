@@ -199,6 +199,7 @@ def _fill_scatter_backward_kernel(
     TD: tl.constexpr,
     TH: tl.constexpr,
     SPLIT_H: tl.constexpr,
+    SD: tl.constexpr,
     ZB: tl.constexpr,
     BOX: tl.constexpr,
     CD: tl.constexpr,
@@ -228,64 +229,68 @@ def _fill_scatter_backward_kernel(
         HW = HW.to(tl.int64)
     gin_plane = gin_ptr + plane * D * HW_vec * VEC
 
-    # 1. Zeros over the tile: one contiguous run of whole slices, or TH rows of each slice.
-    zeros = tl.zeros([ZB], dtype=gin_ptr.dtype.element_ty)
-    lanes = tl.arange(0, ZB)
-    if SPLIT_H:
-        run = (h1 - h0) * W_vec * VEC
-        for d in range(d0, d1):
-            start = gin_plane + (d * HW_vec + h0 * W_vec) * VEC
-            for chunk in range(0, tl.cdiv(run, ZB)):
-                offs = chunk * ZB + lanes
-                tl.store(start + offs, zeros, mask=offs < run)
-    else:
-        run = (d1 - d0) * HW_vec * VEC
-        start = gin_plane + d0 * HW_vec * VEC
-        for chunk in range(0, tl.cdiv(run, ZB)):
-            offs = chunk * ZB + lanes
-            tl.store(start + offs, zeros, mask=offs < run)
-    # The scattered stores below must land after the zeros (other threads' stores).
-    tl.debug_barrier()
-
-    # 2. The outputs whose windows meet the tile, a flat range of BOX at a time, and the
-    # gradients they send into it. bounds_ptr holds, per axis, the first output covering
-    # each position and one past the last (D, then H, then W entries of each).
-    od_lo = tl.load(bounds_ptr + d0)
-    n_od = tl.load(bounds_ptr + D + d1 - 1) - od_lo
-    oh_lo = tl.load(bounds_ptr + 2 * D + h0)
-    n_oh = tl.load(bounds_ptr + 2 * D + H + h1 - 1) - oh_lo
-    box_rows = n_oh * OW
     grad_plane = grad_ptr + (n * sgn + c * sgc)
     idx_plane = idx_ptr + (n * sin + c * sic)
     zero = pid * 0
     if WIDE:
         zero = zero.to(tl.int64)
-    tile_lo = d0 * HW
-    tile_hi = d1 * HW
-    for box_start in range(0, n_od * box_rows, BOX):
-        j = box_start + tl.arange(0, BOX)
-        ok = j < n_od * box_rows
-        od = od_lo + j // box_rows
-        rest_j = j % box_rows
-        oh = oh_lo + rest_j // OW
-        ow = rest_j % OW
-        if WIDE:
-            od = od.to(tl.int64)
-            oh = oh.to(tl.int64)
-            ow = ow.to(tl.int64)
-        chosen = tl.load(idx_plane + (od * sid + oh * sih + ow * siw), mask=ok, other=-1)
-        # A valid index's low word is the index when the volume fits in 32 bits.
-        chosen = chosen.to(zero.dtype)
-        g = tl.load(grad_plane + (od * sgd + oh * sgh + ow * sgw), mask=ok, other=0.0)
-        mine = ok & (chosen >= tile_lo) & (chosen < tile_hi)
+    zeros = tl.zeros([ZB], dtype=gin_ptr.dtype.element_ty)
+    lanes = tl.arange(0, ZB)
+    oh_lo = tl.load(bounds_ptr + 2 * D + h0)
+    n_oh = tl.load(bounds_ptr + 2 * D + H + h1 - 1) - oh_lo
+    box_rows = n_oh * OW
+    # Steps of SD depth slices (one step when SD >= TD): zeros over the step, then the
+    # outputs whose windows meet it, so the scattered stores find their lines still in L2.
+    for s0 in range(d0, d1, SD):
+        s1 = tl.minimum(s0 + SD, d1)
+        # 1. Zeros over the step: one contiguous run of whole slices, or TH rows of a slice.
         if SPLIT_H:
-            ph = (chosen // W) % H
-            mine = mine & (ph >= h0) & (ph < h1)
-        value, writer = _sum_once(
-            idx_plane, grad_plane, bounds_ptr, chosen, g, mine, od, oh, ow,
-            D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW,
-        )  # fmt: skip
-        tl.store(gin_plane + chosen, value.to(gin_ptr.dtype.element_ty), mask=writer)
+            run = (h1 - h0) * W_vec * VEC
+            for d in range(s0, s1):
+                start = gin_plane + (d * HW_vec + h0 * W_vec) * VEC
+                for chunk in range(0, tl.cdiv(run, ZB)):
+                    offs = chunk * ZB + lanes
+                    tl.store(start + offs, zeros, mask=offs < run)
+        else:
+            run = (s1 - s0) * HW_vec * VEC
+            start = gin_plane + s0 * HW_vec * VEC
+            for chunk in range(0, tl.cdiv(run, ZB)):
+                offs = chunk * ZB + lanes
+                tl.store(start + offs, zeros, mask=offs < run)
+        # The scattered stores below must land after the zeros (other threads' stores).
+        tl.debug_barrier()
+
+        # 2. The outputs whose windows meet the step, a flat range of BOX at a time, and
+        # the gradients they send into it. bounds_ptr holds, per axis, the first output
+        # covering each position and one past the last (D, then H, then W entries of each).
+        od_lo = tl.load(bounds_ptr + s0)
+        n_od = tl.load(bounds_ptr + D + s1 - 1) - od_lo
+        step_lo = s0 * HW
+        step_hi = s1 * HW
+        for box_start in range(0, n_od * box_rows, BOX):
+            j = box_start + tl.arange(0, BOX)
+            ok = j < n_od * box_rows
+            od = od_lo + j // box_rows
+            rest_j = j % box_rows
+            oh = oh_lo + rest_j // OW
+            ow = rest_j % OW
+            if WIDE:
+                od = od.to(tl.int64)
+                oh = oh.to(tl.int64)
+                ow = ow.to(tl.int64)
+            chosen = tl.load(idx_plane + (od * sid + oh * sih + ow * siw), mask=ok, other=-1)
+            # A valid index's low word is the index when the volume fits in 32 bits.
+            chosen = chosen.to(zero.dtype)
+            g = tl.load(grad_plane + (od * sgd + oh * sgh + ow * sgw), mask=ok, other=0.0)
+            mine = ok & (chosen >= step_lo) & (chosen < step_hi)
+            if SPLIT_H:
+                ph = (chosen // W) % H
+                mine = mine & (ph >= h0) & (ph < h1)
+            value, writer = _sum_once(
+                idx_plane, grad_plane, bounds_ptr, chosen, g, mine, od, oh, ow,
+                D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW,
+            )  # fmt: skip
+            tl.store(gin_plane + chosen, value.to(gin_ptr.dtype.element_ty), mask=writer)
 
 
 def candidates(in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int]) -> tuple[int, ...]:
@@ -301,10 +306,11 @@ def applies(in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int]) -> bool
     return cd * ch * cw <= MAX_CANDIDATES
 
 
-# A program per (n, c) plane needs about one plane per SM to fill the device (H200: 132 SMs).
+# A program per (n, c) plane needs about one plane per SM to fill the device (H200: 132 SMs),
+# and planes of at most PLANE_BYTES; other shapes take tiles of TILE_BYTES.
 MANY_PLANES = 128
-# Larger planes are split along D into tiles of about this many elements.
-MAX_TILE = 1 << 20
+PLANE_BYTES = 128 * 1024
+TILE_BYTES = 64 * 1024
 
 
 def default_tile(
@@ -312,18 +318,18 @@ def default_tile(
 ) -> int:
     """Elements per program (H200 sweeps in docs/performance.md).
 
-    With enough planes, a whole (n, c) plane per program: no output is read by two programs,
-    which beat every smaller tile on the 2-byte rows and on fp32 with overlaps on several
-    axes. fp32 with at most one overlapping axis did better with 32 KB tiles, as do shapes
-    with few planes (more programs). Under the interpreter: as many elements as fit.
+    A whole (n, c) plane per program where there are enough planes of at most 128 KB (no
+    output is read by two programs; the 100 KB fp16 planes of the large sizes did best so),
+    else 64 KB tiles (256 KB fp16 planes and 200–512 KB fp32 planes did best so), 32 KB
+    where no windows overlap. Under the interpreter: as many elements as fit.
     """
     if runtime.interpreted:
         return 65536
     plane = math.prod(in_dhw)
-    product = math.prod(candidates(in_dhw, out_dhw))
-    if planes >= MANY_PLANES and (element_size <= 2 or product > 2):
-        return min(plane, MAX_TILE)
-    return (32768 if product == 1 else 65536) // element_size
+    if planes >= MANY_PLANES and plane * element_size <= PLANE_BYTES:
+        return plane
+    overlap = math.prod(candidates(in_dhw, out_dhw)) > 1
+    return (TILE_BYTES if overlap else TILE_BYTES // 2) // element_size
 
 
 def bounds_table(
@@ -338,9 +344,16 @@ def bounds_table(
 
 
 def plan_fill_scatter(
-    grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor, tile: int = 0
+    grad5: torch.Tensor,
+    idx5: torch.Tensor,
+    gin5: torch.Tensor,
+    tile: int = 0,
+    step: int = 0,
+    box: int = 0,
 ) -> Launch:
-    """Launch of the fill-and-scatter kernel for contiguous `gin5` (5-D tensors)."""
+    """Launch of the fill-and-scatter kernel for contiguous `gin5` (5-D tensors), zeroing
+    and scattering `step` depth slices at a time and walking `box` outputs at a time (0:
+    the defaults)."""
     n, c, d, h, w = gin5.shape
     od, oh, ow = grad5.shape[2:]
     assert gin5.is_contiguous(), "the scatter writes flat offsets into a contiguous gradient"
@@ -374,13 +387,18 @@ def plan_fill_scatter(
         n_h,
     )
     cd, ch, cw = candidates((d, h, w), (od, oh, ow))
+    if not box and not runtime.interpreted:
+        # Each output's candidate checks hold registers: with more than two candidates,
+        # four outputs a thread took 136 registers, one program a multiprocessor (sm_90).
+        box = (32 if cd * ch * cw > 2 else 128) * num_warps
     constants = {
         "ACC": tl.float64 if gin5.dtype == torch.float64 else tl.float32,
         "TD": td,
         "TH": th,
         "SPLIT_H": th < h,
+        "SD": step or td,
         "ZB": 8192 if runtime.interpreted else 256 * num_warps,
-        "BOX": 4096 if runtime.interpreted else 128 * num_warps,
+        "BOX": box or 4096,
         "CD": cd,
         "CH": ch,
         "CW": cw,
@@ -418,16 +436,19 @@ def plan_scatter(
     gin5: torch.Tensor,
     tile: int = 0,
     zeroed: bool | None = None,
+    step: int = 0,
+    box: int = 0,
 ) -> Launch | ZeroedLaunch:
     """Fill-and-scatter in one launch, or (where windows overlap on several axes and the
     planes are too few for a program each; or when `zeroed` says so) a zero fill and a
-    scatter with a lane per output. `tile`: elements, or outputs when zeroed, per program."""
+    scatter with a lane per output. `tile`: elements, or outputs when zeroed, per program;
+    `step`: depth slices per fill-and-scatter step, `box`: outputs it walks at a time."""
     in_dhw, out_dhw = tuple(gin5.shape[2:]), tuple(grad5.shape[2:])
     if zeroed is None:
         zeroed = prefers_zeroed(in_dhw, out_dhw, gin5.shape[0] * gin5.shape[1])  # type: ignore[arg-type]
     if zeroed:
         return plan_scatter_outputs(grad5, idx5, gin5, tile)
-    return plan_fill_scatter(grad5, idx5, gin5, tile)
+    return plan_fill_scatter(grad5, idx5, gin5, tile, step, box)
 
 
 def plan_scatter_outputs(

@@ -38,6 +38,12 @@ from kernels.ops._adaptive import (
     span,
     vector_width,
 )
+from kernels.ops._forward_tiles import (
+    TileShape,
+    default_tile_shape,
+    plan_window_tiles,
+    vector_tiles,
+)
 
 
 @triton.jit
@@ -354,15 +360,25 @@ class ForwardConfig:
     num_warps: int
     small: bool = False  # the small-window kernel (then only the output tile matters)
     pairs: bool = True  # with small: the whole-row kernel where windows are two wide along W
+    tiles: TileShape | None = None  # the window-tile kernel with these sides (the rest unused)
 
 
-def small_window_config(od: int, oh: int, ow: int, tile: int | None = None) -> ForwardConfig:
-    """Output tile of the small-window kernel: rows of outputs, wide along W."""
-    tile = tile or (16384 if runtime.interpreted else 512)
+def small_window_config(
+    od: int, oh: int, ow: int, tile: int | None = None, pairs: bool = False
+) -> ForwardConfig:
+    """Output tile of the small-window kernels: rows of outputs, wide along W.
+
+    H200 sweep: the whole-row (pairs) kernel did best with 512 outputs and four a thread, the
+    lane-per-window kernel with 256 outputs and one a thread (more warps in flight per window
+    element it waits on).
+    """
+    tile = tile or (16384 if runtime.interpreted else 512 if pairs else 256)
     bow = min(next_pow2(ow), 128)
     boh = min(next_pow2(oh), max(1, tile // bow))
     br = max(1, tile // (bow * boh)) if runtime.interpreted else 1
-    return ForwardConfig(br, boh, bow, 1, 1, 1, max(1, min(8, br * boh * bow // 128)), True)
+    per_thread = 4 if pairs else 1
+    warps = max(1, min(8, br * boh * bow // (32 * per_thread)))
+    return ForwardConfig(br, boh, bow, 1, 1, 1, warps, True)
 
 
 def forward_config(
@@ -452,8 +468,18 @@ def plan_forward(
     # Under the interpreter the window loop is Python: the chunked kernel's lanes are cheaper.
     limit = 32 if runtime.interpreted else SMALL_WINDOW
     small = config.small if config else math.prod(windows) <= limit
-    if small:
-        cfg = config or small_window_config(od, oh, ow)
+    pairs = w == 2 * ow
+    tiles = config.tiles if config else None
+    if (
+        config is None
+        and math.prod(windows) <= SMALL_WINDOW
+        and vector_tiles(x, windows, (od, oh, ow))
+    ):
+        tiles = default_tile_shape(windows, (od, oh, ow))
+    if tiles is not None:
+        launch = plan_window_tiles(x, (od, oh, ow), windows, tiles, acc)
+    elif small:
+        cfg = config or small_window_config(od, oh, ow, pairs=pairs)
         n_oh_blocks = triton.cdiv(oh, cfg.boh)
         n_ow_blocks = triton.cdiv(ow, cfg.bow)
         grid = (triton.cdiv(rows, cfg.br) * n_oh_blocks * n_ow_blocks,)
@@ -470,7 +496,7 @@ def plan_forward(
             "num_warps": cfg.num_warps,
         }
         kernel = _small_window_kernel
-        if cfg.pairs and w == 2 * ow:  # windows two wide along W: whole-row loads
+        if cfg.pairs and pairs:  # windows two wide along W: whole-row loads
             vec = vector_width(x, 2 * cfg.bow)
             sxn, sxc, sxd, sxh, sxw = x.stride()
             scalars = (c, d, h, w, h * w, od, oh, ow, sxn // vec, sxc // vec, sxd // vec)

@@ -12,7 +12,8 @@ import torch.nn.functional as F
 
 import kernels
 from kernels import runtime
-from kernels.ops._adaptive import PlanCache
+from kernels.ops._adaptive import PlanCache, max_window
+from kernels.ops._forward_tiles import TileShape, tile_shape
 from kernels.ops.adaptive_max_pool3d import ForwardConfig
 from tests.kernels.support import (
     ALL_DTYPES,
@@ -225,6 +226,49 @@ def test_device_tiling(
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
 
 
+def tiles(sides: TileShape) -> ForwardConfig:
+    """A config that forces the window-tile kernel with these sides."""
+    return ForwardConfig(1, 1, 1, 1, 1, 1, 1, tiles=sides)
+
+
+TILE_CASES = [
+    *((dtype, None) for dtype in ALL_DTYPES),  # the planned sides
+    (torch.float32, TileShape(1, 2, 2, 2, 2, 1)),  # windows split into chunks on H and W
+    (torch.bfloat16, TileShape(1, 2, 2, 2, 2, 1)),
+    (torch.float16, TileShape(2, 1, 4, 4, 4, 1)),  # two (plane, od) rows per program
+]
+
+
+@pytest.mark.parametrize(("dtype", "sides"), TILE_CASES, ids=str)
+@pytest.mark.parametrize(
+    ("shape", "output_size"),
+    [
+        ((1, 2, 5, 6, 9), (2, 4, 4)),  # overlapping windows on every axis
+        ((1, 1, 4, 6, 8), (1, 1, 1)),  # global pooling
+        ((2, 3, 4, 8, 16), (2, 4, 4)),  # W windows of 4: vector loads
+        ((3, 4, 7, 9), (4, 5, 6)),  # unbatched, upsampling along W
+    ],
+    ids=str,
+)
+def test_window_tile_kernel(
+    shape: tuple[int, ...],
+    output_size: tuple[int, int, int],
+    dtype: torch.dtype,
+    sides: TileShape | None,
+) -> None:
+    """The window-tile kernel, whole or with windows split over chunks: ties, NaN, strides."""
+    gen = seeded("tiles", shape, dtype)
+    x = torch.randn(shape, generator=gen, dtype=torch.float64)
+    x[..., ::2, :] = x[..., ::2, :].round()  # ties inside windows and across chunk borders
+    x[torch.rand(shape, generator=gen) < 0.03] = float("nan")
+    x = x.to(dtype).to(DEVICE)
+    windows = tuple(max_window(i, o) for i, o in zip(shape[-3:], output_size, strict=True))
+    config = tiles(sides or tile_shape(windows, output_size))  # type: ignore[arg-type]
+    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
+    strided = x.transpose(-3, -1).contiguous().transpose(-3, -1)  # same values, other strides
+    assert_forward_matches(forward(strided, output_size, config=config), strided, output_size)
+
+
 def test_64_bit_offsets_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """The int64 arithmetic a >2^31-element tensor needs, forced on a small one."""
     module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
@@ -235,6 +279,10 @@ def test_64_bit_offsets_path(monkeypatch: pytest.MonkeyPatch) -> None:
     assert_forward_matches(forward(x, (4, 3, 5)), x, (4, 3, 5))
     y = x[..., :10]  # windows two wide along W: the whole-row kernel
     assert_forward_matches(forward(y, (4, 3, 5)), y, (4, 3, 5))
+    tiles_module = importlib.import_module("kernels.ops._forward_tiles")
+    monkeypatch.setattr(tiles_module, "fits_int32", lambda *values: False)
+    config = tiles(TileShape(1, 2, 2, 2, 2, 1))
+    assert_forward_matches(forward(x, (4, 3, 5), config=config), x, (4, 3, 5))
 
 
 @pytest.mark.parametrize(
@@ -264,8 +312,9 @@ def test_pair_windows(
     assert_forward_matches(forward(strided, output_size, config=config), strided, output_size)
 
 
-def test_pair_window_kernel_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default plan takes the whole-row kernel exactly when W = 2·OW."""
+def test_forward_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default plan takes the whole-row kernel exactly when W = 2·OW, the window-tile
+    kernel where W divides into aligned power-of-two windows of 4 or more."""
     module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
     seen: list[str] = []
 
@@ -275,9 +324,20 @@ def test_pair_window_kernel_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
             super().__init__(kernel, *args)
 
     monkeypatch.setattr(module, "Launch", Spy)
+    monkeypatch.setattr(importlib.import_module("kernels.ops._forward_tiles"), "Launch", Spy)
     module.plan_forward(randn((1, 1, 4, 4, 8), torch.float32, seeded("pick")), (2, 2, 4), None)
     module.plan_forward(randn((1, 1, 4, 4, 9), torch.float32, seeded("pick")), (2, 2, 3), None)
-    assert seen == ["_pair_window_kernel", "_small_window_kernel"]
+    # W windows of 4 on aligned rows: the window-tile kernel; on unaligned rows it would
+    # load element by element, so the lane-per-window kernel keeps them.
+    aligned = randn((1, 2, 4, 4, 16), torch.float32, seeded("pick"))
+    module.plan_forward(aligned, (2, 2, 4), None)
+    module.plan_forward(aligned.transpose(1, -1).contiguous().transpose(1, -1), (2, 2, 4), None)
+    assert seen == [
+        "_pair_window_kernel",
+        "_small_window_kernel",
+        "_window_tile_kernel",
+        "_small_window_kernel",
+    ]
 
 
 @pytest.mark.gpu
