@@ -92,7 +92,8 @@ def test_no_direct_path_without_every_constant(monkeypatch: pytest.MonkeyPatch) 
     assert len(kernel.calls) == 2 and compiled.calls == []
 
 
-def test_under_the_interpreter_every_call_binds() -> None:
+def test_under_the_interpreter_every_call_binds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launch_module.runtime, "interpreted", True)  # on a GPU runner too
     kernel = Jitted(Compiled())
     launch = Launch(kernel, (1,), (3, 4), {"BLOCK": 64, "WIDE": False})
     launch("a", "b")
