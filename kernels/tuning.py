@@ -25,6 +25,7 @@ from kernels import runtime
 from kernels.benchmark.harness import DeviceTimer
 from kernels.benchmark.sizes import LARGE, TINY
 from kernels.ops import _adaptive
+from kernels.ops._forward_global import GlobalSplit
 from kernels.ops._forward_tiles import tile_shape
 from kernels.ops.adaptive_max_pool3d import (
     SMALL_WINDOW,
@@ -77,13 +78,22 @@ def forward_variants(shape: tuple[int, ...], out: tuple[int, int, int]) -> dict[
                 variants[f"tiles{tile // 1024}k-w{warps}"] = ForwardConfig(
                     1, 1, 1, 1, 1, 1, 1, tiles=dataclasses.replace(sides, num_warps=warps)
                 )
-    if math.prod(windows) <= SMALL_WINDOW:  # "smallN-wM": N outputs a program, M warps
-        for tile in (256, 1024):
-            cfg = small_window_config(*out, tile=tile)
-            for warps in (2, 4, 8):
-                variants[f"small{tile}-w{warps}"] = dataclasses.replace(cfg, num_warps=warps)
-    else:  # global pooling: the chunked kernel
+    if math.prod(windows) <= SMALL_WINDOW and shape[-1] == 2 * out[2]:
+        for tile in (256, 1024):  # "pairsN": the whole-row kernel, N outputs a program
+            variants[f"pairs{tile}"] = small_window_config(*out, tile=tile, pairs=True)
+    elif math.prod(windows) <= SMALL_WINDOW:
+        for block, warps in ((128, 4), (256, 4), (256, 8), (512, 8)):  # "lanesN-wM"
+            variants[f"lanes{block}-w{warps}"] = dataclasses.replace(
+                small_window_config(*out, tile=block), num_warps=warps
+            )
+    else:  # global pooling: "partsN-bB-wM" split into N parts a plane, the chunked kernel
+        for parts, block, warps in ((0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8)):
+            split = GlobalSplit(parts, block, warps)
+            variants[f"parts{parts}-b{block}-w{warps}"] = ForwardConfig(
+                1, 1, 1, 1, 1, 1, 1, split=split
+            )
         base = forward_config(windows, out)  # type: ignore[arg-type]
+        variants["chunked"] = base
         variants["tile4096"] = forward_config(windows, out, 4096)  # type: ignore[arg-type]
         variants["chunked-w4"] = dataclasses.replace(base, num_warps=4)
     return variants

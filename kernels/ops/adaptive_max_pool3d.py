@@ -38,6 +38,8 @@ from kernels.ops._adaptive import (
     span,
     vector_width,
 )
+from kernels.ops._forward_global import GlobalLaunch, GlobalSplit, plan_global
+from kernels.ops._forward_global import applies as global_pooling
 from kernels.ops._forward_tiles import (
     TileShape,
     default_tile_shape,
@@ -173,56 +175,49 @@ def _small_window_kernel(
     sxd,
     sxh,
     sxw,
-    rows,
-    n_oh_blocks,
-    n_ow_blocks,
+    total,
     ACC: tl.constexpr,
-    BR: tl.constexpr,
-    BOH: tl.constexpr,
-    BOW: tl.constexpr,
+    BLOCK: tl.constexpr,
     KD: tl.constexpr,
     KH: tl.constexpr,
     KW: tl.constexpr,
     WIDE: tl.constexpr,
 ):
-    """Small windows (at most KD×KH×KW, a few dozen elements): a lane per output walks its
-    window in scan order, so no cross-lane reduction at all."""
-    pid = tl.program_id(0)
-    owb = pid % n_ow_blocks
-    rest = pid // n_ow_blocks
-    ohb = rest % n_oh_blocks
-    rb = rest // n_oh_blocks
-    row = rb * BR + tl.arange(0, BR)
-    row_ok = row < rows
-    plane = row // OD
-    x_rows = (plane // C).to(tl.int64) * sxn + (plane % C).to(tl.int64) * sxc
-
+    """Small windows (at most KD×KH×KW, a few hundred elements): a lane per output walks its
+    window in scan order, so no cross-lane reduction at all. Lanes take consecutive outputs
+    of the flattened (n, c, od, oh, ow) range, so every lane has one whatever OH and OW are."""
     IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
     BIG: tl.constexpr = 2**62 if WIDE else 2**31 - 1
-    od = (row % OD).to(IDX)
-    oh = (ohb * BOH + tl.arange(0, BOH)).to(IDX)
-    ow = (owb * BOW + tl.arange(0, BOW)).to(IDX)
+    j = tl.program_id(0).to(IDX) * BLOCK + tl.arange(0, BLOCK)
+    live = j < total
+    ow = j % OW
+    rest = j // OW
+    oh = rest % OH
+    row = rest // OH
+    od = row % OD
+    plane = row // OD
+    x_rows = (plane // C).to(tl.int64) * sxn + (plane % C).to(tl.int64) * sxc
     d_start = (od * D) // OD
     d_end = ((od + 1) * D + OD - 1) // OD
     h_start = (oh * H) // OH
     h_end = ((oh + 1) * H + OH - 1) // OH
     w_start = (ow * W) // OW
     w_end = ((ow + 1) * W + OW - 1) // OW
-    live = row_ok[:, None, None] & (oh < OH)[None, :, None] & (ow < OW)[None, None, :]
 
-    best = tl.full([BR, BOH, BOW], float("-inf"), ACC)
-    best_idx = tl.full([BR, BOH, BOW], BIG, IDX)
+    best = tl.full([BLOCK], float("-inf"), ACC)
+    best_idx = tl.full([BLOCK], BIG, IDX)
     for kd in range(KD):
-        d = (d_start + kd)[:, None, None]
-        d_ok = live & (d < d_end[:, None, None])
-        d_offs = x_rows[:, None, None] + d * sxd
+        d = d_start + kd
+        d_ok = live & (d < d_end)
+        d_offs = x_rows + d * sxd
         for kh in range(KH):
-            h = (h_start + kh)[None, :, None]
-            h_ok = d_ok & (h < h_end[None, :, None])
+            h = h_start + kh
+            h_ok = d_ok & (h < h_end)
+            h_offs = d_offs + h * sxh
             for kw in range(KW):
-                w = (w_start + kw)[None, None, :]
-                mask = h_ok & (w < w_end[None, None, :])
-                v = tl.load(x_ptr + (d_offs + (h * sxh + w * sxw)), mask=mask, other=float("-inf"))
+                w = w_start + kw
+                mask = h_ok & (w < w_end)
+                v = tl.load(x_ptr + (h_offs + w * sxw), mask=mask, other=float("-inf"))
                 v = v.to(ACC)
                 # Scan order: `>` keeps the first maximum, a NaN always replaces (the last
                 # NaN wins), and a window's first element is always taken (all -inf).
@@ -230,12 +225,8 @@ def _small_window_kernel(
                 best = tl.where(take, v, best)
                 best_idx = tl.where(take, d * HW + h * W + w, best_idx)
 
-    out_offs = row.to(tl.int64)[:, None, None] * (OH * OW) + (
-        oh[None, :, None] * OW + ow[None, None, :]
-    ).to(tl.int64)
-    store_mask = row_ok[:, None, None] & (oh < OH)[None, :, None] & (ow < OW)[None, None, :]
-    tl.store(out_ptr + out_offs, best.to(out_ptr.dtype.element_ty), mask=store_mask)
-    tl.store(idx_ptr + out_offs, best_idx.to(tl.int64), mask=store_mask)
+    tl.store(out_ptr + j, best.to(out_ptr.dtype.element_ty), mask=live)
+    tl.store(idx_ptr + j, best_idx.to(tl.int64), mask=live)
 
 
 @triton.jit
@@ -361,23 +352,28 @@ class ForwardConfig:
     small: bool = False  # the small-window kernel (then only the output tile matters)
     pairs: bool = True  # with small: the whole-row kernel where windows are two wide along W
     tiles: TileShape | None = None  # the window-tile kernel with these sides (the rest unused)
+    split: GlobalSplit | None = None  # global pooling split this way (the rest unused)
+    block: int = 0  # with small and not pairs: outputs a program (the rest unused)
 
 
 def small_window_config(
     od: int, oh: int, ow: int, tile: int | None = None, pairs: bool = False
 ) -> ForwardConfig:
-    """Output tile of the small-window kernels: rows of outputs, wide along W.
+    """Output tile of the small-window kernels: for the whole-row (pairs) kernel, rows of
+    outputs wide along W; for the lane-per-window kernel, a flat range of outputs.
 
-    H200 sweep: the whole-row (pairs) kernel did best with 512 outputs and four a thread, the
+    H200 sweep: the whole-row kernel did best with 512 outputs and four a thread, the
     lane-per-window kernel with 256 outputs and one a thread (more warps in flight per window
     element it waits on).
     """
     tile = tile or (16384 if runtime.interpreted else 512 if pairs else 256)
+    if not pairs:  # a flat range of outputs, one a thread
+        warps = 1 if runtime.interpreted else max(1, min(8, tile // 32))
+        return ForwardConfig(1, 1, 1, 1, 1, 1, warps, True, pairs=False, block=tile)
     bow = min(next_pow2(ow), 128)
     boh = min(next_pow2(oh), max(1, tile // bow))
     br = max(1, tile // (bow * boh)) if runtime.interpreted else 1
-    per_thread = 4 if pairs else 1
-    warps = max(1, min(8, br * boh * bow // (32 * per_thread)))
+    warps = max(1, min(8, br * boh * bow // 128))
     return ForwardConfig(br, boh, bow, 1, 1, 1, warps, True)
 
 
@@ -476,14 +472,22 @@ def plan_forward(
         and vector_tiles(x, windows, (od, oh, ow))
     ):
         tiles = default_tile_shape(windows, (od, oh, ow))
-    if tiles is not None:
+    split = config.split if config else None
+    launch: Launch | GlobalLaunch
+    if (config is None or split is not None) and global_pooling(x, output_size):
+        launch = plan_global(x, split)
+    elif tiles is not None:
         launch = plan_window_tiles(x, (od, oh, ow), windows, tiles, acc)
-    elif small:
-        cfg = config or small_window_config(od, oh, ow, pairs=pairs)
+    elif small and pairs and (config is None or config.pairs):
+        # Windows two wide along W: whole-row loads split in registers.
+        cfg = config or small_window_config(od, oh, ow, pairs=True)
         n_oh_blocks = triton.cdiv(oh, cfg.boh)
         n_ow_blocks = triton.cdiv(ow, cfg.bow)
         grid = (triton.cdiv(rows, cfg.br) * n_oh_blocks * n_ow_blocks,)
-        scalars = (c, d, h, w, h * w, od, oh, ow, *x.stride(), rows, n_oh_blocks, n_ow_blocks)
+        vec = vector_width(x, 2 * cfg.bow)
+        sxn, sxc, sxd, sxh, sxw = x.stride()
+        scalars = (c, d, h, w, h * w, od, oh, ow, sxn // vec, sxc // vec, sxd // vec)
+        scalars += (sxh // vec, sxw, rows, n_oh_blocks, n_ow_blocks, w // vec)
         constants = {
             "ACC": acc,
             "BR": cfg.br,
@@ -491,20 +495,26 @@ def plan_forward(
             "BOW": cfg.bow,
             "KD": windows[0],
             "KH": windows[1],
-            "KW": windows[2],
+            "VEC": vec,
             "WIDE": wide,
             "num_warps": cfg.num_warps,
         }
-        kernel = _small_window_kernel
-        if cfg.pairs and pairs:  # windows two wide along W: whole-row loads
-            vec = vector_width(x, 2 * cfg.bow)
-            sxn, sxc, sxd, sxh, sxw = x.stride()
-            scalars = (c, d, h, w, h * w, od, oh, ow, sxn // vec, sxc // vec, sxd // vec)
-            scalars += (sxh // vec, sxw, rows, n_oh_blocks, n_ow_blocks, w // vec)
-            constants.pop("KW")
-            constants["VEC"] = vec
-            kernel = _pair_window_kernel
-        launch = Launch(kernel, grid, scalars, constants)
+        launch = Launch(_pair_window_kernel, grid, scalars, constants)
+    elif small:
+        cfg = config or small_window_config(od, oh, ow)
+        total = rows * oh * ow
+        block = cfg.block or 256
+        scalars = (c, d, h, w, h * w, od, oh, ow, *x.stride(), total)
+        constants = {
+            "ACC": acc,
+            "BLOCK": block,
+            "KD": windows[0],
+            "KH": windows[1],
+            "KW": windows[2],
+            "WIDE": wide or not fits_int32(total + block),
+            "num_warps": cfg.num_warps,
+        }
+        launch = Launch(_small_window_kernel, (triton.cdiv(total, block),), scalars, constants)
     else:
         grid = (triton.cdiv(rows, cfg.br) * n_oh_blocks * n_ow_blocks,)
         scalars = (

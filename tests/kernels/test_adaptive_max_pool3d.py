@@ -13,6 +13,7 @@ import torch.nn.functional as F
 import kernels
 from kernels import runtime
 from kernels.ops._adaptive import PlanCache, max_window
+from kernels.ops._forward_global import GlobalSplit
 from kernels.ops._forward_tiles import TileShape, tile_shape
 from kernels.ops.adaptive_max_pool3d import ForwardConfig
 from tests.kernels.support import (
@@ -208,7 +209,7 @@ def test_use_kernels_routes_torch_through_the_kernel(monkeypatch: pytest.MonkeyP
     [
         ForwardConfig(1, 2, 4, 1, 2, 2, 1),
         ForwardConfig(1, 1, 1, 2, 4, 4, 1),
-        ForwardConfig(1, 2, 4, 1, 1, 1, 1, small=True),
+        ForwardConfig(1, 1, 1, 1, 1, 1, 1, small=True, pairs=False, block=8),
     ],
     ids=["small-chunks", "one-output-per-program", "small-window-kernel"],
 )
@@ -269,6 +270,25 @@ def test_window_tile_kernel(
     assert_forward_matches(forward(strided, output_size, config=config), strided, output_size)
 
 
+@pytest.mark.parametrize(
+    "split",
+    [None, GlobalSplit(3, 16, 1), GlobalSplit(7, 32, 2)],
+    ids=["planned-split", "three-parts", "seven-parts"],
+)
+@pytest.mark.parametrize("shape", [(2, 3, 5, 6, 7), (3, 9, 10, 11)], ids=str)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_global_pooling_split(
+    shape: tuple[int, ...], dtype: torch.dtype, split: GlobalSplit | None
+) -> None:
+    """Global pooling split into parts per plane: ties and NaN across part borders."""
+    gen = seeded("global", shape, dtype)
+    x = torch.randn(shape, generator=gen, dtype=torch.float64).clamp(max=1.0)  # many ties at 1
+    x[torch.rand(shape, generator=gen) < 0.01] = float("nan")
+    x = x.to(dtype).to(DEVICE)
+    config = ForwardConfig(1, 1, 1, 1, 1, 1, 1, split=split) if split else None
+    assert_forward_matches(forward(x, (1, 1, 1), config=config), x, (1, 1, 1))
+
+
 def test_64_bit_offsets_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """The int64 arithmetic a >2^31-element tensor needs, forced on a small one."""
     module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
@@ -283,6 +303,10 @@ def test_64_bit_offsets_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tiles_module, "fits_int32", lambda *values: False)
     config = tiles(TileShape(1, 2, 2, 2, 2, 1))
     assert_forward_matches(forward(x, (4, 3, 5), config=config), x, (4, 3, 5))
+    global_module = importlib.import_module("kernels.ops._forward_global")
+    monkeypatch.setattr(global_module, "fits_int32", lambda *values: False)
+    split = ForwardConfig(1, 1, 1, 1, 1, 1, 1, split=GlobalSplit(3, 16, 1))
+    assert_forward_matches(forward(x, (1, 1, 1), config=split), x, (1, 1, 1))
 
 
 @pytest.mark.parametrize(
@@ -314,7 +338,8 @@ def test_pair_windows(
 
 def test_forward_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     """The default plan takes the whole-row kernel exactly when W = 2·OW, the window-tile
-    kernel where W divides into aligned power-of-two windows of 4 or more."""
+    kernel where W divides into aligned power-of-two windows of 4 or more, the split
+    reduction for global pooling of contiguous planes."""
     module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
     seen: list[str] = []
 
@@ -325,6 +350,7 @@ def test_forward_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(module, "Launch", Spy)
     monkeypatch.setattr(importlib.import_module("kernels.ops._forward_tiles"), "Launch", Spy)
+    monkeypatch.setattr(importlib.import_module("kernels.ops._forward_global"), "Launch", Spy)
     module.plan_forward(randn((1, 1, 4, 4, 8), torch.float32, seeded("pick")), (2, 2, 4), None)
     module.plan_forward(randn((1, 1, 4, 4, 9), torch.float32, seeded("pick")), (2, 2, 3), None)
     # W windows of 4 on aligned rows: the window-tile kernel; on unaligned rows it would
@@ -332,11 +358,17 @@ def test_forward_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     aligned = randn((1, 2, 4, 4, 16), torch.float32, seeded("pick"))
     module.plan_forward(aligned, (2, 2, 4), None)
     module.plan_forward(aligned.transpose(1, -1).contiguous().transpose(1, -1), (2, 2, 4), None)
+    # Global pooling of contiguous planes: the split reduction; of strided ones, the chunks.
+    module.plan_forward(aligned, (1, 1, 1), None)
+    module.plan_forward(aligned.transpose(1, -1).contiguous().transpose(1, -1), (1, 1, 1), None)
     assert seen == [
         "_pair_window_kernel",
         "_small_window_kernel",
         "_window_tile_kernel",
         "_small_window_kernel",
+        "_global_parts_kernel",
+        "_global_merge_kernel",
+        "_adaptive_max_pool3d_kernel",
     ]
 
 
