@@ -358,9 +358,11 @@ def test_forward_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     aligned = randn((1, 2, 4, 4, 16), torch.float32, seeded("pick"))
     module.plan_forward(aligned, (2, 2, 4), None)
     module.plan_forward(aligned.transpose(1, -1).contiguous().transpose(1, -1), (2, 2, 4), None)
-    # Global pooling of contiguous planes: the split reduction; of strided ones, the chunks.
-    module.plan_forward(aligned, (1, 1, 1), None)
-    module.plan_forward(aligned.transpose(1, -1).contiguous().transpose(1, -1), (1, 1, 1), None)
+    # Global pooling of contiguous planes: the split reduction; of strided ones (windows of
+    # more than 512 elements), the chunks.
+    planes = randn((1, 2, 8, 8, 16), torch.float32, seeded("pick"))
+    module.plan_forward(planes, (1, 1, 1), None)
+    module.plan_forward(planes.transpose(1, -1).contiguous().transpose(1, -1), (1, 1, 1), None)
     assert seen == [
         "_pair_window_kernel",
         "_small_window_kernel",

@@ -21,6 +21,8 @@ pytestmark = [pytest.mark.adaptive_max_pool3d, pytest.mark.adaptive_max_pool3d_b
 
 # kernels.ops exports the operators under their modules' names: import the modules by path.
 forward_module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
+forward_tiles_module = importlib.import_module("kernels.ops._forward_tiles")
+forward_global_module = importlib.import_module("kernels.ops._forward_global")
 backward_module = importlib.import_module("kernels.ops.adaptive_max_pool3d_backward")
 
 
@@ -123,15 +125,22 @@ def test_every_backward_plan_can_launch_directly(
 
 
 FORWARD_CASES = [
-    ((1, 2, 4, 6, 8), (2, 3, 4)),  # pair windows
-    ((1, 2, 5, 7, 9), (2, 3, 4)),  # small windows
-    ((1, 2, 8, 9, 9), (1, 1, 1)),  # chunked
+    ((1, 2, 4, 6, 8), (2, 3, 4), False),  # pair windows
+    ((1, 2, 5, 7, 9), (2, 3, 4), False),  # small windows
+    ((1, 2, 4, 8, 16), (2, 4, 4), False),  # window tiles
+    ((1, 2, 8, 9, 9), (1, 1, 1), False),  # global pooling: parts, then the merge
+    ((1, 2, 8, 9, 9), (1, 1, 1), True),  # chunked (planes not contiguous)
 ]
+# Tensors a kernel takes before its scalars, where not three.
+TENSORS = {"_global_merge_kernel": 4}
 
 
-@pytest.mark.parametrize(("shape", "output_size"), FORWARD_CASES, ids=str)
+@pytest.mark.parametrize(("shape", "output_size", "strided"), FORWARD_CASES, ids=str)
 def test_every_forward_plan_can_launch_directly(
-    shape: tuple[int, ...], output_size: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch
+    shape: tuple[int, ...],
+    output_size: tuple[int, int, int],
+    strided: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen: list[Launch] = []
 
@@ -140,10 +149,15 @@ def test_every_forward_plan_can_launch_directly(
             super().__init__(*args)
             seen.append(self)
 
-    monkeypatch.setattr(forward_module, "Launch", Spy)
-    forward_module.plan_forward(randn(shape, torch.float32, seeded(shape)), output_size, None)
-    assert len(seen) == 1
-    assert_direct(seen[0], n_tensors=3)
+    for module in (forward_module, forward_tiles_module, forward_global_module):
+        monkeypatch.setattr(module, "Launch", Spy)
+    x = randn(shape, torch.float32, seeded(shape))
+    if strided:
+        x = x.transpose(1, -1).contiguous().transpose(1, -1)
+    forward_module.plan_forward(x, output_size, None)
+    assert len(seen) == (2 if output_size == (1, 1, 1) and not strided else 1)
+    for launch in seen:
+        assert_direct(launch, n_tensors=TENSORS.get(launch.kernel.fn.__name__, 3))
 
 
 def assert_direct(launch: Launch, n_tensors: int) -> None:
