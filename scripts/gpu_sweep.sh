@@ -17,4 +17,4 @@ grep -h "WRONG\|Error\|error" "$OUT/warm.txt" | head -8
 grep -E "failed|FAILED|Error" "$OUT/suite.txt" | head -10
 python3 -m kernels.tuning --out /tmp/tuning --ops "$OPS" >"$OUT/tuning.txt" 2>&1
 echo "sweep done ($((SECONDS - start)) s)"
-cut -c1-400 "$OUT/tuning.txt"
+grep -v "^forward tiny\|^backward tiny" "$OUT/tuning.txt" | cut -c1-330

@@ -185,9 +185,15 @@ def _small_window_kernel(
 ):
     """Small windows (at most KD×KH×KW, a few hundred elements): a lane per output walks its
     window in scan order, so no cross-lane reduction at all. Lanes take consecutive outputs
-    of the flattened (n, c, od, oh, ow) range, so every lane has one whatever OH and OW are."""
+    of the flattened (n, c, od, oh, ow) range, so every lane has one whatever OH and OW are.
+
+    The walk is unrolled and kept to a few instructions an element: a lane whose window is
+    shorter than the largest reads its last row or column again (clamped, not masked), which
+    changes neither the maximum nor, clamped the same way, the position; the step number of
+    the best element is a constant of the unrolled code, turned into a position once at the
+    end; NaN is tracked apart (the last one wins), so the compare is a single `>`.
+    """
     IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
-    BIG: tl.constexpr = 2**62 if WIDE else 2**31 - 1
     j = tl.program_id(0).to(IDX) * BLOCK + tl.arange(0, BLOCK)
     live = j < total
     ow = j % OW
@@ -198,35 +204,36 @@ def _small_window_kernel(
     plane = row // OD
     x_rows = (plane // C).to(tl.int64) * sxn + (plane % C).to(tl.int64) * sxc
     d_start = (od * D) // OD
-    d_end = ((od + 1) * D + OD - 1) // OD
+    d_last = ((od + 1) * D + OD - 1) // OD - 1
     h_start = (oh * H) // OH
-    h_end = ((oh + 1) * H + OH - 1) // OH
+    h_last = ((oh + 1) * H + OH - 1) // OH - 1
     w_start = (ow * W) // OW
-    w_end = ((ow + 1) * W + OW - 1) // OW
+    w_last = ((ow + 1) * W + OW - 1) // OW - 1
 
     best = tl.full([BLOCK], float("-inf"), ACC)
-    best_idx = tl.full([BLOCK], BIG, IDX)
-    for kd in range(KD):
-        d = d_start + kd
-        d_ok = live & (d < d_end)
-        d_offs = x_rows + d * sxd
-        for kh in range(KH):
-            h = h_start + kh
-            h_ok = d_ok & (h < h_end)
-            h_offs = d_offs + h * sxh
-            for kw in range(KW):
-                w = w_start + kw
-                mask = h_ok & (w < w_end)
-                v = tl.load(x_ptr + (h_offs + w * sxw), mask=mask, other=float("-inf"))
-                v = v.to(ACC)
-                # Scan order: `>` keeps the first maximum, a NaN always replaces (the last
-                # NaN wins), and a window's first element is always taken (all -inf).
-                take = mask & ((v > best) | (v != v) | (best_idx == BIG))
+    best_step = tl.zeros([BLOCK], dtype=tl.int32)  # the first element until one beats it
+    nan_step = tl.full([BLOCK], -1, tl.int32)
+    for kd in tl.static_range(KD):
+        d_offs = x_rows + tl.minimum(d_start + kd, d_last) * sxd
+        for kh in tl.static_range(KH):
+            row_ptr = x_ptr + (d_offs + tl.minimum(h_start + kh, h_last) * sxh)
+            for kw in tl.static_range(KW):
+                w = tl.minimum(w_start + kw, w_last)
+                v = tl.load(row_ptr + w * sxw, mask=live, other=float("-inf")).to(ACC)
+                step = (kd * KH + kh) * KW + kw
+                take = v > best  # scan order: the first maximum stays
                 best = tl.where(take, v, best)
-                best_idx = tl.where(take, d * HW + h * W + w, best_idx)
+                best_step = tl.where(take, step, best_step)
+                nan_step = tl.where(v != v, step, nan_step)
 
-    tl.store(out_ptr + j, best.to(out_ptr.dtype.element_ty), mask=live)
-    tl.store(idx_ptr + j, best_idx.to(tl.int64), mask=live)
+    has_nan = nan_step >= 0
+    step = tl.where(has_nan, nan_step, best_step)
+    d = tl.minimum(d_start + step // (KH * KW), d_last)
+    h = tl.minimum(h_start + (step // KW) % KH, h_last)
+    w = tl.minimum(w_start + step % KW, w_last)
+    value = tl.where(has_nan, float("nan"), best)
+    tl.store(out_ptr + j, value.to(out_ptr.dtype.element_ty), mask=live)
+    tl.store(idx_ptr + j, (d * HW + h * W + w).to(tl.int64), mask=live)
 
 
 @triton.jit
@@ -357,16 +364,23 @@ class ForwardConfig:
 
 
 def small_window_config(
-    od: int, oh: int, ow: int, tile: int | None = None, pairs: bool = False
+    od: int,
+    oh: int,
+    ow: int,
+    tile: int | None = None,
+    pairs: bool = False,
+    element_size: int = 4,
 ) -> ForwardConfig:
     """Output tile of the small-window kernels: for the whole-row (pairs) kernel, rows of
     outputs wide along W; for the lane-per-window kernel, a flat range of outputs.
 
-    H200 sweep: the whole-row kernel did best with 512 outputs and four a thread, the
-    lane-per-window kernel with 256 outputs and one a thread (more warps in flight per window
-    element it waits on).
+    H200 sweeps: the whole-row kernel did best with four outputs a thread, 1024 a program in
+    2-byte dtypes and 512 in fp32; the lane-per-window kernel with 256 outputs and one a
+    thread (more warps in flight per window element it waits on).
     """
-    tile = tile or (16384 if runtime.interpreted else 512 if pairs else 256)
+    if not tile:
+        pair_tile = 1024 if element_size <= 2 else 512
+        tile = 16384 if runtime.interpreted else pair_tile if pairs else 256
     if not pairs:  # a flat range of outputs, one a thread
         warps = 1 if runtime.interpreted else max(1, min(8, tile // 32))
         return ForwardConfig(1, 1, 1, 1, 1, 1, warps, True, pairs=False, block=tile)
@@ -480,7 +494,7 @@ def plan_forward(
         launch = plan_window_tiles(x, (od, oh, ow), windows, tiles, acc)
     elif small and pairs and (config is None or config.pairs):
         # Windows two wide along W: whole-row loads split in registers.
-        cfg = config or small_window_config(od, oh, ow, pairs=True)
+        cfg = config or small_window_config(od, oh, ow, pairs=True, element_size=x.element_size())
         n_oh_blocks = triton.cdiv(oh, cfg.boh)
         n_ow_blocks = triton.cdiv(ow, cfg.bow)
         grid = (triton.cdiv(rows, cfg.br) * n_oh_blocks * n_ow_blocks,)
