@@ -158,6 +158,21 @@ def _adaptive_max_pool3d_kernel(
 
 
 @triton.jit
+def _keep_first_max(v, step, best, best_step, nan_step):
+    """One step of a scan-order walk: `>` keeps the first maximum; NaN tracked apart."""
+    take = v > best
+    return (
+        tl.where(take, v, best),
+        tl.where(take, step, best_step),
+        tl.where(v != v, step, nan_step),
+    )
+
+
+# Window rows of at most this many columns are unrolled in the lane-per-window kernel.
+UNROLL_W = 16
+
+
+@triton.jit
 def _small_window_kernel(
     x_ptr,
     out_ptr,
@@ -181,17 +196,19 @@ def _small_window_kernel(
     KD: tl.constexpr,
     KH: tl.constexpr,
     KW: tl.constexpr,
+    UNROLL_W: tl.constexpr,
     WIDE: tl.constexpr,
 ):
     """Small windows (at most KD×KH×KW, a few hundred elements): a lane per output walks its
     window in scan order, so no cross-lane reduction at all. Lanes take consecutive outputs
     of the flattened (n, c, od, oh, ow) range, so every lane has one whatever OH and OW are.
 
-    The walk is unrolled and kept to a few instructions an element: a lane whose window is
-    shorter than the largest reads its last row or column again (clamped, not masked), which
-    changes neither the maximum nor, clamped the same way, the position; the step number of
-    the best element is a constant of the unrolled code, turned into a position once at the
-    end; NaN is tracked apart (the last one wins), so the compare is a single `>`.
+    The walk is kept to a few instructions an element: a lane whose window is shorter than
+    the largest reads its last row or column again (clamped, not masked), which changes
+    neither the maximum nor, clamped the same way, the position; the step number of the best
+    element is tracked and turned into a position once at the end; NaN is tracked apart (the
+    last one wins), so the compare is a single `>`. Rows of at most UNROLL_W columns are
+    unrolled; whole windows are not (compile time grows steeply: 17 s at 192 elements).
     """
     IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
     j = tl.program_id(0).to(IDX) * BLOCK + tl.arange(0, BLOCK)
@@ -213,18 +230,25 @@ def _small_window_kernel(
     best = tl.full([BLOCK], float("-inf"), ACC)
     best_step = tl.zeros([BLOCK], dtype=tl.int32)  # the first element until one beats it
     nan_step = tl.full([BLOCK], -1, tl.int32)
-    for kd in tl.static_range(KD):
+    for kd in range(KD):
         d_offs = x_rows + tl.minimum(d_start + kd, d_last) * sxd
-        for kh in tl.static_range(KH):
+        for kh in range(KH):
             row_ptr = x_ptr + (d_offs + tl.minimum(h_start + kh, h_last) * sxh)
-            for kw in tl.static_range(KW):
-                w = tl.minimum(w_start + kw, w_last)
-                v = tl.load(row_ptr + w * sxw, mask=live, other=float("-inf")).to(ACC)
-                step = (kd * KH + kh) * KW + kw
-                take = v > best  # scan order: the first maximum stays
-                best = tl.where(take, v, best)
-                best_step = tl.where(take, step, best_step)
-                nan_step = tl.where(v != v, step, nan_step)
+            row_step = (kd * KH + kh) * KW
+            if KW <= UNROLL_W:
+                for kw in tl.static_range(KW):
+                    w = tl.minimum(w_start + kw, w_last)
+                    v = tl.load(row_ptr + w * sxw, mask=live, other=float("-inf")).to(ACC)
+                    best, best_step, nan_step = _keep_first_max(
+                        v, row_step + kw, best, best_step, nan_step
+                    )
+            else:
+                for kw in range(KW):
+                    w = tl.minimum(w_start + kw, w_last)
+                    v = tl.load(row_ptr + w * sxw, mask=live, other=float("-inf")).to(ACC)
+                    best, best_step, nan_step = _keep_first_max(
+                        v, row_step + kw, best, best_step, nan_step
+                    )
 
     has_nan = nan_step >= 0
     step = tl.where(has_nan, nan_step, best_step)
@@ -525,6 +549,7 @@ def plan_forward(
             "KD": windows[0],
             "KH": windows[1],
             "KW": windows[2],
+            "UNROLL_W": UNROLL_W,
             "WIDE": wide or not fits_int32(total + block),
             "num_warps": cfg.num_warps,
         }

@@ -215,7 +215,12 @@ def test_use_kernels_routes_torch_through_the_kernel(monkeypatch: pytest.MonkeyP
 )
 @pytest.mark.parametrize(
     ("shape", "output_size"),
-    [((1, 2, 5, 6, 9), (2, 4, 4)), ((1, 1, 8, 6, 10), (1, 1, 1)), ((1, 1, 2, 3, 4), (3, 4, 5))],
+    [
+        ((1, 2, 5, 6, 9), (2, 4, 4)),
+        ((1, 1, 8, 6, 10), (1, 1, 1)),
+        ((1, 1, 2, 3, 4), (3, 4, 5)),
+        ((1, 2, 2, 3, 41), (1, 2, 2)),  # rows of 21: past the unrolled width
+    ],
     ids=str,
 )
 def test_device_tiling(
