@@ -1,12 +1,18 @@
-"""adaptive_max_pool3d: the generic Triton kernel (values and int64 argmax indices).
+"""adaptive_max_pool3d: the generic Triton kernels (values and int64 argmax indices).
 
-One launch. Each program owns one (plane, output depth) row (several under the interpreter)
-and a tile of BOH×BOW outputs, and reduces their windows in chunks of BKD×BKH×BKW input
-elements (power-of-two sides, so splitting a lane number into window coordinates costs
-shifts, not divisions). The loops run over the largest window of each axis, which the host
-computes, so they are bounded; lanes outside an output's own window are masked and read
-nothing. Each lane keeps a running maximum over the chunks it visits and the lanes are
-reduced once at the end, so the loop body has no cross-thread traffic.
+The plan picks, in order: the split reduction for global pooling of contiguous planes
+(`_forward_global.py`); the window-tile kernel where W divides into aligned power-of-two
+windows of 4 or more (`_forward_tiles.py`); for windows of at most SMALL_WINDOW elements, the
+whole-row kernel (windows two wide along W) or the lane-per-window kernel; else the chunked
+kernel. The loops of every kernel run over the largest window of each axis, which the host
+computes, so they are bounded.
+
+The chunked kernel: each program owns one (plane, output depth) row (several under the
+interpreter) and a tile of BOH×BOW outputs, and reduces their windows in chunks of
+BKD×BKH×BKW input elements (power-of-two sides, so splitting a lane number into window
+coordinates costs shifts, not divisions); lanes outside an output's own window are masked
+and read nothing. Each lane keeps a running maximum over the chunks it visits and the lanes
+are reduced once at the end, so the loop body has no cross-thread traffic.
 
 Semantics are PyTorch's: the index is the flat offset in the D·H·W volume, the first maximum
 wins a tie (smallest offset, PyTorch scans d, h, w in order), and a NaN wins over any number
