@@ -26,6 +26,7 @@ import triton.language as tl
 from kernels import runtime
 from kernels.launch import Launch
 from kernels.ops._adaptive import fits_int32, max_window, span, vector_width
+from kernels.ops._indexing import split_outputs
 
 # Candidate outputs an element may have (product over axes); more goes to the row kernel.
 MAX_CANDIDATES = 8
@@ -147,12 +148,7 @@ def _scatter_outputs_kernel(
     if WIDE:
         j = j.to(tl.int64)
     ok = j < total
-    ow = j % OW
-    rest = j // OW
-    oh = rest % OH
-    rest = rest // OH
-    od = rest % OD
-    plane = rest // OD
+    plane, od, oh, ow = split_outputs(j, OD, OH, OW)
     n = plane // C
     c = plane % C
     idx_base = idx_ptr + (n * sin + c * sic)

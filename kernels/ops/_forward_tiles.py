@@ -27,6 +27,7 @@ import triton.language as tl
 from kernels import runtime
 from kernels.launch import Launch
 from kernels.ops._adaptive import fits_int32, next_pow2, span, vector_width
+from kernels.ops._indexing import window
 
 
 @triton.jit
@@ -83,16 +84,13 @@ def _window_tile_kernel(
     od = (row % OD).to(IDX)
     x_rows = ((plane // C).to(tl.int64) * sxn + (plane % C).to(tl.int64) * sxc) * VEC
     ow = (owb * BOW + tl.arange(0, BOW)).to(IDX)
-    d_start = (od * D) // OD
-    d_end = ((od + 1) * D + OD - 1) // OD
-    h_start = (oh * H) // OH
-    h_end = ((oh + 1) * H + OH - 1) // OH
+    d_start, d_end = window(od, D, OD)
+    h_start, h_end = window(oh, H, OH)
     if KWX > 0:  # W divides into windows of KWX: the compiler sees the alignment
         w_start = ow * KWX
         w_end = w_start + KWX
     else:
-        w_start = (ow * W) // OW
-        w_end = ((ow + 1) * W + OW - 1) // OW
+        w_start, w_end = window(ow, W, OW)
     live = r_ok[:, None] & (ow < OW)[None, :]
 
     kh = tl.arange(0, BKH)

@@ -52,6 +52,7 @@ from kernels.ops._forward_tiles import (
     plan_window_tiles,
     vector_tiles,
 )
+from kernels.ops._indexing import split_outputs, window
 
 
 @triton.jit
@@ -106,12 +107,9 @@ def _adaptive_max_pool3d_kernel(
     od = od.to(IDX)
     oh = (ohb * BOH + tl.arange(0, BOH)).to(IDX)
     ow = (owb * BOW + tl.arange(0, BOW)).to(IDX)
-    d_start = (od * D) // OD
-    d_end = ((od + 1) * D + OD - 1) // OD
-    h_start = (oh * H) // OH
-    h_end = ((oh + 1) * H + OH - 1) // OH
-    w_start = (ow * W) // OW
-    w_end = ((ow + 1) * W + OW - 1) // OW
+    d_start, d_end = window(od, D, OD)
+    h_start, h_end = window(oh, H, OH)
+    w_start, w_end = window(ow, W, OW)
     live = (
         row_ok[:, None, None, None]
         & (oh < OH)[None, :, None, None]
@@ -219,19 +217,14 @@ def _small_window_kernel(
     IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
     j = tl.program_id(0).to(IDX) * BLOCK + tl.arange(0, BLOCK)
     live = j < total
-    ow = j % OW
-    rest = j // OW
-    oh = rest % OH
-    row = rest // OH
-    od = row % OD
-    plane = row // OD
+    plane, od, oh, ow = split_outputs(j, OD, OH, OW)
     x_rows = (plane // C).to(tl.int64) * sxn + (plane % C).to(tl.int64) * sxc
-    d_start = (od * D) // OD
-    d_last = ((od + 1) * D + OD - 1) // OD - 1
-    h_start = (oh * H) // OH
-    h_last = ((oh + 1) * H + OH - 1) // OH - 1
-    w_start = (ow * W) // OW
-    w_last = ((ow + 1) * W + OW - 1) // OW - 1
+    d_start, d_end = window(od, D, OD)
+    h_start, h_end = window(oh, H, OH)
+    w_start, w_end = window(ow, W, OW)
+    d_last = d_end - 1
+    h_last = h_end - 1
+    w_last = w_end - 1
 
     best = tl.full([BLOCK], float("-inf"), ACC)
     best_step = tl.zeros([BLOCK], dtype=tl.int32)  # the first element until one beats it
@@ -323,10 +316,8 @@ def _pair_window_kernel(
     od = (row % OD).to(IDX)
     oh = (ohb * BOH + tl.arange(0, BOH)).to(IDX)
     ow = (owb * BOW + tl.arange(0, BOW)).to(IDX)
-    d_start = (od * D) // OD
-    d_end = ((od + 1) * D + OD - 1) // OD
-    h_start = (oh * H) // OH
-    h_end = ((oh + 1) * H + OH - 1) // OH
+    d_start, d_end = window(od, D, OD)
+    h_start, h_end = window(oh, H, OH)
     live = row_ok[:, None, None] & (oh < OH)[None, :, None] & (ow < OW)[None, None, :]
     # The input columns of the tile's windows, contiguous: 2·ow and 2·ow + 1.
     w = (owb * (2 * BOW) + tl.arange(0, 2 * BOW)).to(IDX)
