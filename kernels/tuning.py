@@ -3,7 +3,7 @@
 For each benchmark size and dtype it times PyTorch's operator, our default tiling and a few
 alternatives (the benchmark harness's device timer: median, L2 flushed between runs), checks each
 variant's result once, and prints time over the memory floor (input·e + output·(e+8) bytes
-at the measured copy bandwidth). It informs the defaults in `forward_config` and
+at the measured copy bandwidth). It informs the defaults in `kernels/ops/adaptive_max_pool3d.py` and
 `backward_config`; the benchmark harness (`python -m kernels.benchmark`) gives the report.
 """
 
@@ -29,10 +29,10 @@ from kernels.ops._forward_global import GlobalSplit
 from kernels.ops._forward_tiles import tile_shape
 from kernels.ops.adaptive_max_pool3d import (
     SMALL_WINDOW,
-    ForwardConfig,
     adaptive_max_pool3d,
-    forward_config,
-    small_window_config,
+    chunk_tiles,
+    lane_block,
+    pair_tiles,
 )
 from kernels.ops.adaptive_max_pool3d_backward import (
     BackwardConfig,
@@ -75,26 +75,23 @@ def forward_variants(shape: tuple[int, ...], out: tuple[int, int, int]) -> dict[
         for tile in (1024, 2048, 4096):
             sides = tile_shape(windows, out, tile)  # type: ignore[arg-type]
             for warps in (1, 2, 4):
-                variants[f"tiles{tile // 1024}k-w{warps}"] = ForwardConfig(
-                    1, 1, 1, 1, 1, 1, 1, tiles=dataclasses.replace(sides, num_warps=warps)
+                variants[f"tiles{tile // 1024}k-w{warps}"] = dataclasses.replace(
+                    sides, num_warps=warps
                 )
     if math.prod(windows) <= SMALL_WINDOW and shape[-1] == 2 * out[2]:
         for tile in (256, 1024):  # "pairsN": the whole-row kernel, N outputs a program
-            variants[f"pairs{tile}"] = small_window_config(*out, tile=tile, pairs=True)
+            variants[f"pairs{tile}"] = pair_tiles(out[1], out[2], tile=tile)
     elif math.prod(windows) <= SMALL_WINDOW:
         for block, warps in ((128, 4), (256, 4), (256, 8), (512, 8)):  # "lanesN-wM"
             variants[f"lanes{block}-w{warps}"] = dataclasses.replace(
-                small_window_config(*out, tile=block), num_warps=warps
+                lane_block(block), num_warps=warps
             )
     else:  # global pooling: "partsN-bB-wM" split into N parts a plane, the chunked kernel
         for parts, block, warps in ((0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8)):
-            split = GlobalSplit(parts, block, warps)
-            variants[f"parts{parts}-b{block}-w{warps}"] = ForwardConfig(
-                1, 1, 1, 1, 1, 1, 1, split=split
-            )
-        base = forward_config(windows, out)  # type: ignore[arg-type]
+            variants[f"parts{parts}-b{block}-w{warps}"] = GlobalSplit(parts, block, warps)
+        base = chunk_tiles(windows, out)  # type: ignore[arg-type]
         variants["chunked"] = base
-        variants["tile4096"] = forward_config(windows, out, 4096)  # type: ignore[arg-type]
+        variants["tile4096"] = chunk_tiles(windows, out, 4096)  # type: ignore[arg-type]
         variants["chunked-w4"] = dataclasses.replace(base, num_warps=4)
     return variants
 

@@ -13,7 +13,7 @@ import torch
 
 from kernels.ops._adaptive import max_window
 from kernels.ops._forward_tiles import tile_shape
-from kernels.ops.adaptive_max_pool3d import ForwardConfig, adaptive_max_pool3d
+from kernels.ops.adaptive_max_pool3d import adaptive_max_pool3d
 
 
 def main() -> None:
@@ -24,7 +24,7 @@ def main() -> None:
     windows = tuple(max_window(i, o) for i, o in zip(shape[2:], out, strict=True))
     adaptive_max_pool3d(x, out)
     sides = tile_shape(windows, out, 2048)  # type: ignore[arg-type]
-    adaptive_max_pool3d(x, out, config=ForwardConfig(1, 1, 1, 1, 1, 1, 1, tiles=sides))
+    adaptive_max_pool3d(x, out, config=sides)
     torch.cuda.synchronize()
 
 

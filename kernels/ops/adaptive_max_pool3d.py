@@ -367,8 +367,8 @@ SMALL_WINDOW = 512
 
 
 @dataclass(frozen=True)
-class ForwardConfig:
-    """Tile sides of one launch: rows (plane, od) × outputs (BOH×BOW) × window chunk."""
+class ChunkTiles:
+    """The chunked kernel: BR (plane, od) rows × BOH×BOW outputs × a BKD×BKH×BKW chunk."""
 
     br: int
     boh: int
@@ -377,44 +377,50 @@ class ForwardConfig:
     bkh: int
     bkw: int
     num_warps: int
-    small: bool = False  # the small-window kernel (then only the output tile matters)
-    pairs: bool = True  # with small: the whole-row kernel where windows are two wide along W
-    tiles: TileShape | None = None  # the window-tile kernel with these sides (the rest unused)
-    split: GlobalSplit | None = None  # global pooling split this way (the rest unused)
-    block: int = 0  # with small and not pairs: outputs a program (the rest unused)
 
 
-def small_window_config(
-    od: int,
-    oh: int,
-    ow: int,
-    tile: int | None = None,
-    pairs: bool = False,
-    element_size: int = 4,
-) -> ForwardConfig:
-    """Output tile of the small-window kernels: for the whole-row (pairs) kernel, rows of
-    outputs wide along W; for the lane-per-window kernel, a flat range of outputs.
+@dataclass(frozen=True)
+class PairTiles:
+    """The whole-row kernel (windows two wide along W): BR rows × BOH×BOW outputs."""
 
-    H200 sweeps: the whole-row kernel did best with four outputs a thread, 1024 a program in
-    2-byte dtypes and 512 in fp32; the lane-per-window kernel with 256 outputs and one a
-    thread (more warps in flight per window element it waits on).
-    """
-    if not tile:
-        pair_tile = 1024 if element_size <= 2 else 512
-        tile = 16384 if runtime.interpreted else pair_tile if pairs else 256
-    if not pairs:  # a flat range of outputs, one a thread
-        warps = 1 if runtime.interpreted else max(1, min(8, tile // 32))
-        return ForwardConfig(1, 1, 1, 1, 1, 1, warps, True, pairs=False, block=tile)
+    br: int
+    boh: int
+    bow: int
+    num_warps: int
+
+
+@dataclass(frozen=True)
+class LaneBlock:
+    """The lane-per-window kernel: BLOCK consecutive outputs a program, one a lane."""
+
+    block: int
+    num_warps: int
+
+
+# A config names its kernel: the plan launches the one its type belongs to.
+ForwardConfig = ChunkTiles | PairTiles | LaneBlock | TileShape | GlobalSplit
+
+
+def pair_tiles(oh: int, ow: int, tile: int | None = None, element_size: int = 4) -> PairTiles:
+    """Rows of outputs wide along W, four a thread. H200 sweep: 1024 outputs a program in
+    2-byte dtypes, 512 in fp32 (more rows a program under the interpreter)."""
+    tile = tile or (16384 if runtime.interpreted else 1024 if element_size <= 2 else 512)
     bow = min(next_pow2(ow), 128)
     boh = min(next_pow2(oh), max(1, tile // bow))
     br = max(1, tile // (bow * boh)) if runtime.interpreted else 1
-    warps = max(1, min(8, br * boh * bow // 128))
-    return ForwardConfig(br, boh, bow, 1, 1, 1, warps, True)
+    return PairTiles(br, boh, bow, max(1, min(8, br * boh * bow // 128)))
 
 
-def forward_config(
+def lane_block(tile: int | None = None) -> LaneBlock:
+    """A flat range of outputs, one a thread. H200 sweep: 256 a program (more warps in
+    flight per window element they wait on than four a thread)."""
+    tile = tile or (16384 if runtime.interpreted else 256)
+    return LaneBlock(tile, 1 if runtime.interpreted else max(1, min(8, tile // 32)))
+
+
+def chunk_tiles(
     windows: tuple[int, int, int], out_dhw: tuple[int, int, int], tile: int | None = None
-) -> ForwardConfig:
+) -> ChunkTiles:
     """Pick tile sides from the largest windows: a chunk of about `tile` elements per step.
 
     Under the interpreter, where each program costs Python time whatever its size, a program
@@ -431,7 +437,25 @@ def forward_config(
     br = max(1, room // (bow * boh)) if runtime.interpreted else 1
     elements = br * boh * bow * bkd * bkh * bkw
     num_warps = max(1, min(8, elements // 256))
-    return ForwardConfig(br, boh, bow, bkd, bkh, bkw, num_warps)
+    return ChunkTiles(br, boh, bow, bkd, bkh, bkw, num_warps)
+
+
+def default_config(
+    x: torch.Tensor, out_dhw: tuple[int, int, int], windows: tuple[int, int, int]
+) -> ForwardConfig:
+    """The kernel (and its tiles) for the 5-D input `x`, in the order the module docstring
+    gives. Under the interpreter the window loop is Python, so only windows of up to 32
+    elements take a small-window kernel there."""
+    if global_pooling(x, out_dhw):
+        return GlobalSplit()
+    elements = math.prod(windows)
+    if elements <= SMALL_WINDOW and vector_tiles(x, windows, out_dhw):
+        return default_tile_shape(windows, out_dhw)
+    if elements <= (32 if runtime.interpreted else SMALL_WINDOW):
+        if x.shape[-1] == 2 * out_dhw[2]:
+            return pair_tiles(out_dhw[1], out_dhw[2], element_size=x.element_size())
+        return lane_block()
+    return chunk_tiles(windows, out_dhw)
 
 
 _PLANS = PlanCache()
@@ -445,8 +469,9 @@ def adaptive_max_pool3d(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Adaptive 3-D max pooling of a 4-D (C,D,H,W) or 5-D (N,C,D,H,W) tensor of any strides.
 
-    Returns (values, int64 indices), both contiguous, shaped like PyTorch's. `config` overrides
-    the tile choice (for tuning only).
+    Returns (values, int64 indices), both contiguous, shaped like PyTorch's. `config` (for
+    tuning and tests) overrides the plan's choice: its type names the kernel, its fields the
+    tiles.
     """
     try:
         sizes = output_size if isinstance(output_size, int) else tuple(output_size)
@@ -466,10 +491,8 @@ def plan_forward(
     input: torch.Tensor, output_size: tuple[int, int, int], config: ForwardConfig | None
 ) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
     """A launcher for inputs like this one: plan(input) -> (values, indices)."""
-    od, oh, ow = output_size
     x = as_5d(input)
-    n, c, d, h, w = x.shape
-    shape = (*input.shape[:-3], od, oh, ow)
+    shape = (*input.shape[:-3], *output_size)
     dtype, device = input.dtype, input.device
 
     def new() -> tuple[torch.Tensor, torch.Tensor]:
@@ -479,8 +502,113 @@ def plan_forward(
     if math.prod(shape) == 0:
         return lambda x: new()
 
+    (d, h, w), (od, oh, ow) = x.shape[2:], output_size
     windows = (max_window(d, od), max_window(h, oh), max_window(w, ow))
-    cfg = config or forward_config(windows, (od, oh, ow))
+    cfg = config or default_config(x, output_size, windows)
+    acc = tl.float64 if dtype == torch.float64 else tl.float32
+    launch: Launch | GlobalLaunch
+    match cfg:
+        case GlobalSplit():
+            if not global_pooling(x, output_size):
+                raise ValueError("a GlobalSplit config needs global pooling of contiguous planes")
+            launch = plan_global(x, cfg)
+        case TileShape():
+            launch = plan_window_tiles(x, output_size, windows, cfg, acc)
+        case PairTiles():
+            launch = _plan_pairs(x, output_size, windows, cfg, acc)
+        case LaneBlock():
+            launch = _plan_lanes(x, output_size, windows, cfg, acc)
+        case ChunkTiles():
+            launch = _plan_chunks(x, output_size, windows, cfg, acc)
+    unbatched = input.dim() == 4
+
+    def run(input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out, indices = new()
+        launch(input[None] if unbatched else input, out, indices)
+        return out, indices
+
+    return run
+
+
+Spatial3 = tuple[int, int, int]
+
+
+def _needs_wide(x: torch.Tensor, out_dhw: Spatial3, windows: Spatial3) -> bool:
+    """Whether offsets or positions could pass 2^31, with masked lanes up to one chunk of
+    the default chunk tiles past a window (the bound every small-window kernel shares)."""
+    d, h, w = x.shape[2:]
+    od, oh, ow = out_dhw
+    sides = chunk_tiles(windows, out_dhw)
+    reach = span(x.shape[2:], x.stride()[2:]) + (
+        sides.bkd * x.stride(2) + sides.bkh * x.stride(3) + sides.bkw * x.stride(4)
+    )
+    return not fits_int32(
+        reach,
+        d * h * w + sides.bkd * h * w,
+        (od + 1) * d,
+        (oh + sides.boh + 1) * h,
+        (ow + sides.bow + 1) * w,
+    )
+
+
+def _plan_pairs(
+    x: torch.Tensor, out_dhw: Spatial3, windows: Spatial3, cfg: PairTiles, acc: tl.dtype
+) -> Launch:
+    """Launch of the whole-row kernel (windows two wide along W)."""
+    n, c, d, h, w = x.shape
+    od, oh, ow = out_dhw
+    if w != 2 * ow:
+        raise ValueError(f"the whole-row kernel needs W = 2·OW, got W={w}, OW={ow}")
+    rows = n * c * od
+    n_oh_blocks = triton.cdiv(oh, cfg.boh)
+    n_ow_blocks = triton.cdiv(ow, cfg.bow)
+    vec = vector_width(x, 2 * cfg.bow)
+    sxn, sxc, sxd, sxh, sxw = x.stride()
+    scalars = (c, d, h, w, h * w, od, oh, ow, sxn // vec, sxc // vec, sxd // vec)
+    scalars += (sxh // vec, sxw, rows, n_oh_blocks, n_ow_blocks, w // vec)
+    constants = {
+        "ACC": acc,
+        "BR": cfg.br,
+        "BOH": cfg.boh,
+        "BOW": cfg.bow,
+        "KD": windows[0],
+        "KH": windows[1],
+        "VEC": vec,
+        "WIDE": _needs_wide(x, out_dhw, windows),
+        "num_warps": cfg.num_warps,
+    }
+    grid = (triton.cdiv(rows, cfg.br) * n_oh_blocks * n_ow_blocks,)
+    return Launch(_pair_window_kernel, grid, scalars, constants)
+
+
+def _plan_lanes(
+    x: torch.Tensor, out_dhw: Spatial3, windows: Spatial3, cfg: LaneBlock, acc: tl.dtype
+) -> Launch:
+    """Launch of the lane-per-window kernel."""
+    n, c, d, h, w = x.shape
+    od, oh, ow = out_dhw
+    total = n * c * od * oh * ow
+    scalars = (c, d, h, w, h * w, od, oh, ow, *x.stride(), total)
+    constants = {
+        "ACC": acc,
+        "BLOCK": cfg.block,
+        "KD": windows[0],
+        "KH": windows[1],
+        "KW": windows[2],
+        "UNROLL_W": UNROLL_W,
+        "WIDE": _needs_wide(x, out_dhw, windows) or not fits_int32(total + cfg.block),
+        "num_warps": cfg.num_warps,
+    }
+    return Launch(_small_window_kernel, (triton.cdiv(total, cfg.block),), scalars, constants)
+
+
+def _plan_chunks(
+    x: torch.Tensor, out_dhw: Spatial3, windows: Spatial3, cfg: ChunkTiles, acc: tl.dtype
+) -> Launch:
+    """Launch of the chunked kernel."""
+    n, c, d, h, w = x.shape
+    od, oh, ow = out_dhw
+    rows = n * c * od
     n_oh_blocks = triton.cdiv(oh, cfg.boh)
     n_ow_blocks = triton.cdiv(ow, cfg.bow)
     # Masked lanes may point up to one chunk past a window: keep those offsets in range too.
@@ -494,97 +622,18 @@ def plan_forward(
         (oh + cfg.boh + 1) * h,
         (ow + cfg.bow + 1) * w,
     )
-    rows = n * c * od
-    acc = tl.float64 if dtype == torch.float64 else tl.float32
-    # Under the interpreter the window loop is Python: the chunked kernel's lanes are cheaper.
-    limit = 32 if runtime.interpreted else SMALL_WINDOW
-    small = config.small if config else math.prod(windows) <= limit
-    pairs = w == 2 * ow
-    tiles = config.tiles if config else None
-    if (
-        config is None
-        and math.prod(windows) <= SMALL_WINDOW
-        and vector_tiles(x, windows, (od, oh, ow))
-    ):
-        tiles = default_tile_shape(windows, (od, oh, ow))
-    split = config.split if config else None
-    launch: Launch | GlobalLaunch
-    if (config is None or split is not None) and global_pooling(x, output_size):
-        launch = plan_global(x, split)
-    elif tiles is not None:
-        launch = plan_window_tiles(x, (od, oh, ow), windows, tiles, acc)
-    elif small and pairs and (config is None or config.pairs):
-        # Windows two wide along W: whole-row loads split in registers.
-        cfg = config or small_window_config(od, oh, ow, pairs=True, element_size=x.element_size())
-        n_oh_blocks = triton.cdiv(oh, cfg.boh)
-        n_ow_blocks = triton.cdiv(ow, cfg.bow)
-        grid = (triton.cdiv(rows, cfg.br) * n_oh_blocks * n_ow_blocks,)
-        vec = vector_width(x, 2 * cfg.bow)
-        sxn, sxc, sxd, sxh, sxw = x.stride()
-        scalars = (c, d, h, w, h * w, od, oh, ow, sxn // vec, sxc // vec, sxd // vec)
-        scalars += (sxh // vec, sxw, rows, n_oh_blocks, n_ow_blocks, w // vec)
-        constants = {
-            "ACC": acc,
-            "BR": cfg.br,
-            "BOH": cfg.boh,
-            "BOW": cfg.bow,
-            "KD": windows[0],
-            "KH": windows[1],
-            "VEC": vec,
-            "WIDE": wide,
-            "num_warps": cfg.num_warps,
-        }
-        launch = Launch(_pair_window_kernel, grid, scalars, constants)
-    elif small:
-        cfg = config or small_window_config(od, oh, ow)
-        total = rows * oh * ow
-        block = cfg.block or 256
-        scalars = (c, d, h, w, h * w, od, oh, ow, *x.stride(), total)
-        constants = {
-            "ACC": acc,
-            "BLOCK": block,
-            "KD": windows[0],
-            "KH": windows[1],
-            "KW": windows[2],
-            "UNROLL_W": UNROLL_W,
-            "WIDE": wide or not fits_int32(total + block),
-            "num_warps": cfg.num_warps,
-        }
-        launch = Launch(_small_window_kernel, (triton.cdiv(total, block),), scalars, constants)
-    else:
-        grid = (triton.cdiv(rows, cfg.br) * n_oh_blocks * n_ow_blocks,)
-        scalars = (
-            c,
-            d,
-            h,
-            w,
-            h * w,
-            od,
-            oh,
-            ow,
-            *x.stride(),
-            *windows,
-            rows,
-            n_oh_blocks,
-            n_ow_blocks,
-        )
-        constants = {
-            "ACC": acc,
-            "BR": cfg.br,
-            "BOH": cfg.boh,
-            "BOW": cfg.bow,
-            "BKD": cfg.bkd,
-            "BKH": cfg.bkh,
-            "BKW": cfg.bkw,
-            "WIDE": wide,
-            "num_warps": cfg.num_warps,
-        }
-        launch = Launch(_adaptive_max_pool3d_kernel, grid, scalars, constants)
-    unbatched = input.dim() == 4
-
-    def run(input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out, indices = new()
-        launch(input[None] if unbatched else input, out, indices)
-        return out, indices
-
-    return run
+    scalars = (c, d, h, w, h * w, od, oh, ow, *x.stride(), *windows, rows)
+    scalars += (n_oh_blocks, n_ow_blocks)
+    constants = {
+        "ACC": acc,
+        "BR": cfg.br,
+        "BOH": cfg.boh,
+        "BOW": cfg.bow,
+        "BKD": cfg.bkd,
+        "BKH": cfg.bkh,
+        "BKW": cfg.bkw,
+        "WIDE": wide,
+        "num_warps": cfg.num_warps,
+    }
+    grid = (triton.cdiv(rows, cfg.br) * n_oh_blocks * n_ow_blocks,)
+    return Launch(_adaptive_max_pool3d_kernel, grid, scalars, constants)

@@ -15,7 +15,12 @@ from kernels import runtime
 from kernels.ops._adaptive import PlanCache, max_window
 from kernels.ops._forward_global import GlobalSplit
 from kernels.ops._forward_tiles import TileShape, tile_shape
-from kernels.ops.adaptive_max_pool3d import ForwardConfig
+from kernels.ops.adaptive_max_pool3d import (
+    ChunkTiles,
+    ForwardConfig,
+    LaneBlock,
+    PairTiles,
+)
 from tests.kernels.support import (
     ALL_DTYPES,
     BIG_OUTPUT,
@@ -207,9 +212,9 @@ def test_use_kernels_routes_torch_through_the_kernel(monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize(
     "config",
     [
-        ForwardConfig(1, 2, 4, 1, 2, 2, 1),
-        ForwardConfig(1, 1, 1, 2, 4, 4, 1),
-        ForwardConfig(1, 1, 1, 1, 1, 1, 1, small=True, pairs=False, block=8),
+        ChunkTiles(1, 2, 4, 1, 2, 2, 1),
+        ChunkTiles(1, 1, 1, 2, 4, 4, 1),
+        LaneBlock(8, 1),
     ],
     ids=["small-chunks", "one-output-per-program", "small-window-kernel"],
 )
@@ -230,11 +235,6 @@ def test_device_tiling(
     x = randn(shape, torch.float32, seeded("tiling", shape, output_size))
     x[..., ::3, :, :] = x[..., ::3, :, :].round()  # ties across chunk borders
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
-
-
-def tiles(sides: TileShape) -> ForwardConfig:
-    """A config that forces the window-tile kernel with these sides."""
-    return ForwardConfig(1, 1, 1, 1, 1, 1, 1, tiles=sides)
 
 
 TILE_CASES = [
@@ -269,7 +269,7 @@ def test_window_tile_kernel(
     x[torch.rand(shape, generator=gen) < 0.03] = float("nan")
     x = x.to(dtype).to(DEVICE)
     windows = tuple(max_window(i, o) for i, o in zip(shape[-3:], output_size, strict=True))
-    config = tiles(sides or tile_shape(windows, output_size))  # type: ignore[arg-type]
+    config = sides or tile_shape(windows, output_size)  # type: ignore[arg-type]
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
     strided = x.transpose(-3, -1).contiguous().transpose(-3, -1)  # same values, other strides
     assert_forward_matches(forward(strided, output_size, config=config), strided, output_size)
@@ -290,8 +290,7 @@ def test_global_pooling_split(
     x = torch.randn(shape, generator=gen, dtype=torch.float64).clamp(max=1.0)  # many ties at 1
     x[torch.rand(shape, generator=gen) < 0.01] = float("nan")
     x = x.to(dtype).to(DEVICE)
-    config = ForwardConfig(1, 1, 1, 1, 1, 1, 1, split=split) if split else None
-    assert_forward_matches(forward(x, (1, 1, 1), config=config), x, (1, 1, 1))
+    assert_forward_matches(forward(x, (1, 1, 1), config=split), x, (1, 1, 1))
 
 
 def test_64_bit_offsets_path(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -306,17 +305,17 @@ def test_64_bit_offsets_path(monkeypatch: pytest.MonkeyPatch) -> None:
     assert_forward_matches(forward(y, (4, 3, 5)), y, (4, 3, 5))
     tiles_module = importlib.import_module("kernels.ops._forward_tiles")
     monkeypatch.setattr(tiles_module, "fits_int32", lambda *values: False)
-    config = tiles(TileShape(1, 2, 2, 2, 2, 1))
+    config = TileShape(1, 2, 2, 2, 2, 1)
     assert_forward_matches(forward(x, (4, 3, 5), config=config), x, (4, 3, 5))
     global_module = importlib.import_module("kernels.ops._forward_global")
     monkeypatch.setattr(global_module, "fits_int32", lambda *values: False)
-    split = ForwardConfig(1, 1, 1, 1, 1, 1, 1, split=GlobalSplit(3, 16, 1))
+    split = GlobalSplit(3, 16, 1)
     assert_forward_matches(forward(x, (1, 1, 1), config=split), x, (1, 1, 1))
 
 
 @pytest.mark.parametrize(
     "config",
-    [None, ForwardConfig(1, 2, 4, 1, 1, 1, 1, small=True)],
+    [None, PairTiles(1, 2, 4, 1)],
     ids=["default", "several-tiles"],
 )
 @pytest.mark.parametrize(
