@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# ncu counters of one backward case, ours and PyTorch's (scripts/bwd_profile_case.py), into
-# $OUT/ncu.txt. Arguments: input shape, output size, dtype, e.g. 4,32,32,64,64 10,20,20 float32.
+# ncu counters of one case, our kernels and PyTorch's (scripts/profile_case.py), appended to
+# $OUT/ncu.txt. Arguments: operator, input shape, output size, dtype, e.g.
+# backward 4,32,32,64,64 10,20,20 float32.
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
@@ -12,6 +13,6 @@ metrics+=,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct
 metrics+=,smsp__warp_issue_stalled_barrier_per_warp_active.pct
 metrics+=,smsp__warp_issue_stalled_drain_per_warp_active.pct
 metrics+=,smsp__warp_issue_stalled_lg_throttle_per_warp_active.pct
-echo "## backward $*" >>"$OUT/ncu.txt"
-timeout 120 "$NCU" --clock-control none --metrics "$metrics" python3 scripts/bwd_profile_case.py "$@" 2>&1 \
+echo "## $*" >>"$OUT/ncu.txt"
+timeout 120 "$NCU" --clock-control none --metrics "$metrics" python3 scripts/profile_case.py "$@" 2>&1 \
   | grep -vE "^==PROF==|^\s*$|Warning|----|Metric Name|Section:" >>"$OUT/ncu.txt"

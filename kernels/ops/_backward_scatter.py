@@ -195,7 +195,6 @@ def _fill_scatter_backward_kernel(
     TD: tl.constexpr,
     TH: tl.constexpr,
     SPLIT_H: tl.constexpr,
-    SD: tl.constexpr,
     ZB: tl.constexpr,
     BOX: tl.constexpr,
     CD: tl.constexpr,
@@ -225,68 +224,64 @@ def _fill_scatter_backward_kernel(
         HW = HW.to(tl.int64)
     gin_plane = gin_ptr + plane * D * HW_vec * VEC
 
+    # 1. Zeros over the tile: one contiguous run of whole slices, or TH rows of each slice.
+    zeros = tl.zeros([ZB], dtype=gin_ptr.dtype.element_ty)
+    lanes = tl.arange(0, ZB)
+    if SPLIT_H:
+        run = (h1 - h0) * W_vec * VEC
+        for d in range(d0, d1):
+            start = gin_plane + (d * HW_vec + h0 * W_vec) * VEC
+            for chunk in range(0, tl.cdiv(run, ZB)):
+                offs = chunk * ZB + lanes
+                tl.store(start + offs, zeros, mask=offs < run)
+    else:
+        run = (d1 - d0) * HW_vec * VEC
+        start = gin_plane + d0 * HW_vec * VEC
+        for chunk in range(0, tl.cdiv(run, ZB)):
+            offs = chunk * ZB + lanes
+            tl.store(start + offs, zeros, mask=offs < run)
+    # The scattered stores below must land after the zeros (other threads' stores).
+    tl.debug_barrier()
+
+    # 2. The outputs whose windows meet the tile, a flat range of BOX at a time, and the
+    # gradients they send into it. bounds_ptr holds, per axis, the first output covering
+    # each position and one past the last (D, then H, then W entries of each).
+    od_lo = tl.load(bounds_ptr + d0)
+    n_od = tl.load(bounds_ptr + D + d1 - 1) - od_lo
+    oh_lo = tl.load(bounds_ptr + 2 * D + h0)
+    n_oh = tl.load(bounds_ptr + 2 * D + H + h1 - 1) - oh_lo
+    box_rows = n_oh * OW
     grad_plane = grad_ptr + (n * sgn + c * sgc)
     idx_plane = idx_ptr + (n * sin + c * sic)
     zero = pid * 0
     if WIDE:
         zero = zero.to(tl.int64)
-    zeros = tl.zeros([ZB], dtype=gin_ptr.dtype.element_ty)
-    lanes = tl.arange(0, ZB)
-    oh_lo = tl.load(bounds_ptr + 2 * D + h0)
-    n_oh = tl.load(bounds_ptr + 2 * D + H + h1 - 1) - oh_lo
-    box_rows = n_oh * OW
-    # Steps of SD depth slices (one step when SD >= TD): zeros over the step, then the
-    # outputs whose windows meet it, so the scattered stores find their lines still in L2.
-    for s0 in range(d0, d1, SD):
-        s1 = tl.minimum(s0 + SD, d1)
-        # 1. Zeros over the step: one contiguous run of whole slices, or TH rows of a slice.
+    tile_lo = d0 * HW
+    tile_hi = d1 * HW
+    for box_start in range(0, n_od * box_rows, BOX):
+        j = box_start + tl.arange(0, BOX)
+        ok = j < n_od * box_rows
+        od = od_lo + j // box_rows
+        rest_j = j % box_rows
+        oh = oh_lo + rest_j // OW
+        ow = rest_j % OW
+        if WIDE:
+            od = od.to(tl.int64)
+            oh = oh.to(tl.int64)
+            ow = ow.to(tl.int64)
+        chosen = tl.load(idx_plane + (od * sid + oh * sih + ow * siw), mask=ok, other=-1)
+        # A valid index's low word is the index when the volume fits in 32 bits.
+        chosen = chosen.to(zero.dtype)
+        g = tl.load(grad_plane + (od * sgd + oh * sgh + ow * sgw), mask=ok, other=0.0)
+        mine = ok & (chosen >= tile_lo) & (chosen < tile_hi)
         if SPLIT_H:
-            run = (h1 - h0) * W_vec * VEC
-            for d in range(s0, s1):
-                start = gin_plane + (d * HW_vec + h0 * W_vec) * VEC
-                for chunk in range(0, tl.cdiv(run, ZB)):
-                    offs = chunk * ZB + lanes
-                    tl.store(start + offs, zeros, mask=offs < run)
-        else:
-            run = (s1 - s0) * HW_vec * VEC
-            start = gin_plane + s0 * HW_vec * VEC
-            for chunk in range(0, tl.cdiv(run, ZB)):
-                offs = chunk * ZB + lanes
-                tl.store(start + offs, zeros, mask=offs < run)
-        # The scattered stores below must land after the zeros (other threads' stores).
-        tl.debug_barrier()
-
-        # 2. The outputs whose windows meet the step, a flat range of BOX at a time, and
-        # the gradients they send into it. bounds_ptr holds, per axis, the first output
-        # covering each position and one past the last (D, then H, then W entries of each).
-        od_lo = tl.load(bounds_ptr + s0)
-        n_od = tl.load(bounds_ptr + D + s1 - 1) - od_lo
-        step_lo = s0 * HW
-        step_hi = s1 * HW
-        for box_start in range(0, n_od * box_rows, BOX):
-            j = box_start + tl.arange(0, BOX)
-            ok = j < n_od * box_rows
-            od = od_lo + j // box_rows
-            rest_j = j % box_rows
-            oh = oh_lo + rest_j // OW
-            ow = rest_j % OW
-            if WIDE:
-                od = od.to(tl.int64)
-                oh = oh.to(tl.int64)
-                ow = ow.to(tl.int64)
-            chosen = tl.load(idx_plane + (od * sid + oh * sih + ow * siw), mask=ok, other=-1)
-            # A valid index's low word is the index when the volume fits in 32 bits.
-            chosen = chosen.to(zero.dtype)
-            g = tl.load(grad_plane + (od * sgd + oh * sgh + ow * sgw), mask=ok, other=0.0)
-            mine = ok & (chosen >= step_lo) & (chosen < step_hi)
-            if SPLIT_H:
-                ph = (chosen // W) % H
-                mine = mine & (ph >= h0) & (ph < h1)
-            value, writer = _sum_once(
-                idx_plane, grad_plane, bounds_ptr, chosen, g, mine, od, oh, ow,
-                D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW,
-            )  # fmt: skip
-            tl.store(gin_plane + chosen, value.to(gin_ptr.dtype.element_ty), mask=writer)
+            ph = (chosen // W) % H
+            mine = mine & (ph >= h0) & (ph < h1)
+        value, writer = _sum_once(
+            idx_plane, grad_plane, bounds_ptr, chosen, g, mine, od, oh, ow,
+            D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW,
+        )  # fmt: skip
+        tl.store(gin_plane + chosen, value.to(gin_ptr.dtype.element_ty), mask=writer)
 
 
 def candidates(in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int]) -> tuple[int, ...]:
@@ -344,12 +339,10 @@ def plan_fill_scatter(
     idx5: torch.Tensor,
     gin5: torch.Tensor,
     tile: int = 0,
-    step: int = 0,
     box: int = 0,
 ) -> Launch:
-    """Launch of the fill-and-scatter kernel for contiguous `gin5` (5-D tensors), zeroing
-    and scattering `step` depth slices at a time and walking `box` outputs at a time (0:
-    the defaults)."""
+    """Launch of the fill-and-scatter kernel for contiguous `gin5` (5-D tensors), walking
+    `box` outputs at a time (0: the default)."""
     n, c, d, h, w = gin5.shape
     od, oh, ow = grad5.shape[2:]
     assert gin5.is_contiguous(), "the scatter writes flat offsets into a contiguous gradient"
@@ -392,7 +385,6 @@ def plan_fill_scatter(
         "TD": td,
         "TH": th,
         "SPLIT_H": th < h,
-        "SD": step or td,
         "ZB": 8192 if runtime.interpreted else 256 * num_warps,
         "BOX": box or 4096,
         "CD": cd,
@@ -432,19 +424,18 @@ def plan_scatter(
     gin5: torch.Tensor,
     tile: int = 0,
     zeroed: bool | None = None,
-    step: int = 0,
     box: int = 0,
 ) -> Launch | ZeroedLaunch:
     """Fill-and-scatter in one launch, or (where windows overlap on several axes and the
     planes are too few for a program each; or when `zeroed` says so) a zero fill and a
     scatter with a lane per output. `tile`: elements, or outputs when zeroed, per program;
-    `step`: depth slices per fill-and-scatter step, `box`: outputs it walks at a time."""
+    `box`: outputs the fill-and-scatter kernel walks at a time."""
     in_dhw, out_dhw = tuple(gin5.shape[2:]), tuple(grad5.shape[2:])
     if zeroed is None:
         zeroed = prefers_zeroed(in_dhw, out_dhw, gin5.shape[0] * gin5.shape[1])  # type: ignore[arg-type]
     if zeroed:
         return plan_scatter_outputs(grad5, idx5, gin5, tile)
-    return plan_fill_scatter(grad5, idx5, gin5, tile, step, box)
+    return plan_fill_scatter(grad5, idx5, gin5, tile, box)
 
 
 def plan_scatter_outputs(

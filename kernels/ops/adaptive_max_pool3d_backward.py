@@ -271,7 +271,6 @@ class BackwardConfig:
     scatter_first: bool = False  # ... or before it, everywhere it applies
     scatter_tile: int = 0  # elements (or outputs, when zeroed) per program; 0: the default
     zeroed: bool | None = None  # zero fill, then a lane per output (None: the plan decides)
-    scatter_step: int = 0  # fill-and-scatter: depth slices zeroed per step; 0: the default
     scatter_box: int = 0  # fill-and-scatter: outputs walked at a time; 0: the default
 
 
@@ -380,14 +379,14 @@ def _plan_launch(
     scatter = cfg.scatter and _backward_scatter.applies((d, h, w), (od, oh, ow))
     if scatter and cfg.scatter_first:
         return _backward_scatter.plan_scatter(
-            grad5, idx5, gin5, cfg.scatter_tile, cfg.zeroed, cfg.scatter_step, cfg.scatter_box
+            grad5, idx5, gin5, cfg.scatter_tile, cfg.zeroed, cfg.scatter_box
         )
     windows = disjoint_windows((d, h, w), (od, oh, ow)) if cfg.disjoint else None
     if windows is not None:
         return _plan_disjoint(grad5, idx5, gin5, cfg, windows)
     if scatter:
         return _backward_scatter.plan_scatter(
-            grad5, idx5, gin5, cfg.scatter_tile, cfg.zeroed, cfg.scatter_step, cfg.scatter_box
+            grad5, idx5, gin5, cfg.scatter_tile, cfg.zeroed, cfg.scatter_box
         )
     return _plan_rows(grad5, idx5, gin5, cfg)
 

@@ -450,7 +450,7 @@ def test_kernel_dispatch(
         BackwardConfig(4, 16, 1, scatter_first=True, zeroed=True),
         BackwardConfig(2, 4, 1, disjoint=False, scatter=False),
         BackwardConfig(
-            4, 16, 1, scatter_first=True, scatter_tile=10**6, zeroed=False, scatter_step=2
+            4, 16, 1, scatter_first=True, scatter_tile=10**6, zeroed=False, scatter_box=32
         ),
     ],
     ids=str,
@@ -464,7 +464,7 @@ def test_kernels_with_small_tiles(
     shape: tuple[int, ...], output_size: tuple[int, int, int], config: BackwardConfig
 ) -> None:
     """Several tiles and row groups per slice, fill-and-scatter tiles of a few rows (split H),
-    a whole plane zeroed and scattered two depth slices at a time, the zeroed scatter where
+    a whole plane walked 32 outputs at a time, the zeroed scatter where
     it is not the default, and the row kernel when the others are off."""
     grad, x, indices = case(shape, output_size, torch.float32, "small tiles")
     got = kernels.ops.adaptive_max_pool3d_backward(grad, x, indices, config=config)
