@@ -26,7 +26,7 @@ import triton.language as tl
 from kernels import runtime
 from kernels.launch import Launch
 from kernels.ops._adaptive import fits_int32, max_window, span, vector_width
-from kernels.ops._indexing import split_outputs
+from kernels.ops._jit_helpers import unflatten3, unflatten4
 
 # Candidate outputs an element may have (product over axes); more goes to the row kernel.
 MAX_CANDIDATES = 8
@@ -148,7 +148,7 @@ def _scatter_outputs_kernel(
     if WIDE:
         j = j.to(tl.int64)
     ok = j < total
-    plane, od, oh, ow = split_outputs(j, OD, OH, OW)
+    plane, od, oh, ow = unflatten4(j, OD, OH, OW)
     n = plane // C
     c = plane % C
     idx_base = idx_ptr + (n * sin + c * sic)
@@ -204,10 +204,8 @@ def _fill_scatter_backward_kernel(
     WIDE: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    ht = pid % n_h_tiles
-    rest = pid // n_h_tiles
-    dt = rest % n_d_tiles
-    plane = (rest // n_d_tiles).to(tl.int64)
+    plane, dt, ht = unflatten3(pid, n_d_tiles, n_h_tiles)
+    plane = plane.to(tl.int64)
     n = plane // C
     c = plane % C
     d0 = dt * TD

@@ -20,19 +20,7 @@ import triton.language as tl
 from kernels import runtime
 from kernels.launch import Launch
 from kernels.ops._adaptive import fits_int32
-
-
-@triton.jit
-def _merge_lanes(best, pos, BIG: tl.constexpr):
-    """One (value, position) per row of lanes: the last NaN, else the first maximum."""
-    nan = best != best
-    nan_pos = tl.max(tl.where(nan, pos, -1), axis=1)
-    clean = tl.where(nan, float("-inf"), best)
-    top = tl.max(clean, axis=1)
-    hit = (clean == top[:, None]) & (pos != BIG)
-    first = tl.min(tl.where(hit, pos, BIG), axis=1)
-    has_nan = nan_pos >= 0
-    return tl.where(has_nan, float("nan"), top), tl.where(has_nan, nan_pos, first)
+from kernels.ops._jit_helpers import merge_lanes
 
 
 @triton.jit
@@ -64,7 +52,7 @@ def _global_parts_kernel(
         take = ok & ((v > best) | (v != v) | (pos == BIG))
         best = tl.where(take, v, best)
         pos = tl.where(take, p, pos)
-    value, where = _merge_lanes(best[None, :], pos[None, :], BIG)
+    value, where = merge_lanes(best[None, :], pos[None, :], BIG, 1)
     one = pid + tl.arange(0, 1)
     tl.store(part_val_ptr + one, value)
     tl.store(part_pos_ptr + one, where.to(tl.int64))
@@ -87,7 +75,7 @@ def _global_merge_kernel(
     offs = plane.to(tl.int64)[:, None] * S + s[None, :]
     best = tl.load(part_val_ptr + offs, mask=ok, other=float("-inf"))
     pos = tl.load(part_pos_ptr + offs, mask=ok, other=2**62)
-    value, where = _merge_lanes(best, pos, 2**62)
+    value, where = merge_lanes(best, pos, 2**62, 1)
     live = plane < planes
     tl.store(out_ptr + plane, value.to(out_ptr.dtype.element_ty), mask=live)
     tl.store(idx_ptr + plane, where, mask=live)

@@ -27,7 +27,7 @@ import triton.language as tl
 from kernels import runtime
 from kernels.launch import Launch
 from kernels.ops._adaptive import fits_int32, next_pow2, span, vector_width
-from kernels.ops._indexing import window
+from kernels.ops._jit_helpers import unflatten3, window
 
 
 @triton.jit
@@ -68,11 +68,7 @@ def _window_tile_kernel(
     VEC: tl.constexpr,
     WIDE: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    owb = pid % n_ow_blocks
-    rest = pid // n_ow_blocks
-    ohb = rest % n_oh_blocks
-    rb = rest // n_oh_blocks
+    rb, ohb, owb = unflatten3(tl.program_id(0), n_oh_blocks, n_ow_blocks)
     # Axis 0 of the tile: BR (plane, od) rows × BOH outputs along H (BR = 1 on a device).
     r = tl.arange(0, BR * BOH)
     row = rb * BR + r // BOH

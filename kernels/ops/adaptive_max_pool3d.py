@@ -52,7 +52,7 @@ from kernels.ops._forward_tiles import (
     plan_window_tiles,
     vector_tiles,
 )
-from kernels.ops._indexing import split_outputs, window
+from kernels.ops._jit_helpers import merge_lanes, unflatten3, unflatten4, window
 
 
 @triton.jit
@@ -89,11 +89,7 @@ def _adaptive_max_pool3d_kernel(
     WIDE: tl.constexpr,
 ):
     # Tile axes: [row = (plane, od), oh, ow, window lane]; BR = 1 on a device.
-    pid = tl.program_id(0)
-    owb = pid % n_ow_blocks
-    rest = pid // n_ow_blocks
-    ohb = rest % n_oh_blocks
-    rb = rest // n_oh_blocks
+    rb, ohb, owb = unflatten3(tl.program_id(0), n_oh_blocks, n_ow_blocks)
     row = rb * BR + tl.arange(0, BR)
     row_ok = row < rows
     od = row % OD
@@ -144,15 +140,8 @@ def _adaptive_max_pool3d_kernel(
                 lane_val = tl.where(take, v, lane_val)
                 lane_idx = tl.where(take, d * HW + h * W + w, lane_idx)
 
-    lane_nan = lane_val != lane_val
-    nan_idx = tl.max(tl.where(lane_nan, lane_idx, -1), axis=3)
-    clean = tl.where(lane_nan, float("-inf"), lane_val)
-    best = tl.max(clean, axis=3)
-    hit = (clean == best[:, :, :, None]) & (lane_idx != BIG)
-    best_idx = tl.min(tl.where(hit, lane_idx, BIG), axis=3)
-    has_nan = nan_idx >= 0
-    value = tl.where(has_nan, float("nan"), best)
-    index = tl.where(has_nan, nan_idx, best_idx).to(tl.int64)
+    value, index = merge_lanes(lane_val, lane_idx, BIG, 3)
+    index = index.to(tl.int64)
     out_offs = row.to(tl.int64)[:, None, None] * (OH * OW) + (
         oh[None, :, None] * OW + ow[None, None, :]
     ).to(tl.int64)
@@ -217,7 +206,7 @@ def _small_window_kernel(
     IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
     j = tl.program_id(0).to(IDX) * BLOCK + tl.arange(0, BLOCK)
     live = j < total
-    plane, od, oh, ow = split_outputs(j, OD, OH, OW)
+    plane, od, oh, ow = unflatten4(j, OD, OH, OW)
     x_rows = (plane // C).to(tl.int64) * sxn + (plane % C).to(tl.int64) * sxc
     d_start, d_end = window(od, D, OD)
     h_start, h_end = window(oh, H, OH)
@@ -301,11 +290,7 @@ def _pair_window_kernel(
     elements in registers: the two candidates of each window, taken in scan order as the
     small-window kernel takes them (no cross-lane reduction).
     """
-    pid = tl.program_id(0)
-    owb = pid % n_ow_blocks
-    rest = pid // n_ow_blocks
-    ohb = rest % n_oh_blocks
-    rb = rest // n_oh_blocks
+    rb, ohb, owb = unflatten3(tl.program_id(0), n_oh_blocks, n_ow_blocks)
     row = rb * BR + tl.arange(0, BR)
     row_ok = row < rows
     plane = row // OD

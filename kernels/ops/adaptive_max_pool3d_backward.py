@@ -38,6 +38,7 @@ from kernels.ops._adaptive import (
     span,
     vector_width,
 )
+from kernels.ops._jit_helpers import unflatten4
 
 
 @triton.jit
@@ -101,12 +102,7 @@ def _disjoint_backward_kernel(
     tile of one depth slice.
     """
     pid = tl.program_id(0)
-    wb = pid % n_w_blocks
-    rest = pid // n_w_blocks
-    hb = rest % n_h_blocks
-    rest = rest // n_h_blocks
-    d = rest % D
-    plane = rest // D
+    plane, d, hb, wb = unflatten4(pid, D, n_h_blocks, n_w_blocks)
     n = (plane // C).to(tl.int64)
     c = (plane % C).to(tl.int64)
     od = (d // KD).to(tl.int64)
@@ -189,12 +185,7 @@ def _rows_backward_kernel(
     lines per warp. fp32 accumulation in a fixed order, one store per element.
     """
     pid = tl.program_id(0)
-    wb = pid % n_w_blocks
-    rest = pid // n_w_blocks
-    hb = rest % n_h_blocks
-    rest = rest // n_h_blocks
-    d = rest % D
-    plane = rest // D
+    plane, d, hb, wb = unflatten4(pid, D, n_h_blocks, n_w_blocks)
     n = (plane // C).to(tl.int64)
     c = (plane % C).to(tl.int64)
     od_first, od_last = _axis_range(d, D, OD, KD, AXIS_WIDE)

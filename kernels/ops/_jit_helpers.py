@@ -1,0 +1,42 @@
+"""Small Triton helpers the kernels share (Triton inlines them where they are called)."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def window(o, in_size, out_size):
+    """Output `o`'s window along one axis: [floor(o·I/O), ceil((o+1)·I/O))."""
+    return (o * in_size) // out_size, ((o + 1) * in_size + out_size - 1) // out_size
+
+
+@triton.jit
+def unflatten3(j, MID, LAST):
+    """A flat number over three axes (last fastest) -> its three coordinates."""
+    last = j % LAST
+    rest = j // LAST
+    return rest // MID, rest % MID, last
+
+
+@triton.jit
+def unflatten4(j, B, C, D):
+    """A flat number over four axes (last fastest) -> its four coordinates."""
+    rest, c, d = unflatten3(j, C, D)
+    return rest // B, rest % B, c, d
+
+
+@triton.jit
+def merge_lanes(best, pos, BIG: tl.constexpr, AXIS: tl.constexpr):
+    """Lanes' running (maximum, position) pairs -> one per row along AXIS, as PyTorch picks:
+    the last NaN if any lane holds one, else the first maximum (smallest position; lanes
+    still at BIG saw nothing)."""
+    nan = best != best
+    nan_pos = tl.max(tl.where(nan, pos, -1), axis=AXIS)
+    clean = tl.where(nan, float("-inf"), best)
+    top = tl.max(clean, axis=AXIS)
+    hit = (clean == tl.expand_dims(top, AXIS)) & (pos != BIG)
+    first = tl.min(tl.where(hit, pos, BIG), axis=AXIS)
+    has_nan = nan_pos >= 0
+    return tl.where(has_nan, float("nan"), top), tl.where(has_nan, nan_pos, first)
