@@ -26,7 +26,7 @@ from kernels.benchmark.harness import DeviceTimer
 from kernels.benchmark.sizes import LARGE, TINY
 from kernels.ops import _adaptive
 from kernels.ops._forward_global import GlobalSplit
-from kernels.ops._forward_tiles import tile_shape
+from kernels.ops._forward_tiles import tile_shape, vector_tiles
 from kernels.ops.adaptive_max_pool3d import (
     SMALL_WINDOW,
     adaptive_max_pool3d,
@@ -69,9 +69,8 @@ def forward_variants(shape: tuple[int, ...], out: tuple[int, int, int]) -> dict[
     if shape in TINY_SHAPES:
         return variants
     # "tilesNk-wM": the window-tile kernel, about N·1024 elements per load, M warps; only
-    # where its loads vectorize (W divides into windows of a power-of-two width > 2).
-    kw = shape[-1] // out[2]
-    if shape[-1] % out[2] == 0 and kw > 2 and kw & (kw - 1) == 0:
+    # where its loads vectorize (the plan's own rule, on a contiguous fp16 tensor of the shape).
+    if vector_tiles(torch.empty(shape, dtype=torch.float16, device="meta"), windows, out):  # type: ignore[arg-type]
         for tile in (1024, 2048, 4096):
             sides = tile_shape(windows, out, tile)  # type: ignore[arg-type]
             for warps in (1, 2, 4):
