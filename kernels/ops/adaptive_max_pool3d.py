@@ -34,6 +34,7 @@ from kernels import runtime
 from kernels.launch import Launch
 from kernels.ops._adaptive import (
     PlanCache,
+    Spatial,
     as_5d,
     check_input,
     fits_int32,
@@ -515,10 +516,7 @@ def plan_forward(
     return run
 
 
-Spatial3 = tuple[int, int, int]
-
-
-def _needs_wide(x: torch.Tensor, out_dhw: Spatial3, windows: Spatial3) -> bool:
+def _needs_wide(x: torch.Tensor, out_dhw: Spatial, windows: Spatial) -> bool:
     """Whether offsets or positions could pass 2^31, with masked lanes up to one chunk of
     the default chunk tiles past a window (the bound every small-window kernel shares)."""
     d, h, w = x.shape[2:]
@@ -537,7 +535,7 @@ def _needs_wide(x: torch.Tensor, out_dhw: Spatial3, windows: Spatial3) -> bool:
 
 
 def _plan_pairs(
-    x: torch.Tensor, out_dhw: Spatial3, windows: Spatial3, cfg: PairTiles, acc: tl.dtype
+    x: torch.Tensor, out_dhw: Spatial, windows: Spatial, cfg: PairTiles, acc: tl.dtype
 ) -> Launch:
     """Launch of the whole-row kernel (windows two wide along W)."""
     n, c, d, h, w = x.shape
@@ -567,7 +565,7 @@ def _plan_pairs(
 
 
 def _plan_lanes(
-    x: torch.Tensor, out_dhw: Spatial3, windows: Spatial3, cfg: LaneBlock, acc: tl.dtype
+    x: torch.Tensor, out_dhw: Spatial, windows: Spatial, cfg: LaneBlock, acc: tl.dtype
 ) -> Launch:
     """Launch of the lane-per-window kernel."""
     n, c, d, h, w = x.shape
@@ -588,7 +586,7 @@ def _plan_lanes(
 
 
 def _plan_chunks(
-    x: torch.Tensor, out_dhw: Spatial3, windows: Spatial3, cfg: ChunkTiles, acc: tl.dtype
+    x: torch.Tensor, out_dhw: Spatial, windows: Spatial, cfg: ChunkTiles, acc: tl.dtype
 ) -> Launch:
     """Launch of the chunked kernel."""
     n, c, d, h, w = x.shape
