@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import json
 import math
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -116,6 +117,11 @@ def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
         variants[f"fill{tile // 1024}k"] = dataclasses.replace(
             base, scatter_first=True, scatter_tile=tile, zeroed=False
         )
+    if shape not in TINY_SHAPES:  # "boxN": the default tiles, walking N outputs a thread
+        for per_thread in (1, 2):
+            variants[f"box{per_thread}"] = dataclasses.replace(
+                base, scatter_first=True, zeroed=False, scatter_box=per_thread * 256
+            )
     if shape not in TINY_SHAPES:  # a program per (n, c) plane: no output read twice
         variants["fillplane"] = dataclasses.replace(
             base, scatter_first=True, scatter_tile=math.prod(shape[2:]), zeroed=False
@@ -187,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--warm", metavar="I/N", help="only compile (and check) shard I of N, for the cache"
     )
+    parser.add_argument(
+        "--only", metavar="REGEX", help="only the cases whose label matches, e.g. '10, 20, 20'"
+    )
     args = parser.parse_args(argv)
     shard, shards = (int(v) for v in args.warm.split("/")) if args.warm else (0, 1)
     if runtime.device == "cpu":
@@ -202,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         for shape, out in cases
         for dtype in DTYPES
     ]
+    if args.only:
+        plan = [c for c in plan if re.search(args.only, f"{c[0]} {c[3]} {c[1]}->{c[2]}")]
     for number, (size_set, shape, out, dtype) in enumerate(plan):
         if number % shards != shard:
             continue

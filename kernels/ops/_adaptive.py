@@ -165,6 +165,18 @@ def span(shape: Sequence[int], strides: Sequence[int]) -> int:
     )
 
 
+def divisor(d: int) -> tuple[int, int]:
+    """(magic, shift) with x // d == umulhi(2x, magic) >> shift for 0 <= x < 2^31: a division
+    by a value fixed at planning time as a multiply-high and a shift in the kernel
+    (`_jit_helpers.div_by`) instead of a runtime division's few dozen instructions.
+    Granlund and Montgomery's round-up method for 31-bit numerators: the magic fits in 32 bits.
+    """
+    if not 1 <= d <= INT32_LIMIT:
+        raise ValueError(f"divisor {d} is outside 1..2^31-1")
+    shift = (d - 1).bit_length()
+    return (1 << (31 + shift)) // d + 1, shift
+
+
 def fits_int32(*values: int) -> bool:
     """Whether offsets up to each value can be computed in 32-bit arithmetic."""
     return all(value <= INT32_LIMIT for value in values)

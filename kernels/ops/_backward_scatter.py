@@ -25,51 +25,90 @@ import triton.language as tl
 
 from kernels import runtime
 from kernels.launch import Launch
-from kernels.ops._adaptive import fits_int32, max_window, span, vector_width
-from kernels.ops._jit_helpers import unflatten3, unflatten4
+from kernels.ops._adaptive import (
+    INT32_LIMIT,
+    divisor,
+    fits_int32,
+    max_window,
+    span,
+    vector_width,
+)
+from kernels.ops._jit_helpers import div_by, unflatten3, unflatten4
 
 # Candidate outputs an element may have (product over axes); more goes to the row kernel.
 MAX_CANDIDATES = 8
 
+# After the bounds, the table holds (magic, shift) pairs (`_adaptive.divisor`) for these
+# divisors, in this order: the kernels divide by them without a runtime division.
+DIVISORS = ("W", "H", "OD", "OH", "OW", "ROWS")
+
+
+@triton.jit
+def _divisor(bounds_ptr, D, H, W, value, k: tl.constexpr):
+    """(value, magic, shift) of the k-th of DIVISORS, for `div_by`."""
+    at = bounds_ptr + 2 * (D + H + W) + 2 * k
+    return value, tl.load(at), tl.load(at + 1)
+
+
+@triton.jit
+def _divisors(bounds_ptr, D, H, W, OD, OH, OW):
+    """The divisors `_sum_once` needs, read once from the table: W, H, OD, OH, OW."""
+    return (
+        _divisor(bounds_ptr, D, H, W, W, 0),
+        _divisor(bounds_ptr, D, H, W, H, 1),
+        _divisor(bounds_ptr, D, H, W, OD, 2),
+        _divisor(bounds_ptr, D, H, W, OH, 3),
+        _divisor(bounds_ptr, D, H, W, OW, 4),
+    )
+
+
+@triton.jit
+def _candidates(
+    o, p, size, by_o, bounds_ptr, first_at, last_at, mine, C: tl.constexpr, WIDE: tl.constexpr
+):
+    """Along one axis, the outputs whose windows hold position p of output o's window: the
+    first and one past the last. With at most two a position, the other one is o's
+    neighbour (o - 1's window ends after p, or o + 1's starts at or before it): arithmetic
+    on o (`size` the axis's input size, `by_o` divides by its output size), known before
+    the index arrives. With more, the host's table by position."""
+    if C == 1:
+        return o, o + 1
+    elif C == 2:
+        prev_end = div_by(o * size + by_o[0] - 1, by_o, WIDE)
+        next_start = div_by((o + 1) * size, by_o, WIDE)
+        return o - (p < prev_end).to(o.dtype), o + 1 + (p >= next_start).to(o.dtype)
+    else:
+        first = tl.load(bounds_ptr + first_at + p, mask=mine, other=0).to(o.dtype)
+        last = tl.load(bounds_ptr + last_at + p, mask=mine, other=0).to(o.dtype)
+        return first, last
+
 
 @triton.jit
 def _sum_once(
-    idx_base, grad_base, bounds_ptr, chosen, g, mine, od, oh, ow,
+    idx_base, grad_base, bounds_ptr, divisors, chosen, g, mine, od, oh, ow,
     D, H, W, sid, sih, siw, sgd, sgh, sgw,
     ACC: tl.constexpr, CD: tl.constexpr, CH: tl.constexpr, CW: tl.constexpr,
+    WIDE: tl.constexpr,
 ):  # fmt: skip
     """(value, writer) for outputs (od, oh, ow) whose argmax `chosen` is theirs to store.
 
     Every output whose window holds the chosen element, in (od, oh, ow) order: the value is
     the sum of the gradients of those that chose it too, and only the first of them writes.
     On an axis without overlaps (C = 1) the only candidate is the output's own. bounds_ptr
-    holds, per axis, the first output covering each position, then one past the last.
+    holds, per axis, the first output covering each position, then one past the last;
+    `divisors` are `_divisors`'s. Indices must come from the forward (in their own window).
     """
     if CD * CH * CW == 1:
         return g.to(ACC), mine
-    row = chosen // W
-    pw = row * 0
-    ph = row * 0
-    pd = row // H
-    if CW > 1:
-        pw = chosen - row * W
-    if CH > 1:
-        ph = row - pd * H
-    fd = od
-    fh = oh
-    fw = ow
-    ld = od
-    lh = oh
-    lw = ow
-    if CD > 1:
-        fd = tl.load(bounds_ptr + pd, mask=mine, other=0).to(od.dtype)
-        ld = tl.load(bounds_ptr + D + pd, mask=mine, other=0).to(od.dtype)
-    if CH > 1:
-        fh = tl.load(bounds_ptr + 2 * D + ph, mask=mine, other=0).to(oh.dtype)
-        lh = tl.load(bounds_ptr + 2 * D + H + ph, mask=mine, other=0).to(oh.dtype)
-    if CW > 1:
-        fw = tl.load(bounds_ptr + 2 * D + 2 * H + pw, mask=mine, other=0).to(ow.dtype)
-        lw = tl.load(bounds_ptr + 2 * D + 2 * H + W + pw, mask=mine, other=0).to(ow.dtype)
+    by_w, by_h, by_od, by_oh, by_ow = divisors
+    row = div_by(chosen, by_w, WIDE)
+    pw = chosen - row * W
+    pd = div_by(row, by_h, WIDE)
+    ph = row - pd * H
+    fd, ld = _candidates(od, pd, D, by_od, bounds_ptr, 0, D, mine, CD, WIDE)
+    fh, lh = _candidates(oh, ph, H, by_oh, bounds_ptr, 2 * D, 2 * D + H, mine, CH, WIDE)
+    at = 2 * D + 2 * H
+    fw, lw = _candidates(ow, pw, W, by_ow, bounds_ptr, at, at + W, mine, CW, WIDE)
     value = tl.zeros_like(g).to(ACC)
     seen_self = chosen != chosen
     shared_before = chosen != chosen
@@ -103,7 +142,6 @@ def _sum_once(
                 seen_self = seen_self | mine_now
                 value += tl.where(same, other_g.to(ACC), 0.0)
                 value += tl.where(mine_now, g.to(ACC), 0.0)
-    # An index outside its own window (not from the forward) is dropped.
     return value, seen_self & ~shared_before
 
 
@@ -156,12 +194,23 @@ def _scatter_outputs_kernel(
     chosen = tl.load(idx_base + (od * sid + oh * sih + ow * siw), mask=ok, other=-1).to(j.dtype)
     g = tl.load(grad_base + (od * sgd + oh * sgh + ow * sgw), mask=ok, other=0.0)
     mine = ok & (chosen >= 0) & (chosen < D * H * W)
+    divisors = _divisors(bounds_ptr, D, H, W, OD, OH, OW)
     value, writer = _sum_once(
-        idx_base, grad_base, bounds_ptr, chosen, g, mine, od, oh, ow,
-        D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW,
+        idx_base, grad_base, bounds_ptr, divisors, chosen, g, mine, od, oh, ow,
+        D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW, WIDE,
     )  # fmt: skip
     gin = gin_ptr + plane * D * H * W
     tl.store(gin + chosen, value.to(gin_ptr.dtype.element_ty), mask=writer)
+
+
+@triton.jit
+def _box_outputs(j, total, n_oh, by_rows, by_ow, WIDE: tl.constexpr):
+    """Lanes j of a program's outputs, (output slice, row, column) relative to its first:
+    ROWS lanes a slice (the most rows any tile meets, times OW), rows past n_oh masked."""
+    slice_ = div_by(j, by_rows, WIDE)
+    rest = j - slice_ * by_rows[0]
+    row = div_by(rest, by_ow, WIDE)
+    return slice_, row, rest - row * by_ow[0], (j < total) & (row < n_oh)
 
 
 @triton.jit
@@ -177,6 +226,7 @@ def _fill_scatter_backward_kernel(
     OD,
     OH,
     OW,
+    ROWS,
     HW_vec,
     W_vec,
     sgn,
@@ -221,65 +271,76 @@ def _fill_scatter_backward_kernel(
         h1 = h1.to(tl.int64)
         HW = HW.to(tl.int64)
     gin_plane = gin_ptr + plane * D * HW_vec * VEC
+    grad_plane = grad_ptr + (n * sgn + c * sgc)
+    idx_plane = idx_ptr + (n * sin + c * sic)
+
+    # The outputs whose windows meet the tile, BOX at a time: slices from od_lo, rows from
+    # oh_lo (bounds_ptr holds, per axis, the first output covering each position and one
+    # past the last). The first box's index and gradient loads go out before the zeros.
+    od_lo = tl.load(bounds_ptr + d0)
+    n_od = tl.load(bounds_ptr + D + d1 - 1) - od_lo
+    oh_lo = tl.load(bounds_ptr + 2 * D + h0)
+    n_oh = tl.load(bounds_ptr + 2 * D + H + h1 - 1) - oh_lo
+    total = n_od * ROWS
+    divisors = _divisors(bounds_ptr, D, H, W, OD, OH, OW)
+    by_rows = _divisor(bounds_ptr, D, H, W, ROWS, 5)
+    by_ow = divisors[4]
+    lanes = tl.arange(0, BOX)
+    if WIDE:
+        lanes = lanes.to(tl.int64)
+    zero = lanes * 0
+    sd, sh, ow, ok = _box_outputs(lanes, total, n_oh, by_rows, by_ow, WIDE)
+    od = od_lo + sd
+    oh = oh_lo + sh
+    chosen = tl.load(idx_plane + (od * sid + oh * sih + ow * siw), mask=ok, other=-1).to(zero.dtype)
+    g = tl.load(grad_plane + (od * sgd + oh * sgh + ow * sgw), mask=ok, other=0.0)
 
     # 1. Zeros over the tile: one contiguous run of whole slices, or TH rows of each slice.
     zeros = tl.zeros([ZB], dtype=gin_ptr.dtype.element_ty)
-    lanes = tl.arange(0, ZB)
+    zlanes = tl.arange(0, ZB)
     if SPLIT_H:
         run = (h1 - h0) * W_vec * VEC
         for d in range(d0, d1):
             start = gin_plane + (d * HW_vec + h0 * W_vec) * VEC
             for chunk in range(0, tl.cdiv(run, ZB)):
-                offs = chunk * ZB + lanes
+                offs = chunk * ZB + zlanes
                 tl.store(start + offs, zeros, mask=offs < run)
     else:
         run = (d1 - d0) * HW_vec * VEC
         start = gin_plane + d0 * HW_vec * VEC
         for chunk in range(0, tl.cdiv(run, ZB)):
-            offs = chunk * ZB + lanes
+            offs = chunk * ZB + zlanes
             tl.store(start + offs, zeros, mask=offs < run)
     # The scattered stores below must land after the zeros (other threads' stores).
     tl.debug_barrier()
 
-    # 2. The outputs whose windows meet the tile, a flat range of BOX at a time, and the
-    # gradients they send into it. bounds_ptr holds, per axis, the first output covering
-    # each position and one past the last (D, then H, then W entries of each).
-    od_lo = tl.load(bounds_ptr + d0)
-    n_od = tl.load(bounds_ptr + D + d1 - 1) - od_lo
-    oh_lo = tl.load(bounds_ptr + 2 * D + h0)
-    n_oh = tl.load(bounds_ptr + 2 * D + H + h1 - 1) - oh_lo
-    box_rows = n_oh * OW
-    grad_plane = grad_ptr + (n * sgn + c * sgc)
-    idx_plane = idx_ptr + (n * sin + c * sic)
-    zero = pid * 0
-    if WIDE:
-        zero = zero.to(tl.int64)
+    # 2. Each box's gradients into the tile, the next box's loads in flight meanwhile.
     tile_lo = d0 * HW
     tile_hi = d1 * HW
-    for box_start in range(0, n_od * box_rows, BOX):
-        j = box_start + tl.arange(0, BOX)
-        ok = j < n_od * box_rows
-        od = od_lo + j // box_rows
-        rest_j = j % box_rows
-        oh = oh_lo + rest_j // OW
-        ow = rest_j % OW
-        if WIDE:
-            od = od.to(tl.int64)
-            oh = oh.to(tl.int64)
-            ow = ow.to(tl.int64)
-        chosen = tl.load(idx_plane + (od * sid + oh * sih + ow * siw), mask=ok, other=-1)
+    for box_start in range(0, total, BOX):
+        sd, sh, next_ow, next_ok = _box_outputs(
+            box_start + BOX + lanes, total, n_oh, by_rows, by_ow, WIDE
+        )
+        next_od = od_lo + sd
+        next_oh = oh_lo + sh
+        next_chosen = tl.load(
+            idx_plane + (next_od * sid + next_oh * sih + next_ow * siw), mask=next_ok, other=-1
+        ).to(zero.dtype)
+        next_g = tl.load(
+            grad_plane + (next_od * sgd + next_oh * sgh + next_ow * sgw), mask=next_ok, other=0.0
+        )
         # A valid index's low word is the index when the volume fits in 32 bits.
-        chosen = chosen.to(zero.dtype)
-        g = tl.load(grad_plane + (od * sgd + oh * sgh + ow * sgw), mask=ok, other=0.0)
         mine = ok & (chosen >= tile_lo) & (chosen < tile_hi)
         if SPLIT_H:
-            ph = (chosen // W) % H
+            row = div_by(tl.maximum(chosen, 0), divisors[0], WIDE)
+            ph = row - div_by(row, divisors[1], WIDE) * H
             mine = mine & (ph >= h0) & (ph < h1)
         value, writer = _sum_once(
-            idx_plane, grad_plane, bounds_ptr, chosen, g, mine, od, oh, ow,
-            D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW,
+            idx_plane, grad_plane, bounds_ptr, divisors, chosen, g, mine, od, oh, ow,
+            D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW, WIDE,
         )  # fmt: skip
         tl.store(gin_plane + chosen, value.to(gin_ptr.dtype.element_ty), mask=writer)
+        od, oh, ow, ok, chosen, g = next_od, next_oh, next_ow, next_ok, next_chosen, next_g
 
 
 def candidates(in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int]) -> tuple[int, ...]:
@@ -322,14 +383,27 @@ def default_tile(
 
 
 def bounds_table(
-    in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int], device: torch.device
+    in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int], device: torch.device, rows: int = 1
 ) -> torch.Tensor:
-    """Per axis (D, H, W): the first output covering each position, then one past the last."""
+    """Per axis (D, H, W): the first output covering each position, then one past the last;
+    then the (magic, shift) pairs of DIVISORS (`rows`: the fill-and-scatter's ROWS), int32,
+    each magic as the 32-bit pattern of its unsigned value ((0, 0) for 64-bit launches)."""
     parts = []
     for in_size, out_size in zip(in_dhw, out_dhw, strict=True):
         p = torch.arange(in_size, dtype=torch.int64)
         parts += [(p * out_size) // in_size, ((p + 1) * out_size + in_size - 1) // in_size]
+    (_, h, w), (od, oh, ow) = in_dhw, out_dhw
+    magics = []
+    for value in (w, h, od, oh, ow, rows):
+        magic, shift = divisor(value) if fits_int32(value) else (0, 0)
+        magics += [magic - 2**32 if magic > INT32_LIMIT else magic, shift]
+    parts.append(torch.tensor(magics, dtype=torch.int64))
     return torch.cat(parts).to(device=device, dtype=torch.int32)
+
+
+def fits_axes(in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int]) -> bool:
+    """Whether the candidate arithmetic (position·O and output·I per axis) fits in 32 bits."""
+    return fits_int32(*((i + 1) * (o + 1) for i, o in zip(in_dhw, out_dhw, strict=True)))
 
 
 def plan_fill_scatter(
@@ -355,10 +429,17 @@ def plan_fill_scatter(
     num_warps = 8 if tile * gin5.element_size() >= 65536 else 4
     reach = max(span(t.shape[2:], t.stride()[2:]) for t in (grad5, idx5))
     # Offsets, positions times output sizes (the bounds) and box lanes must fit in 32 bits.
-    wide = not fits_int32(reach, d * hw + tile, (d + td) * oh * ow + 65536)
+    wide = not (
+        fits_int32(reach, d * hw + tile, (d + td) * oh * ow + 65536)
+        and fits_axes((d, h, w), (od, oh, ow))
+    )
+    # Lanes a box gives each output slice: the most output rows any tile of TH rows meets.
+    rows = ow * max(
+        -((-min(h0 + th, h) * oh) // h) - (h0 * oh) // h for h0 in range(0, h, th)
+    )
     grid = (n * c * n_d * n_h,)
     scalars = (
-        bounds_table((d, h, w), (od, oh, ow), gin5.device),
+        bounds_table((d, h, w), (od, oh, ow), gin5.device, rows),
         c,
         d,
         h,
@@ -366,6 +447,7 @@ def plan_fill_scatter(
         od,
         oh,
         ow,
+        rows,
         hw // vec,
         w // vec,
         *grad5.stride(),
@@ -447,7 +529,9 @@ def plan_scatter_outputs(
     total = n * c * od * oh * ow
     block = block or (4096 if runtime.interpreted else 512)
     reach = max(span(t.shape, t.stride()) for t in (grad5, idx5))
-    wide = not fits_int32(reach, total + block, gin5.numel(), (d + 1) * od, (h + 1) * oh)
+    wide = not (
+        fits_int32(reach, total + block, gin5.numel()) and fits_axes((d, h, w), (od, oh, ow))
+    )
     scalars = (
         bounds_table((d, h, w), (od, oh, ow), gin5.device),
         c,

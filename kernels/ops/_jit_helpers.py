@@ -13,6 +13,17 @@ def window(o, in_size, out_size):
 
 
 @triton.jit
+def div_by(x, divisor, WIDE: tl.constexpr):
+    """x // d for x >= 0, `divisor` the tuple (d, magic, shift) of `_adaptive.divisor(d)`: a
+    multiply-high and a shift where x is 32-bit (x < 2^31), a division where WIDE."""
+    if WIDE:
+        return x // divisor[0]
+    else:
+        hi = tl.umulhi(x.to(tl.uint32) * 2, divisor[1].to(tl.uint32))
+        return (hi >> divisor[2]).to(x.dtype)
+
+
+@triton.jit
 def unflatten3(j, MID, LAST):
     """A flat number over three axes (last fastest) -> its three coordinates."""
     last = j % LAST

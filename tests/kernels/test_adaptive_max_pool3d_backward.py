@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,7 +21,7 @@ import torch.nn.functional as F
 
 import kernels
 from kernels import runtime
-from kernels.ops._adaptive import PlanCache, max_window, window_end, window_start
+from kernels.ops._adaptive import PlanCache, divisor, max_window, window_end, window_start
 from kernels.ops.adaptive_max_pool3d_backward import BackwardConfig
 from tests.kernels.support import (
     ALL_DTYPES,
@@ -307,6 +308,24 @@ def test_window_cover_formula() -> None:
             )
 
 
+def test_divisor_magic_numbers() -> None:
+    """The kernels' multiply-high division agrees with // for every 31-bit numerator class:
+    small values, values near multiples of d, and the top of the range."""
+    rng = random.Random(5)
+    divisors = [*range(1, 300), 4096, 12345, 2**16 + 1, 2**30 - 1, 2**30, 2**31 - 1]
+    divisors += [rng.randrange(1, 2**31) for _ in range(200)]
+    for d in divisors:
+        magic, shift = divisor(d)
+        assert 0 < magic < 2**32
+        xs = [0, 1, d - 1, d, d + 1, 2**31 - 1, 2**31 - 2, 2**31 - 1 - (2**31 - 1) % d]
+        xs += [rng.randrange(2**31) for _ in range(50)]
+        xs += [k * d + r for k in (1, 7, 2**31 // d - 1) for r in (-1, 0, 1)]
+        for x in (x for x in xs if 0 <= x < 2**31):
+            assert (2 * x * magic) >> 32 >> shift == x // d, (x, d)
+    with pytest.raises(ValueError, match="outside"):
+        divisor(0)
+
+
 def test_runtime_reports_and_forces() -> None:
     assert runtime.implementation(OP).startswith(
         "kernels.backends._mthreads." if runtime.vendor() == "mthreads" else "kernels.ops."
@@ -423,6 +442,8 @@ KERNEL_CASES = [
     ((1, 2, 16, 11, 20), (7, 7, 7), "_scatter_outputs_kernel"),  # overlaps on every axis
     ((1, 2, 9, 13, 28), (5, 9, 11), "_scatter_outputs_kernel"),  # overlaps on every axis
     ((2, 64, 3, 4, 5), (2, 3, 4), "_fill_scatter_backward_kernel"),  # ... with 128 planes
+    ((1, 2, 4, 6, 5), (4, 4, 9), "_scatter_outputs_kernel"),  # three candidates along W
+    ((2, 64, 4, 6, 5), (4, 4, 9), "_fill_scatter_backward_kernel"),  # ... with 128 planes
     ((1, 1, 3, 2, 5), (7, 5, 9), "_rows_backward_kernel"),  # steep upsampling: many candidates
     ((1, 1, 4, 6, 8), (2, 3, 4), "_disjoint_backward_kernel"),  # 2^k windows
 ]
