@@ -86,19 +86,13 @@ def forward_variants(shape: tuple[int, ...], out: tuple[int, int, int]) -> dict[
             variants[f"lanes{block}-w{warps}"] = dataclasses.replace(
                 lane_block(block), num_warps=warps
             )
-    else:  # global pooling: "partsN-bB-wM-uU" N parts a plane (0: planned), U blocks a load
-        for parts, block, warps, unroll in (
-            (0, 1024, 4, 2),
-            (0, 1024, 4, 4),
-            (0, 2048, 8, 1),
-            (0, 2048, 8, 2),
-            (0, 2048, 8, 4),
-            (8, 2048, 8, 2),
-        ):
-            variants[f"parts{parts}-b{block}-w{warps}-u{unroll}"] = GlobalSplit(
-                parts, block, warps, unroll
-            )
-        variants["chunked"] = chunk_tiles(windows, out)  # type: ignore[arg-type]
+    else:  # global pooling: "partsN-bB-wM" split into N parts a plane, the chunked kernel
+        for parts, block, warps in ((0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8)):
+            variants[f"parts{parts}-b{block}-w{warps}"] = GlobalSplit(parts, block, warps)
+        base = chunk_tiles(windows, out)  # type: ignore[arg-type]
+        variants["chunked"] = base
+        variants["tile4096"] = chunk_tiles(windows, out, 4096)  # type: ignore[arg-type]
+        variants["chunked-w4"] = dataclasses.replace(base, num_warps=4)
     return variants
 
 

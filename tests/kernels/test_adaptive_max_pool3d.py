@@ -277,8 +277,8 @@ def test_window_tile_kernel(
 
 @pytest.mark.parametrize(
     "split",
-    [None, GlobalSplit(3, 16, 1), GlobalSplit(7, 32, 2, unroll=4), GlobalSplit(2, 16, 1, unroll=2)],
-    ids=["planned-split", "three-parts", "seven-parts-unrolled", "two-parts-unrolled"],
+    [None, GlobalSplit(3, 16, 1), GlobalSplit(7, 32, 2)],
+    ids=["planned-split", "three-parts", "seven-parts"],
 )
 @pytest.mark.parametrize("shape", [(2, 3, 5, 6, 7), (3, 9, 10, 11)], ids=str)
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
@@ -309,7 +309,7 @@ def test_64_bit_offsets_path(monkeypatch: pytest.MonkeyPatch) -> None:
     assert_forward_matches(forward(x, (4, 3, 5), config=config), x, (4, 3, 5))
     global_module = importlib.import_module("kernels.ops._forward_global")
     monkeypatch.setattr(global_module, "fits_int32", lambda *values: False)
-    split = GlobalSplit(3, 16, 1, unroll=2)
+    split = GlobalSplit(3, 16, 1)
     assert_forward_matches(forward(x, (1, 1, 1), config=split), x, (1, 1, 1))
 
 
