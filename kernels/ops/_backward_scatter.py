@@ -456,8 +456,10 @@ def plan_fill_scatter(
     cd, ch, cw = candidates((d, h, w), (od, oh, ow))
     if not box and not runtime.interpreted:
         # Each output's candidate checks hold registers: with more than two candidates,
-        # four outputs a thread took 136 registers, one program a multiprocessor (sm_90).
-        box = (32 if cd * ch * cw > 2 else 128) * num_warps
+        # four outputs a thread took 136 registers, one program a multiprocessor (sm_90);
+        # two a thread did best where a program walks a whole plane (H200 sweep).
+        whole_plane = td == d and th == h
+        box = (128 if cd * ch * cw <= 2 else 64 if whole_plane else 32) * num_warps
     constants = {
         "ACC": tl.float64 if gin5.dtype == torch.float64 else tl.float32,
         "TD": td,
