@@ -29,7 +29,7 @@ def rows(dtype: torch.dtype, bandwidth: float) -> list[str]:
     """The table's rows for one dtype."""
     x = torch.randn(SHAPE, dtype=dtype, device="cuda")
     planes = x.view(SHAPE[0] * SHAPE[1], -1)
-    floor_us = (x.numel() * x.element_size() + len(planes) * (x.element_size() + 8)) / bandwidth
+    floor_s = (x.numel() * x.element_size() + len(planes) * (x.element_size() + 8)) / bandwidth
     launch = plan_global(x)
     part_val = torch.empty(launch.shape, dtype=launch.acc, device="cuda")
     part_pos = torch.empty(launch.shape, dtype=torch.int64, device="cuda")
@@ -43,7 +43,7 @@ def rows(dtype: torch.dtype, bandwidth: float) -> list[str]:
     for name, fn in cases.items():
         fn()
         us = TIMER(fn) * 1e3
-        out.append(f"| {str(dtype)[6:]} | {name} | {us:.1f} | {us / (floor_us * 1e6):.2f} |")
+        out.append(f"| {str(dtype)[6:]} | {name} | {us:.1f} | {us / (floor_s * 1e6):.2f} |")
     return out
 
 
