@@ -1,22 +1,24 @@
-"""How much of a write-heavy kernel's time is the L2 flush's, on a GPU.
+"""How much of a kernel's time is the L2 flush's, on a GPU.
 
 `triton.testing.do_bench` flushes L2 by zeroing a 256 MB buffer before every run, which leaves
 L2 full of dirty lines that the timed kernel then has to write back to DRAM. This times a few
 kernels three ways: with that flush, with a flush that reads 256 MB (L2 left clean), and with
 no flush (warm L2), and prints the medians in microseconds. Run from the repository root:
-`PYTHONPATH=. python3 scripts/flush_probe.py`.
+`PYTHONPATH=. python3 scripts/flush_probe.py` (backward rows) or `... flush_probe.py forward`
+(read-heavy rows: global pooling, PyTorch's own per-plane amax, the pair-window forward).
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 from collections.abc import Callable
 from functools import partial
 
 import torch
 import triton.testing
 
-from kernels.ops import adaptive_max_pool3d_backward
+from kernels.ops import adaptive_max_pool3d, adaptive_max_pool3d_backward
 
 FLUSH_BYTES = 256 * 2**20
 
@@ -45,19 +47,7 @@ def main() -> None:
         "read": lambda: torch.sum(buf, dtype=torch.int64),
         "none": None,
     }
-    aten = torch.ops.aten.adaptive_max_pool3d_backward
-    ours = adaptive_max_pool3d_backward
-    shape = (8, 64, 16, 56, 56)
-    cases: list[tuple[str, Callable[[], object]]] = []
-    for dtype in (torch.float16, torch.float32):
-        x = torch.randn(shape, dtype=dtype, device="cuda")
-        zeros = torch.empty_like(x)
-        cases.append((f"{dtype} zero_ of the input", zeros.zero_))
-        for out_size in ((1, 1, 1), (8, 28, 28), (5, 9, 11)):
-            _, idx = torch.ops.aten.adaptive_max_pool3d(x, list(out_size))
-            grad = torch.randn(idx.shape, dtype=dtype, device="cuda")
-            for who, op in (("torch", aten), ("ours", ours)):
-                cases.append((f"{dtype} {who} bwd {out_size}", partial(op, grad, x, idx)))
+    cases = forward_cases() if sys.argv[1:] == ["forward"] else backward_cases()
     names = list(flushes)
     print("| case | " + " | ".join(f"{n} µs" for n in names) + " | do_bench µs |")
     print("| --- |" + " ---: |" * (len(names) + 1))
@@ -66,6 +56,37 @@ def main() -> None:
         ref = 1e3 * triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
         cells = " | ".join(f"{t:.1f}" for t in (*times, ref))
         print(f"| {label} | {cells} |", flush=True)
+
+
+SHAPE = (8, 64, 16, 56, 56)
+
+
+def forward_cases() -> list[tuple[str, Callable[[], object]]]:
+    cases: list[tuple[str, Callable[[], object]]] = []
+    for dtype in (torch.float16, torch.float32):
+        x = torch.randn(SHAPE, dtype=dtype, device="cuda")
+        planes = x.view(SHAPE[0] * SHAPE[1], -1)
+        cases.append((f"{dtype} torch amax per plane", partial(torch.amax, planes, dim=1)))
+        for out_size in ((1, 1, 1), (8, 28, 28)):
+            ours = partial(adaptive_max_pool3d, x, out_size)
+            cases.append((f"{dtype} ours fwd {out_size}", ours))
+    return cases
+
+
+def backward_cases() -> list[tuple[str, Callable[[], object]]]:
+    aten = torch.ops.aten.adaptive_max_pool3d_backward
+    ours = adaptive_max_pool3d_backward
+    cases: list[tuple[str, Callable[[], object]]] = []
+    for dtype in (torch.float16, torch.float32):
+        x = torch.randn(SHAPE, dtype=dtype, device="cuda")
+        zeros = torch.empty_like(x)
+        cases.append((f"{dtype} zero_ of the input", zeros.zero_))
+        for out_size in ((1, 1, 1), (8, 28, 28), (5, 9, 11)):
+            _, idx = torch.ops.aten.adaptive_max_pool3d(x, list(out_size))
+            grad = torch.randn(idx.shape, dtype=dtype, device="cuda")
+            for who, op in (("torch", aten), ("ours", ours)):
+                cases.append((f"{dtype} {who} bwd {out_size}", partial(op, grad, x, idx)))
+    return cases
 
 
 if __name__ == "__main__":
