@@ -393,12 +393,18 @@ def bounds_table(
         p = torch.arange(in_size, dtype=torch.int64)
         parts += [(p * out_size) // in_size, ((p + 1) * out_size + in_size - 1) // in_size]
     (_, h, w), (od, oh, ow) = in_dhw, out_dhw
-    magics = []
-    for value in (w, h, od, oh, ow, rows):
-        magic, shift = divisor(value) if fits_int32(value) else (0, 0)
-        magics += [magic - 2**32 if magic > INT32_LIMIT else magic, shift]
-    parts.append(torch.tensor(magics, dtype=torch.int64))
+    parts.append(torch.tensor(divisor_words((w, h, od, oh, ow, rows)), dtype=torch.int64))
     return torch.cat(parts).to(device=device, dtype=torch.int32)
+
+
+def divisor_words(values: tuple[int, ...]) -> list[int]:
+    """(magic, shift) of each value as int32 words: the magic as the 32-bit pattern of its
+    unsigned value, (0, 0) for a value past 32 bits (64-bit launches divide instead)."""
+    words = []
+    for value in values:
+        magic, shift = divisor(value) if fits_int32(value) else (0, 0)
+        words += [magic - 2**32 if magic > INT32_LIMIT else magic, shift]
+    return words
 
 
 def fits_axes(in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int]) -> bool:
