@@ -111,7 +111,7 @@ def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
         variants[f"fill{tile // 1024}k"] = dataclasses.replace(
             base, scatter_first=True, scatter_tile=tile, zeroed=False
         )
-    if shape not in TINY_SHAPES:  # "boxN": the default tiles, walking N outputs a thread
+    if shape not in TINY_SHAPES:  # "boxN": the default tiles, N·256 outputs walked at a time
         for per_thread in (1, 2):
             variants[f"box{per_thread}"] = dataclasses.replace(
                 base, scatter_first=True, zeroed=False, scatter_box=per_thread * 256

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import random
 import subprocess
 import sys
 from collections.abc import Callable
@@ -21,7 +20,7 @@ import torch.nn.functional as F
 
 import kernels
 from kernels import runtime
-from kernels.ops._adaptive import PlanCache, divisor, max_window, window_end, window_start
+from kernels.ops._adaptive import PlanCache, max_window, window_end, window_start
 from kernels.ops.adaptive_max_pool3d_backward import BackwardConfig
 from tests.kernels.support import (
     ALL_DTYPES,
@@ -306,24 +305,6 @@ def test_window_cover_formula() -> None:
             assert max(window_end(q, i, o) - window_start(q, i, o) for q in range(o)) == (
                 max_window(i, o)
             )
-
-
-def test_divisor_magic_numbers() -> None:
-    """The kernels' multiply-high division agrees with // for every 31-bit numerator class:
-    small values, values near multiples of d, and the top of the range."""
-    rng = random.Random(5)
-    divisors = [*range(1, 300), 4096, 12345, 2**16 + 1, 2**30 - 1, 2**30, 2**31 - 1]
-    divisors += [rng.randrange(1, 2**31) for _ in range(200)]
-    for d in divisors:
-        magic, shift = divisor(d)
-        assert 0 < magic < 2**32
-        xs = [0, 1, d - 1, d, d + 1, 2**31 - 1, 2**31 - 2, 2**31 - 1 - (2**31 - 1) % d]
-        xs += [rng.randrange(2**31) for _ in range(50)]
-        xs += [k * d + r for k in (1, 7, 2**31 // d - 1) for r in (-1, 0, 1)]
-        for x in (x for x in xs if 0 <= x < 2**31):
-            assert (2 * x * magic) >> 32 >> shift == x // d, (x, d)
-    with pytest.raises(ValueError, match="outside"):
-        divisor(0)
 
 
 def test_runtime_reports_and_forces() -> None:

@@ -9,6 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.ops._adaptive import divisor
 from kernels.ops._backward_scatter import divisor_words
 from kernels.ops._jit_helpers import div_by
 from tests.kernels.support import DEVICE
@@ -35,3 +36,21 @@ def test_div_by_from_the_table(d: int) -> None:
     out = torch.empty_like(x)
     _divide_kernel[(triton.cdiv(x.numel(), 128),)](x, table, out, d, x.numel(), BLOCK=128)
     assert torch.equal(out.cpu().long(), x.cpu().long() // d)
+
+
+def test_divisor_magic_numbers() -> None:
+    """The kernels' multiply-high division agrees with // for every 31-bit numerator class:
+    small values, values near multiples of d, and the top of the range."""
+    rng = random.Random(5)
+    divisors = [*range(1, 300), 4096, 12345, 2**16 + 1, 2**30 - 1, 2**30, 2**31 - 1]
+    divisors += [rng.randrange(1, 2**31) for _ in range(200)]
+    for d in divisors:
+        magic, shift = divisor(d)
+        assert 0 < magic < 2**32
+        xs = [0, 1, d - 1, d, d + 1, 2**31 - 1, 2**31 - 2, 2**31 - 1 - (2**31 - 1) % d]
+        xs += [rng.randrange(2**31) for _ in range(50)]
+        xs += [k * d + r for k in (1, 7, 2**31 // d - 1) for r in (-1, 0, 1)]
+        for x in (x for x in xs if 0 <= x < 2**31):
+            assert (2 * x * magic) >> 32 >> shift == x // d, (x, d)
+    with pytest.raises(ValueError, match="outside"):
+        divisor(0)
