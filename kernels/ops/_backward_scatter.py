@@ -440,9 +440,7 @@ def plan_fill_scatter(
         and fits_axes((d, h, w), (od, oh, ow))
     )
     # Lanes a box gives each output slice: the most output rows any tile of TH rows meets.
-    rows = ow * max(
-        -((-min(h0 + th, h) * oh) // h) - (h0 * oh) // h for h0 in range(0, h, th)
-    )
+    rows = ow * max(-((-min(h0 + th, h) * oh) // h) - (h0 * oh) // h for h0 in range(0, h, th))
     grid = (n * c * n_d * n_h,)
     scalars = (
         bounds_table((d, h, w), (od, oh, ow), gin5.device, rows),
