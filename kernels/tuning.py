@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from kernels import runtime
+from kernels.benchmark.bandwidth import copy_bandwidth_gbps, pool3d_traffic_bytes
 from kernels.benchmark.harness import DeviceTimer
 from kernels.benchmark.sizes import LARGE, TINY
 from kernels.ops import _adaptive
@@ -52,16 +53,9 @@ def bench(fn: Callable[[], Any]) -> float:
     return _TIMER(fn)
 
 
-def copy_bandwidth() -> float:
-    """Bytes per second of a 1 GiB device-to-device copy, counting read plus write."""
-    src = torch.empty(2**28, dtype=torch.float32, device=runtime.device).normal_()
-    dst = torch.empty_like(src)
-    ms = bench(lambda: dst.copy_(src))
-    return 2 * src.numel() * 4 / (ms * 1e-3)
-
-
-def floor_ms(in_numel: int, out_numel: int, element: int, bandwidth: float) -> float:
-    return (in_numel * element + out_numel * (element + 8)) / bandwidth * 1e3
+def floor_ms(in_numel: int, out_numel: int, element: int, gbps: float) -> float:
+    """The memory floor: the minimum traffic at the copy bandwidth."""
+    return pool3d_traffic_bytes(in_numel, out_numel, element) / gbps / 1e6
 
 
 def forward_variants(shape: tuple[int, ...], out: tuple[int, int, int]) -> dict[str, Any]:
@@ -196,8 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         print("needs a GPU", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    bandwidth = 1.0 if args.warm else copy_bandwidth()
-    print(f"copy bandwidth {bandwidth / 1e9:.0f} GB/s", flush=True)
+    gbps = 1.0 if args.warm else copy_bandwidth_gbps(runtime.device, bench)
+    print(f"copy bandwidth {gbps:.0f} GB/s", flush=True)
     rows: list[dict[str, Any]] = []
     plan = [
         (size_set, shape, out, dtype)
@@ -214,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         x = torch.randn(shape, dtype=dtype, device=runtime.device)
         _, idx = torch.ops.aten.adaptive_max_pool3d(x, list(out))
         grad = torch.randn(idx.shape, dtype=dtype, device=runtime.device)
-        floor = floor_ms(x.numel(), idx.numel(), x.element_size(), bandwidth)
+        floor = floor_ms(x.numel(), idx.numel(), x.element_size(), gbps)
         label = f"{size_set} {dtype} {shape}->{out}"
         for op in args.ops.split(","):
             if op == "backward":
@@ -229,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             report(op, label, floor, times)
     if args.warm:
         return 0
-    (args.out / "tuning.json").write_text(json.dumps({"bandwidth": bandwidth, "rows": rows}))
+    (args.out / "tuning.json").write_text(json.dumps({"copy_bandwidth_gbps": gbps, "rows": rows}))
     return 0
 
 

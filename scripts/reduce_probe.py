@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from kernels.benchmark.bandwidth import copy_bandwidth_gbps, pool3d_traffic_bytes
 from kernels.benchmark.harness import DeviceTimer
 from kernels.ops._forward_global import plan_global
 from kernels.ops.adaptive_max_pool3d import adaptive_max_pool3d
@@ -18,18 +19,11 @@ SHAPE = (8, 64, 16, 56, 56)
 TIMER = DeviceTimer(warmup_ms=10, rep_ms=40)
 
 
-def copy_bandwidth() -> float:
-    """Bytes a second of a 1 GiB device-to-device copy, read plus written."""
-    src = torch.empty(2**28, dtype=torch.float32, device="cuda").normal_()
-    dst = torch.empty_like(src)
-    return 2 * src.numel() * 4 / (TIMER(lambda: dst.copy_(src)) * 1e-3)
-
-
-def rows(dtype: torch.dtype, bandwidth: float) -> list[str]:
-    """The table's rows for one dtype."""
+def rows(dtype: torch.dtype, gbps: float) -> list[str]:
+    """The table's rows for one dtype (`gbps`: the copy bandwidth)."""
     x = torch.randn(SHAPE, dtype=dtype, device="cuda")
     planes = x.view(SHAPE[0] * SHAPE[1], -1)
-    floor_s = (x.numel() * x.element_size() + len(planes) * (x.element_size() + 8)) / bandwidth
+    floor_us = pool3d_traffic_bytes(x.numel(), len(planes), x.element_size()) / gbps / 1e3
     launch = plan_global(x)
     part_val = torch.empty(launch.shape, dtype=launch.acc, device="cuda")
     part_pos = torch.empty(launch.shape, dtype=torch.int64, device="cuda")
@@ -43,15 +37,15 @@ def rows(dtype: torch.dtype, bandwidth: float) -> list[str]:
     for name, fn in cases.items():
         fn()
         us = TIMER(fn) * 1e3
-        out.append(f"| {str(dtype)[6:]} | {name} | {us:.1f} | {us / (floor_s * 1e6):.2f} |")
+        out.append(f"| {str(dtype)[6:]} | {name} | {us:.1f} | {us / floor_us:.2f} |")
     return out
 
 
 def main() -> None:
-    bandwidth = copy_bandwidth()
+    gbps = copy_bandwidth_gbps("cuda", TIMER)
     print("| dtype | case | us | x floor |\n| --- | --- | ---: | ---: |")
     for dtype in (torch.float16, torch.float32):
-        print("\n".join(rows(dtype, bandwidth)), flush=True)
+        print("\n".join(rows(dtype, gbps)), flush=True)
 
 
 if __name__ == "__main__":
