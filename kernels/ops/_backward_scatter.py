@@ -331,8 +331,9 @@ def _fill_scatter_backward_kernel(
         )
         # A valid index's low word is the index when the volume fits in 32 bits.
         mine = ok & (chosen >= tile_lo) & (chosen < tile_hi)
-        if SPLIT_H:
-            row = div_by(tl.maximum(chosen, 0), divisors[0], WIDE)
+        if SPLIT_H:  # the same split of `chosen` as _sum_once's (computed once); lanes
+            # with a negative index divide garbage but are not `mine` already
+            row = div_by(chosen, divisors[0], WIDE)
             ph = row - div_by(row, divisors[1], WIDE) * H
             mine = mine & (ph >= h0) & (ph < h1)
         value, writer = _sum_once(
@@ -393,7 +394,9 @@ def bounds_table(
         p = torch.arange(in_size, dtype=torch.int64)
         parts += [(p * out_size) // in_size, ((p + 1) * out_size + in_size - 1) // in_size]
     (_, h, w), (od, oh, ow) = in_dhw, out_dhw
-    parts.append(torch.tensor(divisor_words((w, h, od, oh, ow, rows)), dtype=torch.int64))
+    sizes = {"W": w, "H": h, "OD": od, "OH": oh, "OW": ow, "ROWS": rows}
+    words = divisor_words(tuple(sizes[name] for name in DIVISORS))
+    parts.append(torch.tensor(words, dtype=torch.int64))
     return torch.cat(parts).to(device=device, dtype=torch.int32)
 
 
