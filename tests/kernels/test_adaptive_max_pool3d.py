@@ -237,6 +237,19 @@ def test_device_tiling(
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
 
 
+def assert_matches_with_strides(
+    x: torch.Tensor,
+    output_size: tuple[int, int, int],
+    config: ForwardConfig | None,
+    axes: tuple[int, int],
+) -> None:
+    """The forward under `config` matches PyTorch on `x` and on a copy with the same values
+    laid out with `axes` swapped in memory (other strides)."""
+    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
+    strided = x.transpose(*axes).contiguous().transpose(*axes)
+    assert_forward_matches(forward(strided, output_size, config=config), strided, output_size)
+
+
 TILE_CASES = [
     *((dtype, None) for dtype in ALL_DTYPES),  # the planned sides
     (torch.float32, TileShape(1, 2, 2, 2, 2, 1)),  # windows split into chunks on H and W
@@ -270,9 +283,7 @@ def test_window_tile_kernel(
     x = x.to(dtype).to(DEVICE)
     windows = tuple(max_window(i, o) for i, o in zip(shape[-3:], output_size, strict=True))
     config = sides or tile_shape(windows, output_size)  # type: ignore[arg-type]
-    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
-    strided = x.transpose(-3, -1).contiguous().transpose(-3, -1)  # same values, other strides
-    assert_forward_matches(forward(strided, output_size, config=config), strided, output_size)
+    assert_matches_with_strides(x, output_size, config, (-3, -1))
 
 
 @pytest.mark.parametrize(
@@ -335,9 +346,7 @@ def test_pair_windows(
     x = torch.randint(0, 4, shape, generator=gen).to(torch.float64)
     x[torch.rand(shape, generator=gen) < 0.05] = float("nan")
     x = x.to(dtype).to(DEVICE)
-    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
-    strided = x.transpose(-3, -2).contiguous().transpose(-3, -2)  # same values, other strides
-    assert_forward_matches(forward(strided, output_size, config=config), strided, output_size)
+    assert_matches_with_strides(x, output_size, config, (-3, -2))
 
 
 def test_forward_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
