@@ -27,6 +27,8 @@ from kernels.benchmark.bandwidth import copy_bandwidth_gbps, pool3d_traffic_byte
 from kernels.benchmark.harness import DeviceTimer
 from kernels.benchmark.sizes import LARGE, TINY
 from kernels.ops import _adaptive
+from kernels.ops._forward_columns import ColumnRows
+from kernels.ops._forward_columns import applies as columns_apply
 from kernels.ops._forward_global import GlobalSplit
 from kernels.ops._forward_tiles import tile_shape, vector_tiles
 from kernels.ops.adaptive_max_pool3d import (
@@ -80,7 +82,14 @@ def forward_variants(shape: tuple[int, ...], out: tuple[int, int, int]) -> dict[
             variants[f"lanes{block}-w{warps}"] = dataclasses.replace(
                 lane_block(block), num_warps=warps
             )
-    else:  # global pooling: "partsN-bB-wM" split into N parts a plane, the chunked kernel
+    if math.prod(windows) <= SMALL_WINDOW and columns_apply(shape[-1], out[2], windows):
+        # "colsN-wM": the column-maxima kernel, N output rows a program; "-d" unrolls the
+        # depth walk too
+        for rows, warps in ((4, 2), (4, 4), (8, 2), (8, 4), (16, 8)):
+            variants[f"cols{rows}-w{warps}"] = ColumnRows(rows, warps)
+            variants[f"cols{rows}-w{warps}-d"] = ColumnRows(rows, warps, unroll_d=True)
+    if math.prod(windows) > SMALL_WINDOW:  # global pooling: "partsN-bB-wM" split into N parts
+        # a plane, and the chunked kernel
         for parts, block, warps in ((0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8)):
             variants[f"parts{parts}-b{block}-w{warps}"] = GlobalSplit(parts, block, warps)
         base = chunk_tiles(windows, out)  # type: ignore[arg-type]

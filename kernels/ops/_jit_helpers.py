@@ -39,6 +39,18 @@ def unflatten4(j, B, C, D):
 
 
 @triton.jit
+def keep_first_max(v, step, best, best_step, nan_step):
+    """One step of a scan-order walk: `>` keeps the first maximum; NaN tracked apart (the
+    last NaN's step)."""
+    take = v > best
+    return (
+        tl.where(take, v, best),
+        tl.where(take, step, best_step),
+        tl.where(v != v, step, nan_step),
+    )
+
+
+@triton.jit
 def merge_lanes(best, pos, BIG: tl.constexpr, AXIS: tl.constexpr):
     """Lanes' running (maximum, position) pairs -> one per row along AXIS, as PyTorch picks:
     the last NaN if any lane holds one, else the first maximum (smallest position; lanes

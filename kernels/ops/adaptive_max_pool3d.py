@@ -1,11 +1,12 @@
 """adaptive_max_pool3d: the generic Triton kernels (values and int64 argmax indices).
 
 The plan picks, in order: the split reduction for global pooling of contiguous planes
-(`_forward_global.py`); the window-tile kernel where W divides into aligned power-of-two
-windows of 4 or more (`_forward_tiles.py`); for windows of at most SMALL_WINDOW elements, the
-whole-row kernel (windows two wide along W) or the lane-per-window kernel; else the chunked
-kernel. The loops of every kernel run over the largest window of each axis, which the host
-computes, so they are bounded.
+(`_forward_global.py`); for windows of at most SMALL_WINDOW elements, the whole-row kernel
+where windows are two wide along W, the column-maxima kernel where a row fits a program and
+H windows are at most 16 rows (`_forward_columns.py`), the window-tile kernel where W divides
+into aligned power-of-two windows of 4 or more (`_forward_tiles.py`), else the
+lane-per-window kernel; larger windows the chunked kernel. The loops of every kernel run
+over the largest window of each axis, which the host computes, so they are bounded.
 
 The chunked kernel: each program owns one (plane, output depth) row (several under the
 interpreter) and a tile of BOH×BOW outputs, and reduces their windows in chunks of
@@ -45,6 +46,8 @@ from kernels.ops._adaptive import (
     span,
     vector_width,
 )
+from kernels.ops._forward_columns import ColumnRows, column_rows, plan_column_rows
+from kernels.ops._forward_columns import applies as columns_apply
 from kernels.ops._forward_global import GlobalLaunch, GlobalSplit, plan_global
 from kernels.ops._forward_global import applies as global_pooling
 from kernels.ops._forward_tiles import (
@@ -53,7 +56,13 @@ from kernels.ops._forward_tiles import (
     plan_window_tiles,
     vector_tiles,
 )
-from kernels.ops._jit_helpers import merge_lanes, unflatten3, unflatten4, window
+from kernels.ops._jit_helpers import (
+    keep_first_max,
+    merge_lanes,
+    unflatten3,
+    unflatten4,
+    window,
+)
 
 
 @triton.jit
@@ -151,17 +160,6 @@ def _adaptive_max_pool3d_kernel(
     tl.store(idx_ptr + out_offs, index, mask=store_mask)
 
 
-@triton.jit
-def _keep_first_max(v, step, best, best_step, nan_step):
-    """One step of a scan-order walk: `>` keeps the first maximum; NaN tracked apart."""
-    take = v > best
-    return (
-        tl.where(take, v, best),
-        tl.where(take, step, best_step),
-        tl.where(v != v, step, nan_step),
-    )
-
-
 # Window rows of at most this many columns are unrolled in the lane-per-window kernel.
 UNROLL_W = 16
 
@@ -228,14 +226,14 @@ def _small_window_kernel(
                 for kw in tl.static_range(KW):
                     w = tl.minimum(w_start + kw, w_last)
                     v = tl.load(row_ptr + w * sxw, mask=live, other=float("-inf")).to(ACC)
-                    best, best_step, nan_step = _keep_first_max(
+                    best, best_step, nan_step = keep_first_max(
                         v, row_step + kw, best, best_step, nan_step
                     )
             else:
                 for kw in range(KW):
                     w = tl.minimum(w_start + kw, w_last)
                     v = tl.load(row_ptr + w * sxw, mask=live, other=float("-inf")).to(ACC)
-                    best, best_step, nan_step = _keep_first_max(
+                    best, best_step, nan_step = keep_first_max(
                         v, row_step + kw, best, best_step, nan_step
                     )
 
@@ -384,7 +382,7 @@ class LaneBlock:
 
 
 # A config names its kernel: the plan launches the one its type belongs to.
-ForwardConfig = ChunkTiles | PairTiles | LaneBlock | TileShape | GlobalSplit
+ForwardConfig = ChunkTiles | PairTiles | LaneBlock | TileShape | GlobalSplit | ColumnRows
 
 
 def pair_tiles(oh: int, ow: int, tile: int | None = None, element_size: int = 4) -> PairTiles:
@@ -430,16 +428,20 @@ def default_config(
     x: torch.Tensor, out_dhw: tuple[int, int, int], windows: tuple[int, int, int]
 ) -> ForwardConfig:
     """The kernel (and its tiles) for the 5-D input `x`, in the order the module docstring
-    gives. Under the interpreter the window loop is Python, so only windows of up to 32
-    elements take a small-window kernel there."""
+    gives. Under the interpreter the lane-per-window and whole-row kernels loop in Python per
+    window element, so only windows of up to 32 elements take them there."""
     if global_pooling(x, out_dhw):
         return GlobalSplit()
     elements = math.prod(windows)
+    lanes_limit = 32 if runtime.interpreted else SMALL_WINDOW
+    w, ow = x.shape[-1], out_dhw[2]
+    if elements <= lanes_limit and w == 2 * ow:
+        return pair_tiles(out_dhw[1], ow, element_size=x.element_size())
+    if elements <= SMALL_WINDOW and columns_apply(w, ow, windows):
+        return column_rows(w, x.element_size(), windows[0] * windows[1])
     if elements <= SMALL_WINDOW and vector_tiles(x, windows, out_dhw):
         return default_tile_shape(windows, out_dhw)
-    if elements <= (32 if runtime.interpreted else SMALL_WINDOW):
-        if x.shape[-1] == 2 * out_dhw[2]:
-            return pair_tiles(out_dhw[1], out_dhw[2], element_size=x.element_size())
+    if elements <= lanes_limit:
         return lane_block()
     return chunk_tiles(windows, out_dhw)
 
@@ -502,6 +504,8 @@ def plan_forward(
             launch = plan_window_tiles(x, output_size, windows, cfg, acc)
         case PairTiles():
             launch = _plan_pairs(x, output_size, windows, cfg, acc)
+        case ColumnRows():
+            launch = plan_column_rows(x, output_size, windows, cfg, acc)
         case LaneBlock():
             launch = _plan_lanes(x, output_size, windows, cfg, acc)
         case ChunkTiles():

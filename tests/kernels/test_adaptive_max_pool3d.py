@@ -13,6 +13,7 @@ import torch.nn.functional as F
 import kernels
 from kernels import runtime
 from kernels.ops._adaptive import PlanCache, max_window
+from kernels.ops._forward_columns import ColumnRows, column_rows
 from kernels.ops._forward_global import GlobalSplit
 from kernels.ops._forward_tiles import TileShape, tile_shape
 from kernels.ops.adaptive_max_pool3d import (
@@ -304,6 +305,45 @@ def test_global_pooling_split(
     assert_forward_matches(forward(x, (1, 1, 1), config=split), x, (1, 1, 1))
 
 
+@pytest.mark.parametrize(
+    "config", [None, ColumnRows(2, 1), ColumnRows(4, 2, unroll_d=True)], ids=str
+)
+@pytest.mark.parametrize(
+    ("shape", "output_size"),
+    [
+        ((1, 2, 5, 6, 9), (2, 4, 4)),  # overlapping windows on every axis
+        ((2, 3, 4, 8, 16), (2, 4, 4)),  # divisible: windows of 2×2×4
+        ((2, 2, 7, 10, 14), (3, 4, 5)),  # windows of 3 or 4 on every axis, like 56 -> 11
+        ((3, 4, 7, 9), (4, 5, 6)),  # unbatched, upsampling along W
+        ((1, 3, 2, 3, 1), (2, 2, 1)),  # rows of one column
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_column_max_kernel(
+    shape: tuple[int, ...],
+    output_size: tuple[int, int, int],
+    dtype: torch.dtype,
+    config: ColumnRows | None,
+) -> None:
+    """The column-maxima kernel (whole rows, then a gather per window): ties inside and across
+    windows, NaN, other strides, rows that do not fill the last program."""
+    gen = seeded("columns", shape, dtype)
+    x = torch.randn(shape, generator=gen, dtype=torch.float64)
+    x[..., ::2, :] = x[..., ::2, :].round()
+    x[torch.rand(shape, generator=gen) < 0.03] = float("nan")
+    x = x.to(dtype).to(DEVICE)
+    windows = [max_window(i, o) for i, o in zip(shape[-3:], output_size, strict=True)]
+    config = config or column_rows(shape[-1], x.element_size(), windows[0] * windows[1])
+    assert_matches_with_strides(x, output_size, config, (-3, -1))
+
+
+def test_column_max_kernel_refuses_long_h_windows() -> None:
+    x = randn((1, 1, 2, 40, 4), torch.float32, seeded("columns-refuse"))
+    with pytest.raises(ValueError, match="column-maxima kernel does not take windows"):
+        forward(x, (1, 2, 2), config=ColumnRows(1, 1))
+
+
 def test_64_bit_offsets_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """The int64 arithmetic a >2^31-element tensor needs, forced on a small one."""
     module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
@@ -322,6 +362,10 @@ def test_64_bit_offsets_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(global_module, "fits_int32", lambda *values: False)
     split = GlobalSplit(3, 16, 1)
     assert_forward_matches(forward(x, (1, 1, 1), config=split), x, (1, 1, 1))
+    columns_module = importlib.import_module("kernels.ops._forward_columns")
+    monkeypatch.setattr(columns_module, "fits_int32", lambda *values: False)
+    rows = ColumnRows(1, 1)
+    assert_forward_matches(forward(x, (4, 3, 5), config=rows), x, (4, 3, 5))
 
 
 @pytest.mark.parametrize(
@@ -350,7 +394,8 @@ def test_pair_windows(
 
 
 def test_forward_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default plan takes the whole-row kernel exactly when W = 2·OW, the window-tile
+    """The default plan takes the whole-row kernel exactly when W = 2·OW, the column-maxima
+    kernel for other small windows with H windows of at most 16 rows, then the window-tile
     kernel where W divides into aligned power-of-two windows of 4 or more, the split
     reduction for global pooling of contiguous planes."""
     module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
@@ -362,23 +407,32 @@ def test_forward_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
             super().__init__(kernel, *args)
 
     monkeypatch.setattr(module, "Launch", Spy)
-    monkeypatch.setattr(importlib.import_module("kernels.ops._forward_tiles"), "Launch", Spy)
-    monkeypatch.setattr(importlib.import_module("kernels.ops._forward_global"), "Launch", Spy)
-    module.plan_forward(randn((1, 1, 4, 4, 8), torch.float32, seeded("pick")), (2, 2, 4), None)
-    module.plan_forward(randn((1, 1, 4, 4, 9), torch.float32, seeded("pick")), (2, 2, 3), None)
-    # W windows of 4 on aligned rows: the window-tile kernel; on unaligned rows it would
-    # load element by element, so the lane-per-window kernel keeps them.
-    aligned = randn((1, 2, 4, 4, 16), torch.float32, seeded("pick"))
-    module.plan_forward(aligned, (2, 2, 4), None)
-    module.plan_forward(aligned.transpose(1, -1).contiguous().transpose(1, -1), (2, 2, 4), None)
+    for name in ("_forward_tiles", "_forward_global", "_forward_columns"):
+        monkeypatch.setattr(importlib.import_module(f"kernels.ops.{name}"), "Launch", Spy)
+
+    def plan(
+        shape: tuple[int, ...], output_size: tuple[int, int, int], strided: bool = False
+    ) -> None:
+        x = randn(shape, torch.float32, seeded("pick"))
+        if strided:
+            x = x.transpose(1, -1).contiguous().transpose(1, -1)
+        module.plan_forward(x, output_size, None)
+
+    plan((1, 1, 4, 4, 8), (2, 2, 4))
+    plan((1, 1, 4, 4, 9), (2, 2, 3))
+    plan((1, 2, 4, 4, 16), (2, 2, 4))  # aligned W windows of 4: columns beat window tiles
+    plan((1, 2, 4, 4, 16), (2, 2, 4), strided=True)
+    plan((1, 1, 1, 34, 16), (1, 2, 4))  # H windows of 17 rows: window tiles...
+    plan((1, 1, 1, 34, 2), (1, 2, 2))  # ... or one lane a window
     # Global pooling of contiguous planes: the split reduction; of strided ones (windows of
     # more than 512 elements), the chunks.
-    planes = randn((1, 2, 8, 8, 16), torch.float32, seeded("pick"))
-    module.plan_forward(planes, (1, 1, 1), None)
-    module.plan_forward(planes.transpose(1, -1).contiguous().transpose(1, -1), (1, 1, 1), None)
+    plan((1, 2, 8, 8, 16), (1, 1, 1))
+    plan((1, 2, 8, 8, 16), (1, 1, 1), strided=True)
     assert seen == [
         "_pair_window_kernel",
-        "_small_window_kernel",
+        "_column_max_kernel",
+        "_column_max_kernel",
+        "_column_max_kernel",
         "_window_tile_kernel",
         "_small_window_kernel",
         "_global_parts_kernel",

@@ -1,0 +1,284 @@
+"""The column-maxima kernel of adaptive_max_pool3d: small windows of any alignment.
+
+A program owns BR output rows, each a flat (plane, od, oh) with its own D and H windows. Per
+step of the window walk it loads, for every row, one whole input row (d, h, all W columns):
+contiguous vectors of up to 16 bytes a thread, as a copy reads. It keeps a running maximum
+per column, and the walk step that set it, with elementwise work only. Once at the end each
+output gathers its window's columns from those column maxima (`tl.gather`) and reduces them.
+
+The lane-per-window kernel instead gives each lane one output, so a warp's load reads a few
+bytes from each of 32 windows KW elements apart; here every load is a full-width vector and
+the per-output work happens once per row, not once per element.
+
+Semantics are PyTorch's: within a box window scan order is flat order, so the first maximum
+is the one with the smallest position and the last NaN the one with the largest. A row or
+column past a window's end is read as its last one again (clamped, not masked), which
+changes neither the maximum nor, mapped back the same way, the position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels import runtime
+from kernels.launch import Launch
+from kernels.ops._adaptive import fits_int32, next_pow2, span, vector_width
+from kernels.ops._jit_helpers import keep_first_max, unflatten3, window
+
+# The walk over a window's H rows is unrolled, so the loads of a step are issued together.
+MAX_KH = 16
+# Columns a program row may hold, and gathered (output, column) pairs per column.
+MAX_COLUMNS = 1024
+MAX_GATHER = 4
+
+
+@triton.jit
+def _walk_rows(
+    x_ptr,
+    x_rows,
+    kd,
+    d_start,
+    d_last,
+    h_start,
+    h_last,
+    sxd,
+    sxh,
+    col_offs,
+    load_ok,
+    best,
+    best_step,
+    nan_step,
+    ACC: tl.constexpr,
+    KH: tl.constexpr,
+    VEC: tl.constexpr,
+):
+    """The KH rows of depth step `kd` of every program row: loads first, then the compares."""
+    d_offs = x_rows + (tl.minimum(d_start + kd, d_last) * sxd) * VEC
+    for kh in tl.static_range(KH):
+        h_offs = (tl.minimum(h_start + kh, h_last) * sxh) * VEC
+        v = tl.load(x_ptr + ((d_offs + h_offs)[:, None] + col_offs), mask=load_ok)
+        best, best_step, nan_step = keep_first_max(
+            v.to(ACC), kd * KH + kh, best, best_step, nan_step
+        )
+    return best, best_step, nan_step
+
+
+@triton.jit
+def _column_max_kernel(
+    x_ptr,
+    out_ptr,
+    idx_ptr,
+    C,
+    D,
+    H,
+    W,
+    HW,
+    OD,
+    OH,
+    OW,
+    sxn,
+    sxc,
+    sxd,
+    sxh,
+    sxw,
+    rows,
+    W_vec,
+    ACC: tl.constexpr,
+    BR: tl.constexpr,
+    BW: tl.constexpr,
+    BOW: tl.constexpr,
+    KD: tl.constexpr,
+    KH: tl.constexpr,
+    KWP: tl.constexpr,
+    VEC: tl.constexpr,
+    UNROLL_D: tl.constexpr,
+    WIDE: tl.constexpr,
+):
+    IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
+    BIG: tl.constexpr = 2**62 if WIDE else 2**31 - 1
+    r = tl.program_id(0).to(IDX) * BR + tl.arange(0, BR)
+    r_ok = r < rows
+    plane, od, oh = unflatten3(r, OD, OH)
+    # The host passes the strides above W (and W as W_vec) divided by VEC, so the compiler
+    # can prove every row start VEC-aligned and load it as whole vectors.
+    x_rows = ((plane // C).to(tl.int64) * sxn + (plane % C).to(tl.int64) * sxc) * VEC
+    d_start, d_end = window(od, D, OD)
+    h_start, h_end = window(oh, H, OH)
+    d_last = d_end - 1
+    h_last = h_end - 1
+    w = tl.arange(0, BW)
+    load_ok = r_ok[:, None] & (w < W_vec * VEC)[None, :]
+    col_offs = (w * sxw)[None, :]
+
+    best = tl.full([BR, BW], float("-inf"), ACC)
+    best_step = tl.zeros([BR, BW], dtype=tl.int32)  # the first row until one beats it
+    nan_step = tl.full([BR, BW], -1, tl.int32)
+    if UNROLL_D:
+        for kd in tl.static_range(KD):
+            best, best_step, nan_step = _walk_rows(
+                x_ptr,
+                x_rows,
+                kd,
+                d_start,
+                d_last,
+                h_start,
+                h_last,
+                sxd,
+                sxh,
+                col_offs,
+                load_ok,
+                best,
+                best_step,
+                nan_step,
+                ACC,
+                KH,
+                VEC,
+            )
+    else:
+        for kd in range(KD):
+            best, best_step, nan_step = _walk_rows(
+                x_ptr,
+                x_rows,
+                kd,
+                d_start,
+                d_last,
+                h_start,
+                h_last,
+                sxd,
+                sxh,
+                col_offs,
+                load_ok,
+                best,
+                best_step,
+                nan_step,
+                ACC,
+                KH,
+                VEC,
+            )
+
+    # Each output's window columns (KWP a window, the last repeated past its end).
+    j = tl.arange(0, BOW * KWP)
+    ow = (j // KWP).to(IDX)
+    w_start, w_end = window(ow, W, OW)
+    col = tl.minimum(tl.minimum(w_start + j % KWP, w_end - 1), W - 1).to(tl.int32)
+    cols = tl.broadcast_to(col[None, :], (BR, BOW * KWP))
+    value = tl.reshape(tl.gather(best, cols, 1), (BR, BOW, KWP))
+    step = tl.gather(best_step, cols, 1)
+    nan = tl.gather(nan_step, cols, 1)
+
+    # Walk steps back to positions: step = kd·KH + kh, clamped as the walk clamped.
+    col = col.to(IDX)[None, :]
+    h_start = h_start[:, None]
+    h_last = h_last[:, None]
+    d_last = d_last[:, None]
+    d_start = d_start[:, None]
+    pos = (
+        tl.minimum(d_start + step // KH, d_last) * HW
+        + tl.minimum(h_start + step % KH, h_last) * W
+        + col
+    )
+    nan_pos = (
+        tl.minimum(d_start + nan // KH, d_last) * HW
+        + tl.minimum(h_start + nan % KH, h_last) * W
+        + col
+    )
+    pos = tl.reshape(pos, (BR, BOW, KWP))
+    nan_pos = tl.reshape(tl.where(nan >= 0, nan_pos, -1), (BR, BOW, KWP))
+    top = tl.max(value, axis=2)
+    first = tl.min(tl.where(value == top[:, :, None], pos, BIG), axis=2)
+    last_nan = tl.max(nan_pos, axis=2)
+    has_nan = last_nan >= 0
+    top = tl.where(has_nan, float("nan"), top)
+    first = tl.where(has_nan, last_nan, first)
+
+    o = tl.arange(0, BOW)
+    out_offs = r.to(tl.int64)[:, None] * OW + o[None, :]
+    live = r_ok[:, None] & (o < OW)[None, :]
+    tl.store(out_ptr + out_offs, top.to(out_ptr.dtype.element_ty), mask=live)
+    tl.store(idx_ptr + out_offs, first.to(tl.int64), mask=live)
+
+
+@dataclass(frozen=True)
+class ColumnRows:
+    """The column-maxima kernel: BR output rows a program, each a whole input row a step."""
+
+    br: int
+    num_warps: int
+    unroll_d: bool = False  # unroll the depth walk too: every load of a window in flight
+
+
+def applies(w: int, ow: int, windows: tuple[int, int, int]) -> bool:
+    """Whether the kernel can pool rows of `w` columns into `ow` with these largest windows:
+    a row fits a program and H windows are short enough to unroll (the plan decides
+    whether it should)."""
+    return (
+        windows[1] <= MAX_KH
+        and next_pow2(w) <= MAX_COLUMNS
+        and next_pow2(ow) * next_pow2(windows[2]) <= MAX_GATHER * next_pow2(w)
+    )
+
+
+def column_rows(w: int, element_size: int, steps: int) -> ColumnRows:
+    """Rows a program and warps for rows of `w` columns and windows of `steps` (D, H) rows.
+
+    H200 sweep (8,64,16,56,56) -> (7,7,7), (5,9,11) and (4,32,32,64,64) -> (10,20,20): 4-byte
+    dtypes best with 2 columns a thread and the whole walk unrolled (1.88-2.12x the floor,
+    against 2.10-2.29x rolled); 2-byte dtypes with 8 columns a thread and the walk unrolled
+    where it is at most 16 rows (2.94x against 3.28x), else 4 columns a thread and only the
+    H rows unrolled (2.80-2.99x; unrolling all 32 rows: 3.5-3.7x).
+    """
+    columns = next_pow2(w)
+    if runtime.interpreted:  # few, large programs: each costs Python time whatever its size
+        return ColumnRows(max(1, 32768 // columns), 1)
+    unroll_d = steps <= (32 if element_size >= 4 else 16)
+    if element_size >= 4:
+        return ColumnRows(max(1, 256 // columns), 4, unroll_d)
+    return ColumnRows(max(1, 512 // columns), 2 if unroll_d else 4, unroll_d)
+
+
+def plan_column_rows(
+    x: torch.Tensor,
+    out_dhw: tuple[int, int, int],
+    windows: tuple[int, int, int],
+    cfg: ColumnRows,
+    acc: tl.dtype,
+) -> Launch:
+    """Launch of the column-maxima kernel over the 5-D input `x`."""
+    if not applies(x.shape[-1], out_dhw[2], windows):
+        raise ValueError(
+            f"the column-maxima kernel does not take windows {windows} of W={x.shape[-1]}"
+        )
+    n, c, d, h, w = x.shape
+    od, oh, ow = out_dhw
+    rows = n * c * od * oh
+    bw, bow = next_pow2(w), next_pow2(ow)
+    vec = vector_width(x, bw)
+    wide = not fits_int32(
+        span(x.shape[2:], x.stride()[2:]),
+        d * h * w,
+        (od + 1) * d,
+        (oh + 1) * h,
+        (bow + 1) * w,
+        rows + cfg.br,
+    )
+    sxn, sxc, sxd, sxh, sxw = x.stride()
+    scalars = (c, d, h, w, h * w, od, oh, ow, sxn // vec, sxc // vec, sxd // vec, sxh // vec)
+    scalars += (sxw, rows, w // vec)
+    constants = {
+        "ACC": acc,
+        "BR": cfg.br,
+        "BW": bw,
+        "BOW": bow,
+        "KD": windows[0],
+        "KH": windows[1],
+        "KWP": next_pow2(windows[2]),
+        "VEC": vec,
+        "UNROLL_D": cfg.unroll_d,
+        "WIDE": wide,
+        "num_warps": cfg.num_warps,
+    }
+    return Launch(_column_max_kernel, (triton.cdiv(rows, cfg.br),), scalars, constants)
