@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.adaptive_max_pool3d, pytest.mark.adaptive_max_pool3d_b
 forward_module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
 forward_tiles_module = importlib.import_module("kernels.ops._forward_tiles")
 forward_global_module = importlib.import_module("kernels.ops._forward_global")
+forward_columns_module = importlib.import_module("kernels.ops._forward_columns")
 backward_module = importlib.import_module("kernels.ops.adaptive_max_pool3d_backward")
 
 
@@ -126,8 +127,10 @@ def test_every_backward_plan_can_launch_directly(
 
 FORWARD_CASES = [
     ((1, 2, 4, 6, 8), (2, 3, 4), False),  # pair windows
-    ((1, 2, 5, 7, 9), (2, 3, 4), False),  # small windows
-    ((1, 2, 4, 8, 16), (2, 4, 4), False),  # window tiles
+    ((1, 2, 5, 7, 9), (2, 3, 4), False),  # column maxima
+    ((1, 2, 4, 8, 16), (2, 4, 4), False),  # column maxima, aligned W windows
+    ((1, 1, 1, 34, 16), (1, 2, 4), False),  # window tiles (H windows of 17 rows)
+    ((1, 1, 1, 34, 2), (1, 2, 2), False),  # lane per window (H windows of 17 rows)
     ((1, 2, 8, 9, 9), (1, 1, 1), False),  # global pooling: parts, then the merge
     ((1, 2, 8, 9, 9), (1, 1, 1), True),  # chunked (planes not contiguous)
 ]
@@ -149,7 +152,12 @@ def test_every_forward_plan_can_launch_directly(
             super().__init__(*args)
             seen.append(self)
 
-    for module in (forward_module, forward_tiles_module, forward_global_module):
+    for module in (
+        forward_module,
+        forward_tiles_module,
+        forward_global_module,
+        forward_columns_module,
+    ):
         monkeypatch.setattr(module, "Launch", Spy)
     x = randn(shape, torch.float32, seeded(shape))
     if strided:
