@@ -37,26 +37,12 @@ MAX_GATHER = 4
 
 
 @triton.jit
-def _walk_rows(
-    x_ptr,
-    x_rows,
-    kd,
-    d_start,
-    d_last,
-    h_start,
-    h_last,
-    sxd,
-    sxh,
-    col_offs,
-    load_ok,
-    best,
-    best_step,
-    nan_step,
-    ACC: tl.constexpr,
-    KH: tl.constexpr,
-    VEC: tl.constexpr,
-):
-    """The KH rows of depth step `kd` of every program row: loads first, then the compares."""
+def _walk_rows(rows, kd, state, ACC: tl.constexpr, KH: tl.constexpr, VEC: tl.constexpr):
+    """The KH rows of depth step `kd` of every program row: loads first, then the compares.
+    `rows` = (x_ptr, row offsets, d_start, d_last, h_start, h_last, sxd, sxh, column offsets,
+    load mask); `state` = the running (best, best_step, nan_step)."""
+    x_ptr, x_rows, d_start, d_last, h_start, h_last, sxd, sxh, col_offs, load_ok = rows
+    best, best_step, nan_step = state
     d_offs = x_rows + (tl.minimum(d_start + kd, d_last) * sxd) * VEC
     for kh in tl.static_range(KH):
         h_offs = (tl.minimum(h_start + kh, h_last) * sxh) * VEC
@@ -114,51 +100,19 @@ def _column_max_kernel(
     load_ok = r_ok[:, None] & (w < W_vec * VEC)[None, :]
     col_offs = (w * sxw)[None, :]
 
-    best = tl.full([BR, BW], float("-inf"), ACC)
-    best_step = tl.zeros([BR, BW], dtype=tl.int32)  # the first row until one beats it
-    nan_step = tl.full([BR, BW], -1, tl.int32)
+    rows_of = (x_ptr, x_rows, d_start, d_last, h_start, h_last, sxd, sxh, col_offs, load_ok)
+    state = (
+        tl.full([BR, BW], float("-inf"), ACC),
+        tl.zeros([BR, BW], dtype=tl.int32),  # the first row's step until one beats it
+        tl.full([BR, BW], -1, tl.int32),  # the last NaN's step
+    )
     if UNROLL_D:
         for kd in tl.static_range(KD):
-            best, best_step, nan_step = _walk_rows(
-                x_ptr,
-                x_rows,
-                kd,
-                d_start,
-                d_last,
-                h_start,
-                h_last,
-                sxd,
-                sxh,
-                col_offs,
-                load_ok,
-                best,
-                best_step,
-                nan_step,
-                ACC,
-                KH,
-                VEC,
-            )
+            state = _walk_rows(rows_of, kd, state, ACC, KH, VEC)
     else:
         for kd in range(KD):
-            best, best_step, nan_step = _walk_rows(
-                x_ptr,
-                x_rows,
-                kd,
-                d_start,
-                d_last,
-                h_start,
-                h_last,
-                sxd,
-                sxh,
-                col_offs,
-                load_ok,
-                best,
-                best_step,
-                nan_step,
-                ACC,
-                KH,
-                VEC,
-            )
+            state = _walk_rows(rows_of, kd, state, ACC, KH, VEC)
+    best, best_step, nan_step = state
 
     # Each output's window columns (KWP a window, the last repeated past its end).
     j = tl.arange(0, BOW * KWP)
