@@ -1,7 +1,7 @@
 """adaptive_max_pool3d_backward for Moore Threads (MUSA): deterministic, one launch, no atomics.
 
 When every axis divides evenly with power-of-two H and W windows (the seed's fast path), the
-windows tile the input disjointly: one launch on a 3-D grid (plane, depth, block of H·W)
+windows tile the input disjointly: one launch on a 2-D grid ((plane, depth), block of H·W)
 reads each window's argmax at output resolution, repeats it over the window in registers and
 writes the gradient or zero with vector stores: no zero pass, no atomics. Every other shape
 whose windows overlap boundedly takes the shared fill-and-scatter kernel
@@ -11,7 +11,7 @@ bf16); steep upsampling keeps this module's per-element gather with fp32 accumul
 
 Falls back to the generic op for what it does not support: float64 (MUSA has none), devices
 other than MUSA unless the mthreads vendor is forced (`kernels.runtime.force`), and grids
-past the 3-D grid limits. When it runs it logs `KERNELS_MTHREADS ADAPTIVE_MAX_POOL3D_BACKWARD`
+past the grid limits. When it runs it logs `KERNELS_MTHREADS ADAPTIVE_MAX_POOL3D_BACKWARD`
 at debug level, so a run can prove the specialization was active.
 """
 
@@ -77,6 +77,7 @@ def _mthreads_backward_kernel(
     sod_vec,
     soh_vec,
     sow,
+    d_blocks,
     n_w_blocks,
     BD: tl.constexpr,
     BH: tl.constexpr,
@@ -92,9 +93,11 @@ def _mthreads_backward_kernel(
     VEC: tl.constexpr,
     WIDE: tl.constexpr,
 ):
-    plane = tl.program_id(0)
-    d_block = tl.program_id(1)
-    hw_block = tl.program_id(2)
+    # Depth blocks of a plane are neighbours in launch order: they share output rows (read
+    # once from DRAM) and write one contiguous range.
+    plane = tl.program_id(0) // d_blocks
+    d_block = tl.program_id(0) % d_blocks
+    hw_block = tl.program_id(1)
     n = (plane // C).to(tl.int64)
     c = (plane % C).to(tl.int64)
     d = d_block * BD + tl.arange(0, BD)
@@ -232,7 +235,7 @@ def _launch(grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor) -> AnyL
     n_w_blocks = triton.cdiv(w, bw)
     blocks = triton.cdiv(h, bh) * n_w_blocks
     d_blocks = triton.cdiv(d, bd)
-    if d_blocks > _GRID_YZ_LIMIT or blocks > _GRID_YZ_LIMIT or n * c > 2**31 - 1:
+    if blocks > _GRID_YZ_LIMIT or n * c * d_blocks > 2**31 - 1:
         return None
 
     divisible = d % od == 0 and h % oh == 0 and w % ow == 0
@@ -274,6 +277,7 @@ def _launch(grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor) -> AnyL
         sod // vec,
         soh // vec,
         sow,
+        d_blocks,
         n_w_blocks,
     )
     constants = {
@@ -293,4 +297,4 @@ def _launch(grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor) -> AnyL
         "WIDE": wide,
         "num_warps": num_warps,
     }
-    return Launch(_mthreads_backward_kernel, (n * c, d_blocks, blocks), scalars, constants)
+    return Launch(_mthreads_backward_kernel, (n * c * d_blocks, blocks), scalars, constants)
