@@ -135,6 +135,11 @@ def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
         )
     if shape not in TINY_SHAPES:
         variants["noscatter"] = dataclasses.replace(base, scatter=False)
+        # "disjNk-wM": the disjoint-window kernel's tile of about N·1024 elements, M warps
+        for tile in (2048, 4096, 8192):
+            bh_t = min(_adaptive.next_pow2(h), max(1, tile // bw))
+            for warps in (4, 8):
+                variants[f"disj{tile // 1024}k-w{warps}"] = BackwardConfig(bh_t, bw, warps)
     return variants
 
 
