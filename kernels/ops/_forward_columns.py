@@ -190,8 +190,12 @@ def column_rows(w: int, element_size: int, steps: int) -> ColumnRows:
         return ColumnRows(max(1, 32768 // columns), 1)
     unroll_d = steps <= (32 if element_size >= 4 else 16)
     if element_size >= 4:
-        return ColumnRows(max(1, 256 // columns), 4, unroll_d)
-    return ColumnRows(max(1, 512 // columns), 2 if unroll_d else 4, unroll_d)
+        rows, per_thread = max(1, 256 // columns), 2
+    else:
+        rows, per_thread = max(1, 512 // columns), 8 if unroll_d else 4
+    # Wider rows take more warps (up to 8), so a thread's share stays near per_thread.
+    warps = max(1, min(8, rows * columns // (32 * per_thread)))
+    return ColumnRows(rows, warps, unroll_d)
 
 
 def plan_column_rows(
