@@ -188,6 +188,19 @@ def sweep_forward(
     return times
 
 
+def parse_case(text: str) -> tuple[tuple[int, ...], tuple[int, int, int]]:
+    """'8,64,16,56,56:8,50,50' -> ((8, 64, 16, 56, 56), (8, 50, 50))."""
+    try:
+        shape_text, out_text = text.split(":")
+        shape = tuple(int(v) for v in shape_text.split(","))
+        out = tuple(int(v) for v in out_text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N,C,D,H,W:OD,OH,OW, got {text!r}") from None
+    if len(shape) != 5 or len(out) != 3 or min(shape + out) < 1:
+        raise argparse.ArgumentTypeError(f"expected N,C,D,H,W:OD,OH,OW, got {text!r}")
+    return shape, (out[0], out[1], out[2])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, required=True)
@@ -198,6 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", metavar="REGEX", help="only the cases whose label matches, e.g. '10, 20, 20'"
     )
+    parser.add_argument(
+        "--case",
+        action="append",
+        type=parse_case,
+        metavar="N,C,D,H,W:OD,OH,OW",
+        help="sweep this shape instead of the benchmark sizes (repeatable)",
+    )
     args = parser.parse_args(argv)
     shard, shards = (int(v) for v in args.warm.split("/")) if args.warm else (0, 1)
     if runtime.device == "cpu":
@@ -207,9 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     gbps = 1.0 if args.warm else copy_bandwidth_gbps(runtime.device, bench)
     print(f"copy bandwidth {gbps:.0f} GB/s", flush=True)
     rows: list[dict[str, Any]] = []
+    sets = (("case", args.case),) if args.case else (("tiny", TINY), ("large", LARGE))
     plan = [
         (size_set, shape, out, dtype)
-        for size_set, cases in (("tiny", TINY), ("large", LARGE))
+        for size_set, cases in sets
         for shape, out in cases
         for dtype in DTYPES
     ]

@@ -31,8 +31,9 @@ from kernels.ops._jit_helpers import keep_first_max, unflatten3, window
 
 # The walk over a window's H rows is unrolled, so the loads of a step are issued together.
 MAX_KH = 16
-# Columns a program row may hold, and gathered (output, column) pairs per column.
-MAX_COLUMNS = 1024
+# Columns a program row may hold (swept up to 64; wider rows leave each thread more of the
+# final gather), and gathered (output, column) pairs per column.
+MAX_COLUMNS = 256
 MAX_GATHER = 4
 
 
@@ -193,8 +194,9 @@ def column_rows(w: int, element_size: int, steps: int) -> ColumnRows:
         rows, per_thread = max(1, 256 // columns), 2
     else:
         rows, per_thread = max(1, 512 // columns), 8 if unroll_d else 4
-    # Wider rows take more warps (up to 8), so a thread's share stays near per_thread.
-    warps = max(1, min(8, rows * columns // (32 * per_thread)))
+    # Wider rows take more warps (up to 8, and at most one a row: see `plan_column_rows`), so
+    # a thread's share stays near per_thread.
+    warps = max(1, min(8, rows, rows * columns // (32 * per_thread)))
     return ColumnRows(rows, warps, unroll_d)
 
 
@@ -210,6 +212,10 @@ def plan_column_rows(
         raise ValueError(
             f"the column-maxima kernel does not take windows {windows} of W={x.shape[-1]}"
         )
+    if cfg.num_warps > cfg.br:
+        # Triton 3.6 asserts (OptimizeThreadLocality) on a gather it cannot keep inside a warp:
+        # every warp must own whole rows.
+        raise ValueError(f"the column-maxima kernel needs num_warps <= rows, got {cfg}")
     n, c, d, h, w = x.shape
     od, oh, ow = out_dhw
     rows = n * c * od * oh

@@ -2,11 +2,12 @@
 
 The plan picks, in order: the split reduction for global pooling of contiguous planes
 (`_forward_global.py`); for windows of at most SMALL_WINDOW elements, the whole-row kernel
-where windows are two wide along W, the column-maxima kernel where a row fits a program and
-H windows are at most 16 rows (`_forward_columns.py`), the window-tile kernel where W divides
-into aligned power-of-two windows of 4 or more (`_forward_tiles.py`), else the
-lane-per-window kernel; larger windows the chunked kernel. The loops of every kernel run
-over the largest window of each axis, which the host computes, so they are bounded.
+where windows are two wide along W, the column-maxima kernel where rows of up to 256 columns
+meet windows of at least MIN_COLUMN_ROWS (D, H) rows, at most 16 along H
+(`_forward_columns.py`), the window-tile kernel where W divides into aligned power-of-two
+windows of 4 or more (`_forward_tiles.py`), else the lane-per-window kernel; larger windows
+the chunked kernel. The loops of every kernel run over the largest window of each axis, which
+the host computes, so they are bounded.
 
 The chunked kernel: each program owns one (plane, output depth) row (several under the
 interpreter) and a tile of BOH×BOW outputs, and reduces their windows in chunks of
@@ -348,6 +349,10 @@ def _pair_window_kernel(
 # Windows of at most this many elements take a small-window kernel (H200 sweep: it beat the
 # chunked kernel 2.4x at 125-element windows); larger ones the chunked kernel.
 SMALL_WINDOW = 512
+# Windows of fewer (D·H) rows leave the column-maxima kernel's final gather most of the work:
+# (8,64,16,56,56) -> (16,28,20), 2 rows, took 4.7x the floor in fp16 against the lane
+# kernel's 2.9x; (8,50,50), 4 rows, 4.4x against 5.3x (H200 sweep, `--case`).
+MIN_COLUMN_ROWS = 4
 
 
 @dataclass(frozen=True)
@@ -437,8 +442,9 @@ def default_config(
     w, ow = x.shape[-1], out_dhw[2]
     if elements <= lanes_limit and w == 2 * ow:
         return pair_tiles(out_dhw[1], ow, element_size=x.element_size())
-    if elements <= SMALL_WINDOW and columns_apply(w, ow, windows):
-        return column_rows(w, x.element_size(), windows[0] * windows[1])
+    rows = windows[0] * windows[1]
+    if elements <= SMALL_WINDOW and rows >= MIN_COLUMN_ROWS and columns_apply(w, ow, windows):
+        return column_rows(w, x.element_size(), rows)
     if elements <= SMALL_WINDOW and vector_tiles(x, windows, out_dhw):
         return default_tile_shape(windows, out_dhw)
     if elements <= lanes_limit:

@@ -338,10 +338,13 @@ def test_column_max_kernel(
     assert_matches_with_strides(x, output_size, config, (-3, -1))
 
 
-def test_column_max_kernel_refuses_long_h_windows() -> None:
+def test_column_max_kernel_refuses_what_it_cannot_run() -> None:
     x = randn((1, 1, 2, 40, 4), torch.float32, seeded("columns-refuse"))
     with pytest.raises(ValueError, match="column-maxima kernel does not take windows"):
         forward(x, (1, 2, 2), config=ColumnRows(1, 1))
+    # More warps than rows: Triton 3.6 cannot keep the final gather inside a warp.
+    with pytest.raises(ValueError, match="needs num_warps <= rows"):
+        forward(x, (1, 8, 2), config=ColumnRows(2, 4))
 
 
 def test_64_bit_offsets_path(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -395,9 +398,10 @@ def test_pair_windows(
 
 def test_forward_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     """The default plan takes the whole-row kernel exactly when W = 2·OW, the column-maxima
-    kernel for other small windows with H windows of at most 16 rows, then the window-tile
-    kernel where W divides into aligned power-of-two windows of 4 or more, the split
-    reduction for global pooling of contiguous planes."""
+    kernel for other small windows of at least 4 (D, H) rows (at most 16 along H) on rows of
+    up to 256 columns, then the window-tile kernel where W divides into aligned
+    power-of-two windows of 4 or more, the split reduction for global pooling of contiguous
+    planes."""
     module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
     seen: list[str] = []
 
@@ -424,6 +428,8 @@ def test_forward_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     plan((1, 2, 4, 4, 16), (2, 2, 4), strided=True)
     plan((1, 1, 1, 34, 16), (1, 2, 4))  # H windows of 17 rows: window tiles...
     plan((1, 1, 1, 34, 2), (1, 2, 2))  # ... or one lane a window
+    plan((1, 1, 2, 4, 9), (2, 2, 3))  # windows of 2 (D, H) rows: one lane a window
+    plan((1, 1, 2, 2, 300), (1, 1, 100))  # rows of more than 256 columns: one lane a window
     # Global pooling of contiguous planes: the split reduction; of strided ones (windows of
     # more than 512 elements), the chunks.
     plan((1, 2, 8, 8, 16), (1, 1, 1))
@@ -434,6 +440,8 @@ def test_forward_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
         "_column_max_kernel",
         "_column_max_kernel",
         "_window_tile_kernel",
+        "_small_window_kernel",
+        "_small_window_kernel",
         "_small_window_kernel",
         "_global_parts_kernel",
         "_global_merge_kernel",
