@@ -4,10 +4,10 @@ The plan picks, in order: the split reduction for global pooling of contiguous p
 (`_forward_global.py`); for windows of at most SMALL_WINDOW elements, the whole-row kernel
 where windows are two wide along W, the column-maxima kernel where rows of up to 256 columns
 meet windows of at least MIN_COLUMN_ROWS (D, H) rows, at most 16 along H
-(`_forward_columns.py`), the window-tile kernel where W divides into aligned power-of-two
-windows of 4 or more (`_forward_tiles.py`), else the lane-per-window kernel; larger windows
-the chunked kernel. The loops of every kernel run over the largest window of each axis, which
-the host computes, so they are bounded.
+(`_forward_columns.py`), the window-tile kernel where windows of at least MIN_TILE_WINDOW
+elements divide W into aligned power-of-two widths of 4 or more (`_forward_tiles.py`), else
+the lane-per-window kernel; larger windows the chunked kernel. The loops of every kernel run
+over the largest window of each axis, which the host computes, so they are bounded.
 
 The chunked kernel: each program owns one (plane, output depth) row (several under the
 interpreter) and a tile of BOH×BOW outputs, and reduces their windows in chunks of
@@ -353,6 +353,11 @@ SMALL_WINDOW = 512
 # (8,64,16,56,56) -> (16,28,20), 2 rows, took 4.7x the floor in fp16 against the lane
 # kernel's 2.9x; (8,50,50), 4 rows, 4.4x against 5.3x (H200 sweep, `--case`).
 MIN_COLUMN_ROWS = 4
+# Where the column kernel does not apply (H windows past 16 rows), the window-tile kernel
+# beats the lane kernel on large windows only (H200 `--case` sweep, fp16, x the floor):
+# (8,64,16,64,64) -> (4,2,16), 512 elements, 3.18 against 4.80; (8,64,16,96,64) -> (8,4,16),
+# 192 elements, 3.32 against 2.04.
+MIN_TILE_WINDOW = 256
 
 
 @dataclass(frozen=True)
@@ -445,7 +450,7 @@ def default_config(
     rows = windows[0] * windows[1]
     if elements <= SMALL_WINDOW and rows >= MIN_COLUMN_ROWS and columns_apply(w, ow, windows):
         return column_rows(w, x.element_size(), rows)
-    if elements <= SMALL_WINDOW and vector_tiles(x, windows, out_dhw):
+    if MIN_TILE_WINDOW <= elements <= SMALL_WINDOW and vector_tiles(x, windows, out_dhw):
         return default_tile_shape(windows, out_dhw)
     if elements <= lanes_limit:
         return lane_block()

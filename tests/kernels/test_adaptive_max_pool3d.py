@@ -399,9 +399,9 @@ def test_pair_windows(
 def test_forward_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     """The default plan takes the whole-row kernel exactly when W = 2·OW, the column-maxima
     kernel for other small windows of at least 4 (D, H) rows (at most 16 along H) on rows of
-    up to 256 columns, then the window-tile kernel where W divides into aligned
-    power-of-two windows of 4 or more, the split reduction for global pooling of contiguous
-    planes."""
+    up to 256 columns, then the window-tile kernel where windows of 256 elements or more
+    divide W into aligned power-of-two widths of 4 or more, the split reduction for global
+    pooling of contiguous planes."""
     module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
     seen: list[str] = []
 
@@ -426,8 +426,9 @@ def test_forward_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     plan((1, 1, 4, 4, 9), (2, 2, 3))
     plan((1, 2, 4, 4, 16), (2, 2, 4))  # aligned W windows of 4: columns beat window tiles
     plan((1, 2, 4, 4, 16), (2, 2, 4), strided=True)
-    plan((1, 1, 1, 34, 16), (1, 2, 4))  # H windows of 17 rows: window tiles...
-    plan((1, 1, 1, 34, 2), (1, 2, 2))  # ... or one lane a window
+    plan((1, 1, 4, 34, 16), (1, 2, 4))  # H windows of 17 rows, 272 elements: window tiles
+    plan((1, 1, 1, 34, 16), (1, 2, 4))  # ... 68: one lane a window (chunks if interpreted)
+    plan((1, 1, 1, 34, 2), (1, 2, 2))  # ... W windows of 1: one lane a window
     plan((1, 1, 2, 4, 9), (2, 2, 3))  # windows of 2 (D, H) rows: one lane a window
     plan((1, 1, 2, 2, 300), (1, 1, 100))  # rows of more than 256 columns: one lane a window
     # Global pooling of contiguous planes: the split reduction; of strided ones (windows of
@@ -440,6 +441,7 @@ def test_forward_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
         "_column_max_kernel",
         "_column_max_kernel",
         "_window_tile_kernel",
+        "_adaptive_max_pool3d_kernel" if runtime.interpreted else "_small_window_kernel",
         "_small_window_kernel",
         "_small_window_kernel",
         "_small_window_kernel",

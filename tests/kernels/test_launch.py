@@ -129,7 +129,7 @@ FORWARD_CASES = [
     ((1, 2, 4, 6, 8), (2, 3, 4), False),  # pair windows
     ((1, 2, 5, 7, 9), (2, 3, 4), False),  # column maxima
     ((1, 2, 4, 8, 16), (2, 4, 4), False),  # column maxima, aligned W windows
-    ((1, 1, 1, 34, 16), (1, 2, 4), False),  # window tiles (H windows of 17 rows)
+    ((1, 1, 4, 34, 16), (1, 2, 4), False),  # window tiles (H windows of 17 rows)
     ((1, 1, 1, 34, 2), (1, 2, 2), False),  # lane per window (H windows of 17 rows)
     ((1, 2, 8, 9, 9), (1, 1, 1), False),  # global pooling: parts, then the merge
     ((1, 2, 8, 9, 9), (1, 1, 1), True),  # chunked (planes not contiguous)
