@@ -39,8 +39,8 @@ from kernels.ops.adaptive_max_pool3d import (
     pair_tiles,
 )
 from kernels.ops.adaptive_max_pool3d_backward import (
-    BackwardConfig,
     adaptive_max_pool3d_backward,
+    backward_config,
 )
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -74,22 +74,22 @@ def forward_variants(shape: tuple[int, ...], out: tuple[int, int, int]) -> dict[
                 variants[f"tiles{tile // 1024}k-w{warps}"] = dataclasses.replace(
                     sides, num_warps=warps
                 )
-    if math.prod(windows) <= SMALL_WINDOW and shape[-1] == 2 * out[2]:
+    small = math.prod(windows) <= SMALL_WINDOW
+    if small and shape[-1] == 2 * out[2]:
         for tile in (256, 1024):  # "pairsN": the whole-row kernel, N outputs a program
             variants[f"pairs{tile}"] = pair_tiles(out[1], out[2], tile=tile)
-    elif math.prod(windows) <= SMALL_WINDOW:
+    elif small:
         for block, warps in ((128, 4), (256, 4), (256, 8), (512, 8)):  # "lanesN-wM"
             variants[f"lanes{block}-w{warps}"] = dataclasses.replace(
                 lane_block(block), num_warps=warps
             )
-    if math.prod(windows) <= SMALL_WINDOW and columns_apply(shape[-1], out[2], windows):
+    if small and columns_apply(shape[-1], out[2], windows):
         # "colsN-wM": the column-maxima kernel, N output rows a program; "-d" unrolls the
         # depth walk too
         for rows, warps in ((4, 2), (4, 4), (8, 2), (8, 4), (16, 8)):
             variants[f"cols{rows}-w{warps}"] = ColumnRows(rows, warps)
             variants[f"cols{rows}-w{warps}-d"] = ColumnRows(rows, warps, unroll_d=True)
-    if math.prod(windows) > SMALL_WINDOW:  # global pooling: "partsN-bB-wM" split into N parts
-        # a plane, and the chunked kernel
+    if not small:  # global pooling: "partsN-bB-wM" split into N parts a plane, the chunks
         for parts, block, warps in ((0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8)):
             variants[f"parts{parts}-b{block}-w{warps}"] = GlobalSplit(parts, block, warps)
         base = chunk_tiles(windows, out)  # type: ignore[arg-type]
@@ -100,10 +100,7 @@ def forward_variants(shape: tuple[int, ...], out: tuple[int, int, int]) -> dict[
 
 
 def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
-    _, h, w = shape[2:]
-    bw = min(_adaptive.next_pow2(w), 128)
-    bh = min(_adaptive.next_pow2(h), max(1, 4096 // bw))
-    base = BackwardConfig(bh, bw, max(1, min(8, bh * bw // 256)))
+    base = backward_config(*shape[2:])  # the plan's own tiles (the sweep runs on a device)
     # "default" is the plan's choice; "fillN" forces fill-and-scatter in one launch with N
     # elements per program; "zeroedN" a zero fill then the scatter, N outputs per program;
     # "noscatter" is the order before either existed (row kernel where windows overlap).
@@ -114,12 +111,12 @@ def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
         variants[f"fill{tile // 1024}k"] = dataclasses.replace(
             base, scatter_first=True, scatter_tile=tile, zeroed=False
         )
-    if shape not in TINY_SHAPES:  # "boxN": the default tiles, N·256 outputs walked at a time
-        for per_thread in (1, 2):
+    if shape not in TINY_SHAPES:
+        for per_thread in (1, 2):  # "boxN": the default tiles, N·256 outputs walked at a time
             variants[f"box{per_thread}"] = dataclasses.replace(
                 base, scatter_first=True, zeroed=False, scatter_box=per_thread * 256
             )
-    if shape not in TINY_SHAPES:  # a program per (n, c) plane: no output read twice
+        # a program per (n, c) plane: no output read twice
         variants["fillplane"] = dataclasses.replace(
             base, scatter_first=True, scatter_tile=math.prod(shape[2:]), zeroed=False
         )
@@ -137,9 +134,11 @@ def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
         variants["noscatter"] = dataclasses.replace(base, scatter=False)
         # "disjNk-wM": the disjoint-window kernel's tile of about N·1024 elements, M warps
         for tile in (2048, 4096, 8192):
-            bh_t = min(_adaptive.next_pow2(h), max(1, tile // bw))
+            tiles = backward_config(*shape[2:], tile=tile)
             for warps in (4, 8):
-                variants[f"disj{tile // 1024}k-w{warps}"] = BackwardConfig(bh_t, bw, warps)
+                variants[f"disj{tile // 1024}k-w{warps}"] = dataclasses.replace(
+                    tiles, num_warps=warps
+                )
     return variants
 
 
