@@ -55,6 +55,15 @@ def _walk_rows(rows, kd, state, ACC: tl.constexpr, KH: tl.constexpr, VEC: tl.con
 
 
 @triton.jit
+def _position(step, rows_at, col, HW, W, KH: tl.constexpr):
+    """A walk step (kd·KH + kh) of column `col` back to its flat position, clamped as the
+    walk clamped; `rows_at` = (d_start, d_last, h_start, h_last)."""
+    d_start, d_last, h_start, h_last = rows_at
+    d = tl.minimum(d_start + step // KH, d_last)
+    return d * HW + tl.minimum(h_start + step % KH, h_last) * W + col
+
+
+@triton.jit
 def _column_max_kernel(
     x_ptr,
     out_ptr,
@@ -125,23 +134,10 @@ def _column_max_kernel(
     step = tl.gather(best_step, cols, 1)
     nan = tl.gather(nan_step, cols, 1)
 
-    # Walk steps back to positions: step = kd·KH + kh, clamped as the walk clamped.
+    rows_at = (d_start[:, None], d_last[:, None], h_start[:, None], h_last[:, None])
     col = col.to(IDX)[None, :]
-    h_start = h_start[:, None]
-    h_last = h_last[:, None]
-    d_last = d_last[:, None]
-    d_start = d_start[:, None]
-    pos = (
-        tl.minimum(d_start + step // KH, d_last) * HW
-        + tl.minimum(h_start + step % KH, h_last) * W
-        + col
-    )
-    nan_pos = (
-        tl.minimum(d_start + nan // KH, d_last) * HW
-        + tl.minimum(h_start + nan % KH, h_last) * W
-        + col
-    )
-    pos = tl.reshape(pos, (BR, BOW, KWP))
+    pos = tl.reshape(_position(step, rows_at, col, HW, W, KH), (BR, BOW, KWP))
+    nan_pos = _position(nan, rows_at, col, HW, W, KH)
     nan_pos = tl.reshape(tl.where(nan >= 0, nan_pos, -1), (BR, BOW, KWP))
     top = tl.max(value, axis=2)
     first = tl.min(tl.where(value == top[:, :, None], pos, BIG), axis=2)
