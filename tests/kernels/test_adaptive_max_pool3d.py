@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import kernels
 from kernels import runtime
-from kernels.ops._adaptive import PlanCache, max_window
+from kernels.ops._adaptive import PlanCache, Spatial, max_window
 from kernels.ops._forward_columns import ColumnRows, column_rows
 from kernels.ops._forward_global import GlobalSplit
 from kernels.ops._forward_tiles import TileShape, tile_shape
@@ -251,6 +251,21 @@ def assert_matches_with_strides(
     assert_forward_matches(forward(strided, output_size, config=config), strided, output_size)
 
 
+def ties_and_nans(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    """Random values with every other H row rounded (ties inside windows and across chunk
+    borders) and 3% NaN, in `dtype` on the test device."""
+    x = torch.randn(shape, generator=gen, dtype=torch.float64)
+    x[..., ::2, :] = x[..., ::2, :].round()
+    x[torch.rand(shape, generator=gen) < 0.03] = float("nan")
+    return x.to(dtype).to(DEVICE)
+
+
+def largest_windows(shape: tuple[int, ...], output_size: tuple[int, int, int]) -> Spatial:
+    """The largest window along each of the last three axes."""
+    d, h, w = (max_window(i, o) for i, o in zip(shape[-3:], output_size, strict=True))
+    return d, h, w
+
+
 TILE_CASES = [
     *((dtype, None) for dtype in ALL_DTYPES),  # the planned sides
     (torch.float32, TileShape(1, 2, 2, 2, 2, 1)),  # windows split into chunks on H and W
@@ -277,13 +292,8 @@ def test_window_tile_kernel(
     sides: TileShape | None,
 ) -> None:
     """The window-tile kernel, whole or with windows split over chunks: ties, NaN, strides."""
-    gen = seeded("tiles", shape, dtype)
-    x = torch.randn(shape, generator=gen, dtype=torch.float64)
-    x[..., ::2, :] = x[..., ::2, :].round()  # ties inside windows and across chunk borders
-    x[torch.rand(shape, generator=gen) < 0.03] = float("nan")
-    x = x.to(dtype).to(DEVICE)
-    windows = tuple(max_window(i, o) for i, o in zip(shape[-3:], output_size, strict=True))
-    config = sides or tile_shape(windows, output_size)  # type: ignore[arg-type]
+    x = ties_and_nans(shape, dtype, seeded("tiles", shape, dtype))
+    config = sides or tile_shape(largest_windows(shape, output_size), output_size)
     assert_matches_with_strides(x, output_size, config, (-3, -1))
 
 
@@ -328,13 +338,9 @@ def test_column_max_kernel(
 ) -> None:
     """The column-maxima kernel (whole rows, then a gather per window): ties inside and across
     windows, NaN, other strides, rows that do not fill the last program."""
-    gen = seeded("columns", shape, dtype)
-    x = torch.randn(shape, generator=gen, dtype=torch.float64)
-    x[..., ::2, :] = x[..., ::2, :].round()
-    x[torch.rand(shape, generator=gen) < 0.03] = float("nan")
-    x = x.to(dtype).to(DEVICE)
-    windows = [max_window(i, o) for i, o in zip(shape[-3:], output_size, strict=True)]
-    config = config or column_rows(shape[-1], x.element_size(), windows[0] * windows[1])
+    x = ties_and_nans(shape, dtype, seeded("columns", shape, dtype))
+    kd, kh, _ = largest_windows(shape, output_size)
+    config = config or column_rows(shape[-1], x.element_size(), kd * kh)
     assert_matches_with_strides(x, output_size, config, (-3, -1))
 
 
