@@ -165,6 +165,13 @@ def span(shape: Sequence[int], strides: Sequence[int]) -> int:
     )
 
 
+def covering_bounds(in_size: int, out_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per input position along one axis: the first output whose window covers it, and one
+    past the last (int64, on the CPU): the backward kernels' candidate outputs."""
+    p = torch.arange(in_size, dtype=torch.int64)
+    return (p * out_size) // in_size, ((p + 1) * out_size + in_size - 1) // in_size
+
+
 def divisor(d: int) -> tuple[int, int]:
     """(magic, shift) with x // d == umulhi(2x, magic) >> shift for 0 <= x < 2^31: a division
     by a value fixed at planning time as a multiply-high and a shift in the kernel

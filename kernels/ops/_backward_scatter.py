@@ -27,6 +27,7 @@ from kernels import runtime
 from kernels.launch import Launch
 from kernels.ops._adaptive import (
     INT32_LIMIT,
+    covering_bounds,
     divisor,
     fits_int32,
     max_window,
@@ -391,8 +392,7 @@ def bounds_table(
     each magic as the 32-bit pattern of its unsigned value ((0, 0) for 64-bit launches)."""
     parts = []
     for in_size, out_size in zip(in_dhw, out_dhw, strict=True):
-        p = torch.arange(in_size, dtype=torch.int64)
-        parts += [(p * out_size) // in_size, ((p + 1) * out_size + in_size - 1) // in_size]
+        parts += covering_bounds(in_size, out_size)
     (_, h, w), (od, oh, ow) = in_dhw, out_dhw
     sizes = {"W": w, "H": h, "OD": od, "OH": oh, "OW": ow, "ROWS": rows}
     words = divisor_words(tuple(sizes[name] for name in DIVISORS))

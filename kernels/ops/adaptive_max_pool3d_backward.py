@@ -31,6 +31,7 @@ from kernels.ops._adaptive import (
     PlanCache,
     as_5d,
     check_backward,
+    covering_bounds,
     fits_int32,
     max_window,
     next_pow2,
@@ -439,10 +440,7 @@ def _plan_disjoint(
 
 def row_bounds(in_size: int, out_size: int, device: torch.device) -> torch.Tensor:
     """First outputs covering each input position, then one past the last ones (int32)."""
-    p = torch.arange(in_size, dtype=torch.int64)
-    first = (p * out_size) // in_size
-    last = ((p + 1) * out_size + in_size - 1) // in_size
-    return torch.cat((first, last)).to(device=device, dtype=torch.int32)
+    return torch.cat(covering_bounds(in_size, out_size)).to(device=device, dtype=torch.int32)
 
 
 def _plan_rows(
