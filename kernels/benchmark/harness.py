@@ -6,8 +6,14 @@ run, device-event timing, the median) with a 1 GiB flush instead of its 256 MB o
 the events time the device alone. With do_bench's flush (about 60 µs) a host slowed by a
 busy neighbour lets the device run dry between runs and the gap lands in small kernels'
 timings (seen on the H200: 4 µs kernels timed at 10–20 µs in one run, 4 µs in the next).
-Host time per call is a separate number (scripts/host_probe.py). Under the Triton
-interpreter it is a host clock over a few repetitions: those numbers are not performance.
+Every other run flushes in two launches instead of one. On the H200 a one-kernel op's time
+depends on the parity of the launches before it: 4 µs kernels take 0.4–0.5 µs longer after an
+odd count than after an even one (two-kernel ops take the sum, so never change), and with one
+flush launch per run every run of a timing had the same parity: the median was one state or
+the other by chance. Alternating the parity makes it the median over both (scripts/
+launch_parity_probe.py). Host time per call is a separate number (scripts/host_probe.py).
+Under the Triton interpreter it is a host clock over a few repetitions: those numbers are
+not performance.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ class Timer(Protocol):
 
 @dataclass(frozen=True)
 class DeviceTimer:
-    """Median of device-event timings, L2 flushed before every run by zeroing `flush_bytes`."""
+    """Median of device-event timings, L2 flushed before every run by zeroing `flush_bytes`,
+    in two launches every other run (both launch parities, above)."""
 
     warmup_ms: int = 25
     rep_ms: int = 100
@@ -45,7 +52,8 @@ class DeviceTimer:
     def description(self) -> str:
         return (
             f"do_bench method, median of device events (warmup {self.warmup_ms} ms, "
-            f"rep {self.rep_ms} ms, L2 flushed by zeroing {self.flush_bytes >> 20} MiB)"
+            f"rep {self.rep_ms} ms, L2 flushed by zeroing {self.flush_bytes >> 20} MiB, "
+            "in two launches every other run)"
         )
 
     def __call__(self, fn: Callable[[], Any]) -> float:
@@ -55,6 +63,7 @@ class DeviceTimer:
 
         backend = getattr(torch, runtime.device)
         flush = torch.empty(self.flush_bytes // 4, dtype=torch.int32, device=runtime.device)
+        halves = flush.chunk(2)
 
         def event() -> Any:
             return backend.Event(enable_timing=True)
@@ -73,8 +82,12 @@ class DeviceTimer:
             fn()
         runs = max(10, int(self.rep_ms / estimate))
         starts, ends = [event() for _ in range(runs)], [event() for _ in range(runs)]
-        for first, last in zip(starts, ends, strict=True):
-            flush.zero_()
+        for run, (first, last) in enumerate(zip(starts, ends, strict=True)):
+            if run % 2:
+                for half in halves:
+                    half.zero_()
+            else:
+                flush.zero_()
             first.record()
             fn()
             last.record()
