@@ -130,6 +130,8 @@ def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
         variants[f"zeroed{block}"] = dataclasses.replace(
             base, scatter_first=True, zeroed=True, scatter_tile=block
         )
+    if shape in TINY_SHAPES:  # "nosmall": the disjoint kernel instead of a lane per element
+        variants["nosmall"] = dataclasses.replace(base, small=False)
     if shape not in TINY_SHAPES:
         variants["noscatter"] = dataclasses.replace(base, scatter=False)
         # "disjNk-wM": the disjoint-window kernel's tile of about N·1024 elements, M warps

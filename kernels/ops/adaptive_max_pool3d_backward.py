@@ -6,7 +6,9 @@ at most `max_window(O, I)` of them, so every candidate loop is bounded at compil
 atomics and no second pass: fp32 accumulation (fp64 for fp64), a fixed order of additions,
 the input's dtype stored.
 
-The default plan picks, in order: the disjoint-window kernel (every axis divides, power-of-two
+The default plan picks, in order: the small-input kernel (`_backward_small.py`: every axis
+divides and the input has at most 64 k elements: a lane per element, launch latency only);
+the disjoint-window kernel (every axis divides, power-of-two
 H and W windows: output tiles read once and repeated in registers, one vector store per
 element); the fill-and-scatter kernel (`_backward_scatter.py`: any windows whose overlaps
 leave an element at most 8 candidate outputs: zeros, then each gradient stored at its argmax);
@@ -26,7 +28,7 @@ import triton.language as tl
 
 from kernels import runtime
 from kernels.launch import Launch
-from kernels.ops import _backward_scatter
+from kernels.ops import _backward_scatter, _backward_small
 from kernels.ops._adaptive import (
     PlanCache,
     as_5d,
@@ -264,6 +266,7 @@ class BackwardConfig:
     scatter_tile: int = 0  # elements (or outputs, when zeroed) per program; 0: the default
     zeroed: bool | None = None  # zero fill, then a lane per output (None: the plan decides)
     scatter_box: int = 0  # fill-and-scatter: outputs walked at a time; 0: the default
+    small: bool = True  # a lane per element on small inputs whose axes all divide
 
 
 def backward_config(d: int, h: int, w: int, tile: int | None = None) -> BackwardConfig:
@@ -373,6 +376,8 @@ def _plan_launch(
         return _backward_scatter.plan_scatter(
             grad5, idx5, gin5, cfg.scatter_tile, cfg.zeroed, cfg.scatter_box
         )
+    if cfg.disjoint and cfg.small and _backward_small.applies(gin5, grad5, idx5):
+        return _backward_small.plan_small(grad5, idx5, gin5)
     windows = disjoint_windows((d, h, w), (od, oh, ow)) if cfg.disjoint else None
     if windows is not None:
         return _plan_disjoint(grad5, idx5, gin5, cfg, windows)

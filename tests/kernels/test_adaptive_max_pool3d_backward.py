@@ -6,6 +6,7 @@ Both implementations run on every device: the Moore Threads one through
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import os
@@ -415,7 +416,7 @@ def test_past_2_31_elements(impl: str) -> None:
 
 
 KERNEL_CASES = [
-    # (shape, output_size, the kernel the default plan launches)
+    # (shape, output_size, the kernel the default plan launches on inputs past SMALL_INPUT)
     ((2, 3, 5, 12, 24), (1, 1, 1), "_fill_scatter_backward_kernel"),  # global, windows not 2^k
     ((1, 2, 3, 6, 48), (1, 2, 3), "_fill_scatter_backward_kernel"),  # windows (3, 3, 16)
     ((1, 2, 4, 9, 12), (2, 3, 3), "_fill_scatter_backward_kernel"),  # divisible, windows of 3
@@ -435,12 +436,44 @@ KERNEL_CASES = [
 def test_kernel_dispatch(
     shape: tuple[int, ...], output_size: tuple[int, int, int], kernel: str, dtype: torch.dtype
 ) -> None:
-    """Each specialized kernel is the one the default plan takes, and it is exact."""
+    """Each specialized kernel is the one the default plan takes (small inputs aside: the
+    small-input kernel is switched off here, as larger inputs have it), and it is exact."""
     module = importlib.import_module("kernels.ops.adaptive_max_pool3d_backward")
     grad, x, indices = case(shape, output_size, dtype, "dispatch")
-    launch = module._plan_launch(grad, indices, torch.empty_like(x), None)
+    config = dataclasses.replace(module.backward_config(*shape[-3:]), small=False)
+    launch = module._plan_launch(grad, indices, torch.empty_like(x), config)
     assert launch.kernel.fn.__name__ == kernel
+    got = module.adaptive_max_pool3d_backward(grad, x, indices, config=config)
+    assert_backward_matches(got, grad, x, indices)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize(
+    ("shape", "output_size"),
+    [
+        ((1, 1, 8, 8, 8), (4, 4, 4)),
+        ((2, 3, 6, 9, 12), (2, 3, 4)),  # windows of 3
+        ((3, 5, 12, 24), (1, 1, 1)),  # global, unbatched
+        ((2, 8, 7, 10, 15), (7, 5, 3)),  # windows (1, 2, 5)
+    ],
+    ids=str,
+)
+def test_small_input_kernel(
+    shape: tuple[int, ...], output_size: tuple[int, int, int], dtype: torch.dtype
+) -> None:
+    """Small inputs whose axes all divide take the lane-per-element kernel, with any strides
+    of the gradient and indices, and it is exact."""
+    module = importlib.import_module("kernels.ops.adaptive_max_pool3d_backward")
+    grad, x, indices = case(shape, output_size, dtype, "small")
+    five = (lambda t: t[None]) if x.dim() == 4 else (lambda t: t)
+    launch = module._plan_launch(five(grad), five(indices), five(torch.empty_like(x)), None)
+    assert launch.kernel.fn.__name__ == "_small_backward_kernel"
     assert_backward_matches(module.adaptive_max_pool3d_backward(grad, x, indices), grad, x, indices)
+    grad_t = grad.transpose(-1, -3).contiguous().transpose(-1, -3)  # other strides, same values
+    indices_t = indices.transpose(-2, -3).contiguous().transpose(-2, -3)
+    got = module.adaptive_max_pool3d_backward(grad_t, x, indices_t)
+    # The reference gets contiguous indices: PyTorch 2.13's CPU backward misreads strided ones.
+    assert_backward_matches(got, grad_t, x, indices)
 
 
 @pytest.mark.parametrize(

@@ -104,9 +104,11 @@ def test_under_the_interpreter_every_call_binds(monkeypatch: pytest.MonkeyPatch)
     assert len(kernel.calls) == 2
 
 
+NOT_SMALL = BackwardConfig(4, 8, 1, small=False)  # as on inputs past the small-input kernel's
 BACKWARD_CASES = [
-    ((1, 2, 4, 6, 8), (2, 3, 4), None),  # disjoint
-    ((1, 2, 5, 12, 24), (1, 1, 1), None),  # fill-and-scatter
+    ((1, 2, 4, 6, 8), (2, 3, 4), None),  # small input: a lane per element
+    ((1, 2, 4, 6, 8), (2, 3, 4), NOT_SMALL),  # disjoint
+    ((1, 2, 5, 12, 24), (1, 1, 1), NOT_SMALL),  # fill-and-scatter
     ((1, 2, 9, 13, 28), (5, 9, 11), None),  # zeroed scatter
     ((1, 1, 3, 2, 5), (7, 5, 9), None),  # rows
     ((1, 1, 5, 9, 13), (3, 5, 6), BackwardConfig(4, 8, 1, scatter=False)),  # rows, overlaps
