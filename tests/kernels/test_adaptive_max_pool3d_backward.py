@@ -88,6 +88,7 @@ OTHER_CASES = [
     ((1, 1, 4, 70, 300), (2, 3, 2)),  # rows wider than one tile
     ((3, 6, 7, 8), (2, 3, 4)),  # unbatched (C, D, H, W)
     ((2, 4, 6, 8), (2, 3, 4)),  # unbatched, divisible
+    ((1, 2, 8, 64, 72), (4, 16, 18)),  # divisible, past SMALL_INPUT: the disjoint kernel
 ]
 
 
@@ -353,7 +354,7 @@ def test_kernels_vendor_environment_variable() -> None:
 @pytest.mark.parametrize(
     "config",
     [
-        BackwardConfig(2, 4, 1, scatter=False),
+        BackwardConfig(2, 4, 1, scatter=False, small=False),
         BackwardConfig(4, 8, 1, disjoint=False, scatter=False),
     ],
     ids=str,
