@@ -63,8 +63,6 @@ def floor_ms(in_numel: int, out_numel: int, element: int, gbps: float) -> float:
 def forward_variants(shape: tuple[int, ...], out: tuple[int, int, int]) -> dict[str, Any]:
     windows = tuple(_adaptive.max_window(i, o) for i, o in zip(shape[2:], out, strict=True))
     variants: dict[str, Any] = {"default": None}
-    if shape in TINY_SHAPES:
-        return variants
     # "tilesNk-wM": the window-tile kernel, about N·1024 elements per load, M warps; only
     # where its loads vectorize (the plan's own rule, on a contiguous fp16 tensor of the shape).
     if vector_tiles(torch.empty(shape, dtype=torch.float16, device="meta"), windows, out):  # type: ignore[arg-type]
@@ -75,10 +73,12 @@ def forward_variants(shape: tuple[int, ...], out: tuple[int, int, int]) -> dict[
                     sides, num_warps=warps
                 )
     small = math.prod(windows) <= SMALL_WINDOW
-    if small and shape[-1] == 2 * out[2]:
-        for tile in (256, 1024):  # "pairsN": the whole-row kernel, N outputs a program
-            variants[f"pairs{tile}"] = pair_tiles(out[1], out[2], tile=tile)
-    elif small:
+    tiny = shape in TINY_SHAPES
+    pairs = small and shape[-1] == 2 * out[2]
+    if pairs:
+        for tile in (64, 128, 256, 512, 1024) if tiny else (256, 1024):
+            variants[f"pairs{tile}"] = pair_tiles(out[1], out[2], tile=tile)  # N a program
+    if small and (tiny or not pairs):
         for block, warps in ((128, 4), (256, 4), (256, 8), (512, 8)):  # "lanesN-wM"
             variants[f"lanes{block}-w{warps}"] = dataclasses.replace(
                 lane_block(block), num_warps=warps

@@ -346,6 +346,10 @@ def _pair_window_kernel(
     tl.store(idx_ptr + out_offs, best_idx.to(tl.int64), mask=live)
 
 
+# The whole-row kernel's tiles shrink until a launch has this many programs (H200 sweep:
+# fp32 (1,1,32,32,32) -> (16,16,16), 16 programs of 256 outputs, 1.37x PyTorch; 64 of 64,
+# 2.10x; the other tiny rows level within 0.02).
+MIN_PAIR_PROGRAMS = 128
 # Windows of at most this many elements take a small-window kernel (H200 sweep: it beat the
 # chunked kernel 2.4x at 125-element windows); larger ones the chunked kernel.
 SMALL_WINDOW = 512
@@ -395,10 +399,16 @@ class LaneBlock:
 ForwardConfig = ChunkTiles | PairTiles | LaneBlock | TileShape | GlobalSplit | ColumnRows
 
 
-def pair_tiles(oh: int, ow: int, tile: int | None = None, element_size: int = 4) -> PairTiles:
+def pair_tiles(
+    oh: int, ow: int, tile: int | None = None, element_size: int = 4, outputs: int = 0
+) -> PairTiles:
     """Rows of outputs wide along W, four a thread. H200 sweep: 1024 outputs a program in
-    2-byte dtypes, 512 in fp32 (more rows a program under the interpreter)."""
-    tile = tile or (16384 if runtime.interpreted else 1024 if element_size <= 2 else 512)
+    2-byte dtypes, 512 in fp32 (more rows a program under the interpreter); halved down to
+    64 while `outputs` (all of them) would give fewer than MIN_PAIR_PROGRAMS programs."""
+    if not tile:
+        tile = 16384 if runtime.interpreted else 1024 if element_size <= 2 else 512
+        while not runtime.interpreted and tile > 64 and outputs < MIN_PAIR_PROGRAMS * tile:
+            tile //= 2
     bow = min(next_pow2(ow), 128)
     boh = min(next_pow2(oh), max(1, tile // bow))
     br = max(1, tile // (bow * boh)) if runtime.interpreted else 1
@@ -446,7 +456,8 @@ def default_config(
     lanes_limit = 32 if runtime.interpreted else SMALL_WINDOW
     w, ow = x.shape[-1], out_dhw[2]
     if elements <= lanes_limit and w == 2 * ow:
-        return pair_tiles(out_dhw[1], ow, element_size=x.element_size())
+        outputs = x.shape[0] * x.shape[1] * math.prod(out_dhw)
+        return pair_tiles(out_dhw[1], ow, element_size=x.element_size(), outputs=outputs)
     rows = windows[0] * windows[1]
     if elements <= SMALL_WINDOW and rows >= MIN_COLUMN_ROWS and columns_apply(w, ow, windows):
         return column_rows(w, x.element_size(), rows)

@@ -457,6 +457,24 @@ def test_forward_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     ]
 
 
+def test_pair_tiles_shrink_for_few_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a device the whole-row kernel's tile halves (down to 64 outputs) until the launch
+    has MIN_PAIR_PROGRAMS programs; the benchmark's large rows keep the swept tiles."""
+    monkeypatch.setattr(runtime, "interpreted", False)
+    module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
+
+    def outputs_a_program(oh: int, ow: int, element_size: int, outputs: int) -> int:
+        tiles = module.pair_tiles(oh, ow, element_size=element_size, outputs=outputs)
+        return int(tiles.boh * tiles.bow)
+
+    assert module.MIN_PAIR_PROGRAMS == 128
+    assert outputs_a_program(16, 16, 4, 4096) == 64  # (1,1,32,32,32) -> (16,16,16)
+    assert outputs_a_program(16, 16, 2, 4096) == 64
+    assert outputs_a_program(32, 32, 4, 128 * 256) == 256  # halved once: 128 programs
+    assert outputs_a_program(28, 28, 4, 8 * 64 * 8 * 28 * 28) == 512  # large rows: swept tiles
+    assert outputs_a_program(28, 28, 2, 8 * 64 * 8 * 28 * 28) == 1024
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not big_memory_gpu(24), reason="needs a GPU with 24 GiB free")
 def test_past_2_31_elements() -> None:
