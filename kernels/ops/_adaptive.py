@@ -165,6 +165,15 @@ def span(shape: Sequence[int], strides: Sequence[int]) -> int:
     )
 
 
+def dividing_windows(in_dhw: Sequence[int], out_dhw: Sequence[int]) -> tuple[int, int, int] | None:
+    """(KD, KH, KW) when every output size divides its input size (windows tile the input,
+    one output per element), else None."""
+    if any(o == 0 or i % o for i, o in zip(in_dhw, out_dhw, strict=True)):
+        return None
+    kd, kh, kw = (i // o for i, o in zip(in_dhw, out_dhw, strict=True))
+    return kd, kh, kw
+
+
 def covering_bounds(in_size: int, out_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Per input position along one axis: the first output whose window covers it, and one
     past the last (int64, on the CPU): the backward kernels' candidate outputs."""

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from kernels.launch import Launch
-from kernels.ops._adaptive import fits_int32, span
+from kernels.ops._adaptive import dividing_windows, fits_int32, span
 
 # Inputs up to this many elements take this kernel (the benchmark's tiny sizes have 512 to
 # 32768); above it, the disjoint kernel's coalesced output reads matter more than latency.
@@ -78,8 +78,7 @@ def _small_backward_kernel(
 
 def applies(gin5: torch.Tensor, grad5: torch.Tensor, idx5: torch.Tensor) -> bool:
     """Small, contiguous gradient; every axis divides; all offsets fit in 32 bits."""
-    in_dhw, out_dhw = gin5.shape[2:], grad5.shape[2:]
-    if any(o == 0 or i % o for i, o in zip(in_dhw, out_dhw, strict=True)):
+    if dividing_windows(gin5.shape[2:], grad5.shape[2:]) is None:
         return False
     reach = max(span(t.shape, t.stride()) for t in (grad5, idx5))
     return gin5.is_contiguous() and gin5.numel() <= SMALL_INPUT and fits_int32(reach)
@@ -88,7 +87,9 @@ def applies(gin5: torch.Tensor, grad5: torch.Tensor, idx5: torch.Tensor) -> bool
 def plan_small(grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor) -> Launch:
     """Launch of the small-input kernel for 5-D tensors that `applies` accepts."""
     _, c, d, h, w = gin5.shape
-    od, oh, ow = grad5.shape[2:]
+    windows = dividing_windows((d, h, w), grad5.shape[2:])
+    assert windows is not None, "plan_small needs windows that tile the input (`applies`)"
+    kd, kh, kw = windows
     total = gin5.numel()
     scalars = (total, *grad5.stride(), *idx5.stride())
     constants = {
@@ -96,9 +97,9 @@ def plan_small(grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor) -> L
         "D": d,
         "H": h,
         "W": w,
-        "KD": d // od,
-        "KH": h // oh,
-        "KW": w // ow,
+        "KD": kd,
+        "KH": kh,
+        "KW": kw,
         "BLOCK": BLOCK,
         "num_warps": 4,
     }

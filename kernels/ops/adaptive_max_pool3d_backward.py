@@ -34,6 +34,7 @@ from kernels.ops._adaptive import (
     as_5d,
     check_backward,
     covering_bounds,
+    dividing_windows,
     fits_int32,
     max_window,
     next_pow2,
@@ -242,12 +243,10 @@ def _rows_backward_kernel(
 
 def disjoint_windows(in_dhw: Sequence[int], out_dhw: Sequence[int]) -> tuple[int, int, int] | None:
     """(KD, KH, KW) when every axis divides and KH, KW are powers of two, else None."""
-    if any(o == 0 or i % o for i, o in zip(in_dhw, out_dhw, strict=True)):
+    windows = dividing_windows(in_dhw, out_dhw)
+    if windows is None or any(k & (k - 1) for k in windows[1:]):
         return None
-    kd, kh, kw = (i // o for i, o in zip(in_dhw, out_dhw, strict=True))
-    if kh & (kh - 1) or kw & (kw - 1):
-        return None
-    return kd, kh, kw
+    return windows
 
 
 @dataclass(frozen=True)
