@@ -132,7 +132,7 @@ def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
         )
     if shape in TINY_SHAPES:  # "nosmall": the disjoint kernel instead of a lane per element
         variants["nosmall"] = dataclasses.replace(base, small=False)
-    if shape not in TINY_SHAPES:
+    else:
         variants["noscatter"] = dataclasses.replace(base, scatter=False)
         # "disjNk-wM": the disjoint-window kernel's tile of about N·1024 elements, M warps
         for tile in (2048, 4096, 8192):

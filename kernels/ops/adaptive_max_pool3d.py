@@ -400,15 +400,17 @@ ForwardConfig = ChunkTiles | PairTiles | LaneBlock | TileShape | GlobalSplit | C
 
 
 def pair_tiles(
-    oh: int, ow: int, tile: int | None = None, element_size: int = 4, outputs: int = 0
+    oh: int, ow: int, tile: int | None = None, element_size: int = 4, outputs: int | None = None
 ) -> PairTiles:
     """Rows of outputs wide along W, four a thread. H200 sweep: 1024 outputs a program in
-    2-byte dtypes, 512 in fp32 (more rows a program under the interpreter); halved down to
-    64 while `outputs` (all of them) would give fewer than MIN_PAIR_PROGRAMS programs."""
+    2-byte dtypes, 512 in fp32 (more rows a program under the interpreter); on a device,
+    halved down to 64 while `outputs` (all of them, when given) would give fewer than
+    MIN_PAIR_PROGRAMS programs."""
     if not tile:
         tile = 16384 if runtime.interpreted else 1024 if element_size <= 2 else 512
-        while not runtime.interpreted and tile > 64 and outputs < MIN_PAIR_PROGRAMS * tile:
-            tile //= 2
+        if outputs is not None and not runtime.interpreted:
+            while tile > 64 and outputs < MIN_PAIR_PROGRAMS * tile:
+                tile //= 2
     bow = min(next_pow2(ow), 128)
     boh = min(next_pow2(oh), max(1, tile // bow))
     br = max(1, tile // (bow * boh)) if runtime.interpreted else 1
