@@ -22,7 +22,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from kernels.benchmark.bandwidth import gbps
 from kernels.benchmark.definition import Case, KernelMismatch, OpBenchmark
@@ -38,23 +38,42 @@ class Timer(Protocol):
     def __call__(self, fn: Callable[[], Any]) -> float: ...
 
 
+Flush = Literal["zero", "read", "none"]
+
+
 @dataclass(frozen=True)
 class DeviceTimer:
     """Median of device-event timings, L2 flushed before every run by zeroing `flush_bytes`,
-    in two launches every other run (both launch parities, above)."""
+    in two launches every other run (both launch parities, above).
+
+    `flush` other than "zero" is for probes, not the benchmark: "read" takes the maximum of
+    the buffer instead (L2 left clean, where zeroing leaves it full of dirty lines that the
+    timed op writes back), "none" leaves L2 warm."""
 
     warmup_ms: int = 25
     rep_ms: int = 100
     flush_bytes: int = 2**30
+    flush: Flush = "zero"
     performance: bool = True
 
     @property
     def description(self) -> str:
+        how = {
+            "zero": f"L2 flushed by zeroing {self.flush_bytes >> 20} MiB",
+            "read": f"L2 flushed by reading {self.flush_bytes >> 20} MiB",
+            "none": "L2 not flushed, but the same launches between runs",
+        }[self.flush]
         return (
             f"do_bench method, median of device events (warmup {self.warmup_ms} ms, "
-            f"rep {self.rep_ms} ms, L2 flushed by zeroing {self.flush_bytes >> 20} MiB, "
-            "in two launches every other run)"
+            f"rep {self.rep_ms} ms, {how}, in two launches every other run)"
         )
+
+    def _flusher(self) -> Callable[[Any], Any]:
+        if self.flush == "zero":
+            return lambda part: part.zero_()
+        if self.flush == "read":
+            return lambda part: part.amax()
+        return lambda part: part[:1].zero_()
 
     def __call__(self, fn: Callable[[], Any]) -> float:
         import torch
@@ -64,6 +83,7 @@ class DeviceTimer:
         backend = getattr(torch, runtime.device)
         flush = torch.empty(self.flush_bytes // 4, dtype=torch.int32, device=runtime.device)
         halves = flush.chunk(2)
+        clear = self._flusher()
 
         def event() -> Any:
             return backend.Event(enable_timing=True)
@@ -73,7 +93,7 @@ class DeviceTimer:
         start, end = event(), event()
         start.record()
         for _ in range(5):
-            flush.zero_()
+            clear(flush)
             fn()
         end.record()
         backend.synchronize()
@@ -85,9 +105,9 @@ class DeviceTimer:
         for run, (first, last) in enumerate(zip(starts, ends, strict=True)):
             if run % 2:
                 for half in halves:
-                    half.zero_()
+                    clear(half)
             else:
-                flush.zero_()
+                clear(flush)
             first.record()
             fn()
             last.record()
