@@ -22,6 +22,7 @@ WORD = 4  # bytes in the int32 words the mover reads and writes
 # The mover's source never holds this value (`mover` fills it below), so the store that keeps
 # read-only programs' loads alive never runs.
 NEVER = 2**31 - 1
+_NEVER = tl.constexpr(NEVER)
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def _move(
         tl.store(dst + at, words, mask=at < n_dst)
     else:
         top = tl.max(words, axis=0)
-        if top == NEVER:
+        if top == _NEVER:
             tl.store(sink, top)
 
 
