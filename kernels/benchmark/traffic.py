@@ -64,7 +64,7 @@ class MoverConfig:
 CONFIGS: tuple[MoverConfig, ...] = tuple(
     MoverConfig(block, warps, spread)
     for spread in (False, True)
-    for block in (2048, 8192)
+    for block in (1024, 2048, 4096, 8192, 16384)
     for warps in (4, 8)
 )
 
