@@ -90,12 +90,7 @@ def forward_variants(shape: tuple[int, ...], out: tuple[int, int, int]) -> dict[
             variants[f"cols{rows}-w{warps}"] = ColumnRows(rows, warps)
             variants[f"cols{rows}-w{warps}-d"] = ColumnRows(rows, warps, unroll_d=True)
     if not small:  # global pooling: "partsN-bB-wM" split into N parts a plane, the chunks
-        # Up to 50 parts: one or two blocks a program, as the traffic mover reads fastest.
-        splits = (
-            (0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8), (13, 2048, 8),
-            (25, 2048, 8), (25, 2048, 4), (13, 4096, 8), (7, 8192, 8), (50, 1024, 4),
-        )  # fmt: skip
-        for parts, block, warps in splits:
+        for parts, block, warps in ((0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8)):
             variants[f"parts{parts}-b{block}-w{warps}"] = GlobalSplit(parts, block, warps)
         base = chunk_tiles(windows, out)  # type: ignore[arg-type]
         variants["chunked"] = base
