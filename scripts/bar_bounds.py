@@ -27,18 +27,12 @@ from typing import Any
 import torch
 
 from kernels.benchmark.bandwidth import COPY_BYTES, copy_bandwidth_gbps, pool3d_traffic_bytes
+from kernels.benchmark.bars import geomean
 from kernels.benchmark.definition import Case, load
 from kernels.benchmark.harness import DeviceTimer, Flush
 from kernels.benchmark.implementations import device_name, select
 from kernels.benchmark.sizes import DEFAULT_DTYPES, LARGE
-from kernels.benchmark.traffic import (
-    CONFIGS,
-    WORD,
-    Mover,
-    Split,
-    backward_split,
-    forward_split,
-)
+from kernels.benchmark.traffic import CONFIGS, Mover, Split, backward_split, forward_split, mover
 
 DEVICE = "cuda"
 FLUSHES: tuple[Flush, ...] = ("zero", "read")
@@ -67,10 +61,8 @@ class Measured:
 
 def best_mover(split: Split, flush: Flush) -> tuple[float, str]:
     """The fastest mover configuration's median (µs) and its name."""
-    source = torch.randint(0, 2**31 - 1, (-(-split.read_bytes // WORD),), device=DEVICE,
-                           dtype=torch.int32)  # fmt: skip
-    destination = torch.empty(-(-split.write_bytes // WORD), dtype=torch.int32, device=DEVICE)
-    times = {c.name: timer(flush)(Mover(source, destination, c)) * 1e3 for c in CONFIGS}
+    first = mover(split, CONFIGS[0], DEVICE)
+    times = {c.name: timer(flush)(Mover(first.source, first.destination, c)) * 1e3 for c in CONFIGS}
     name = min(times, key=times.__getitem__)
     return times[name], name
 
@@ -100,7 +92,7 @@ def measure(op: str, copy_gbps: float) -> list[Measured]:
             prepared = bench.prepare(case, DEVICE, kernel_fn)
             prepared.verify()
             inputs, outputs = math.prod(shape), math.prod(shape[:2]) * math.prod(output_size)
-            size = torch.empty((), dtype=case.torch_dtype).element_size()
+            size = case.torch_dtype.itemsize
             split = SPLITS[op](inputs, outputs, size)
             floor_us = pool3d_traffic_bytes(inputs, outputs, size) / copy_gbps / 1e3
             for flush in FLUSHES:
@@ -117,8 +109,10 @@ def measure(op: str, copy_gbps: float) -> list[Measured]:
     return out
 
 
-def geomean(values: list[float]) -> float:
-    return math.exp(statistics.fmean(math.log(v) for v in values))
+def verdict(met: bool, reachable: bool) -> str:
+    if met:
+        return "met"
+    return "not met, within reach" if reachable else "not met, out of reach"
 
 
 def report(rows: list[Measured]) -> None:
@@ -141,10 +135,10 @@ def report(rows: list[Measured]) -> None:
             ours = geomean([r.torch_us / r.ours_us for r in mine])
             least = statistics.median(r.mover_us / r.floor_us for r in mine)
             median = statistics.median(r.ours_us / r.floor_us for r in mine)
-            print(f"\ngeometric mean speedup: ours {ours:.2f}, reach {reach:.2f} "
-                  f"(bar ≥ {geo_bar})")  # fmt: skip
-            print(f"median × floor: ours {median:.2f}, reach {least:.2f} (bar ≤ {floor_bar})\n",
-                  flush=True)  # fmt: skip
+            print(f"\ngeometric mean speedup: ours {ours:.3f}, reach {reach:.3f} "
+                  f"(bar ≥ {geo_bar}: {verdict(ours >= geo_bar, reach >= geo_bar)})")  # fmt: skip
+            print(f"median × floor: ours {median:.3f}, reach {least:.3f} (bar ≤ {floor_bar}: "
+                  f"{verdict(median <= floor_bar, least <= floor_bar)})\n", flush=True)  # fmt: skip
 
 
 def main() -> None:

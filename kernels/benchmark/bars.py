@@ -41,7 +41,7 @@ def _rows(
     ]
 
 
-def _geomean(values: Sequence[float]) -> float:
+def geomean(values: Sequence[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
@@ -55,7 +55,7 @@ def backward_bars(doc: dict[str, Any]) -> list[Bar]:
     if large:
         speedups = [r["speedup"] for r in large]
         slower = [r for r in large if r["speedup"] < 1.0]
-        geo = _geomean(speedups)
+        geo = geomean(speedups)
         bars.append(Bar("backward, large: geometric mean speedup >= 2.0", f"{geo:.2f}", geo >= 2.0))
         bars.append(
             Bar(
@@ -84,7 +84,7 @@ def forward_bars(doc: dict[str, Any]) -> list[Bar]:
     large = _rows(doc, LARGE)
     if not large:
         return []
-    geo = _geomean([r["speedup"] for r in large])
+    geo = geomean([r["speedup"] for r in large])
     bars = [Bar("forward, large: geometric mean speedup >= 3", f"{geo:.2f}", geo >= 3.0)]
     floors = _floor_multiples(large)
     if floors:
