@@ -82,7 +82,7 @@ def sanity(copy_gbps: float) -> None:
     print("mover, 16 MiB read + 16 MiB written: " + ", ".join(cells) + "\n", flush=True)
 
 
-def measure(op: str, copy_gbps: float) -> list[Measured]:
+def measure(op: str, copy_gbps: float, flushes: list[Flush]) -> list[Measured]:
     bench = load(op)
     kernel_fn, _ = select(op, "generic")
     out: list[Measured] = []
@@ -95,7 +95,7 @@ def measure(op: str, copy_gbps: float) -> list[Measured]:
             size = case.torch_dtype.itemsize
             split = SPLITS[op](inputs, outputs, size)
             floor_us = pool3d_traffic_bytes(inputs, outputs, size) / copy_gbps / 1e3
-            for flush in FLUSHES:
+            for flush in flushes:
                 mover_us, config = best_mover(split, flush)
                 out.append(
                     Measured(
@@ -145,12 +145,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write every measured row here")
     parser.add_argument("--ops", nargs="+", default=list(SPLITS), choices=list(SPLITS))
+    parser.add_argument("--flushes", nargs="+", default=list(FLUSHES), choices=list(FLUSHES))
     args = parser.parse_args()
     copy_gbps = copy_bandwidth_gbps(DEVICE, timer("zero"))
     sanity(copy_gbps)
     rows: list[Measured] = []
     for op in args.ops:
-        measured = measure(op, copy_gbps)
+        measured = measure(op, copy_gbps, args.flushes)
         report(measured)
         rows += measured
         if args.json:
