@@ -124,10 +124,6 @@ def backward_variants(shape: tuple[int, ...]) -> dict[str, Any]:
             variants[f"plane-b{per_thread}"] = dataclasses.replace(
                 variants["fillplane"], scatter_box=per_thread * 256
             )
-        for lag in (32, 128, 512):  # "staggerN": zeroing and walking programs apart
-            variants[f"stagger{lag}"] = dataclasses.replace(
-                base, scatter_first=True, zeroed=False, stagger=lag
-            )
     for block in (256, 512, 1024):
         if shape in TINY_SHAPES and block != 512:
             continue

@@ -215,25 +215,10 @@ def _box_outputs(j, total, n_oh, by_rows, by_ow, WIDE: tl.constexpr):
 
 
 @triton.jit
-def _stagger_role(pid, n_tiles, lag):
-    """STAGGER's grid of 2·n_tiles programs: (tile, zeroing). The first `lag` zero tiles 0..
-    lag-1; then zeroing tile lag + i and walking tile i alternate; the last `lag` walk the
-    last tiles. A walker waits for its tile's zeros, which a program `lag` or more places
-    earlier in the grid writes (dispatched before it, so the wait cannot deadlock)."""
-    k = pid - lag
-    head = pid < lag
-    tail = pid >= 2 * n_tiles - lag
-    even = (k % 2) == 0
-    tile = tl.where(head, pid, tl.where(tail, pid - n_tiles, tl.where(even, lag + k // 2, k // 2)))
-    return tile, head | (~tail & even)
-
-
-@triton.jit
 def _fill_scatter_backward_kernel(
     grad_ptr,
     idx_ptr,
     gin_ptr,
-    flags_ptr,
     bounds_ptr,
     C,
     D,
@@ -257,8 +242,6 @@ def _fill_scatter_backward_kernel(
     siw,
     n_d_tiles,
     n_h_tiles,
-    n_tiles,
-    lag,
     ACC: tl.constexpr,
     TD: tl.constexpr,
     TH: tl.constexpr,
@@ -270,15 +253,9 @@ def _fill_scatter_backward_kernel(
     CW: tl.constexpr,
     VEC: tl.constexpr,
     WIDE: tl.constexpr,
-    STAGGER: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    if STAGGER:
-        tile, zeroing = _stagger_role(pid, n_tiles, lag)
-    else:
-        tile = pid
-        zeroing = True
-    plane, dt, ht = unflatten3(tile, n_d_tiles, n_h_tiles)
+    plane, dt, ht = unflatten3(pid, n_d_tiles, n_h_tiles)
     plane = plane.to(tl.int64)
     n = plane // C
     c = plane % C
@@ -306,8 +283,6 @@ def _fill_scatter_backward_kernel(
     oh_lo = tl.load(bounds_ptr + 2 * D + h0)
     n_oh = tl.load(bounds_ptr + 2 * D + H + h1 - 1) - oh_lo
     total = n_od * ROWS
-    if STAGGER:
-        total = tl.where(zeroing, 0, total)
     divisors = _divisors(bounds_ptr, D, H, W, OD, OH, OW)
     by_rows = _divisor(bounds_ptr, D, H, W, ROWS, 5)
     by_ow = divisors[4]
@@ -326,8 +301,6 @@ def _fill_scatter_backward_kernel(
     zlanes = tl.arange(0, ZB)
     if SPLIT_H:
         run = (h1 - h0) * W_vec * VEC
-        if STAGGER:
-            run = tl.where(zeroing, run, 0)
         for d in range(d0, d1):
             start = gin_plane + (d * HW_vec + h0 * W_vec) * VEC
             for chunk in range(0, tl.cdiv(run, ZB)):
@@ -335,22 +308,12 @@ def _fill_scatter_backward_kernel(
                 tl.store(start + offs, zeros, mask=offs < run)
     else:
         run = (d1 - d0) * HW_vec * VEC
-        if STAGGER:
-            run = tl.where(zeroing, run, 0)
         start = gin_plane + d0 * HW_vec * VEC
         for chunk in range(0, tl.cdiv(run, ZB)):
             offs = chunk * ZB + zlanes
             tl.store(start + offs, zeros, mask=offs < run)
-    # The scattered stores below must land after the zeros (other threads' stores; with
-    # STAGGER another program's, announced by its tile's flag).
+    # The scattered stores below must land after the zeros (other threads' stores).
     tl.debug_barrier()
-    if STAGGER:
-        if zeroing:
-            tl.atomic_xchg(flags_ptr + tile, 1, sem="release", scope="gpu")
-        else:
-            while tl.atomic_add(flags_ptr + tile, 0, sem="acquire", scope="gpu") == 0:
-                pass
-        tl.debug_barrier()
 
     # 2. Each box's gradients into the tile, the next box's loads in flight meanwhile.
     tile_lo = d0 * HW
@@ -458,11 +421,9 @@ def plan_fill_scatter(
     gin5: torch.Tensor,
     tile: int = 0,
     box: int = 0,
-    stagger: int = 0,
-) -> Launch | StaggeredLaunch:
+) -> Launch:
     """Launch of the fill-and-scatter kernel for contiguous `gin5` (5-D tensors), walking
-    `box` outputs at a time (0: the default). `stagger` > 0: separate zeroing and walking
-    programs, each walker `stagger` tiles behind the zeros it waits for."""
+    `box` outputs at a time (0: the default)."""
     n, c, d, h, w = gin5.shape
     od, oh, ow = grad5.shape[2:]
     assert gin5.is_contiguous(), "the scatter writes flat offsets into a contiguous gradient"
@@ -483,11 +444,8 @@ def plan_fill_scatter(
     )
     # Lanes a box gives each output slice: the most output rows any tile of TH rows meets.
     rows = ow * max(-((-min(h0 + th, h) * oh) // h) - (h0 * oh) // h for h0 in range(0, h, th))
-    tiles = n * c * n_d * n_h
-    lag = min(stagger, tiles)
-    flags = () if lag else (torch.zeros(1, dtype=torch.int32, device=gin5.device),)
+    grid = (n * c * n_d * n_h,)
     scalars = (
-        *flags,
         bounds_table((d, h, w), (od, oh, ow), gin5.device, rows),
         c,
         d,
@@ -503,8 +461,6 @@ def plan_fill_scatter(
         *idx5.stride(),
         n_d,
         n_h,
-        tiles,
-        lag,
     )
     cd, ch, cw = candidates((d, h, w), (od, oh, ow))
     if not box and not runtime.interpreted:
@@ -525,26 +481,9 @@ def plan_fill_scatter(
         "CW": cw,
         "VEC": vec,
         "WIDE": wide,
-        "STAGGER": lag > 0,
         "num_warps": num_warps,
     }
-    if lag:
-        launch = Launch(_fill_scatter_backward_kernel, (2 * tiles,), scalars, constants)
-        return StaggeredLaunch(launch, tiles)
-    return Launch(_fill_scatter_backward_kernel, (tiles,), scalars, constants)
-
-
-class StaggeredLaunch:
-    """The staggered fill-and-scatter: a zeroed flag per tile for each call, then the launch
-    (the flags' fill is a second launch)."""
-
-    def __init__(self, launch: Launch, tiles: int) -> None:
-        self.launch, self.tiles = launch, tiles
-        self.kernel = launch.kernel
-
-    def __call__(self, *tensors: torch.Tensor) -> None:
-        flags = torch.zeros(self.tiles, dtype=torch.int32, device=tensors[2].device)
-        self.launch(*tensors, flags)
+    return Launch(_fill_scatter_backward_kernel, grid, scalars, constants)
 
 
 class ZeroedLaunch:
@@ -575,8 +514,7 @@ def plan_scatter(
     tile: int = 0,
     zeroed: bool | None = None,
     box: int = 0,
-    stagger: int = 0,
-) -> Launch | ZeroedLaunch | StaggeredLaunch:
+) -> Launch | ZeroedLaunch:
     """Fill-and-scatter in one launch, or (where windows overlap on several axes and the
     planes are too few for a program each; or when `zeroed` says so) a zero fill and a
     scatter with a lane per output. `tile`: elements, or outputs when zeroed, per program;
@@ -586,7 +524,7 @@ def plan_scatter(
         zeroed = prefers_zeroed(in_dhw, out_dhw, gin5.shape[0] * gin5.shape[1])  # type: ignore[arg-type]
     if zeroed:
         return plan_scatter_outputs(grad5, idx5, gin5, tile)
-    return plan_fill_scatter(grad5, idx5, gin5, tile, box, stagger)
+    return plan_fill_scatter(grad5, idx5, gin5, tile, box)
 
 
 def plan_scatter_outputs(

@@ -266,7 +266,6 @@ class BackwardConfig:
     zeroed: bool | None = None  # zero fill, then a lane per output (None: the plan decides)
     scatter_box: int = 0  # fill-and-scatter: outputs walked at a time; 0: the default
     small: bool = True  # a lane per element on small inputs whose axes all divide
-    stagger: int = 0  # fill-and-scatter: zeroing and walking programs apart, walkers N behind
 
 
 def backward_config(d: int, h: int, w: int, tile: int | None = None) -> BackwardConfig:
@@ -312,7 +311,7 @@ def adaptive_max_pool3d_backward(
 
 
 BackwardPlan = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-AnyLaunch = Launch | _backward_scatter.ZeroedLaunch | _backward_scatter.StaggeredLaunch
+AnyLaunch = Launch | _backward_scatter.ZeroedLaunch
 
 
 def plan_backward(
@@ -374,7 +373,7 @@ def _plan_launch(
     scatter = cfg.scatter and _backward_scatter.applies((d, h, w), (od, oh, ow))
     if scatter and cfg.scatter_first:
         return _backward_scatter.plan_scatter(
-            grad5, idx5, gin5, cfg.scatter_tile, cfg.zeroed, cfg.scatter_box, cfg.stagger
+            grad5, idx5, gin5, cfg.scatter_tile, cfg.zeroed, cfg.scatter_box
         )
     if cfg.disjoint and cfg.small and _backward_small.applies(gin5, grad5, idx5):
         return _backward_small.plan_small(grad5, idx5, gin5)
@@ -383,7 +382,7 @@ def _plan_launch(
         return _plan_disjoint(grad5, idx5, gin5, cfg, windows)
     if scatter:
         return _backward_scatter.plan_scatter(
-            grad5, idx5, gin5, cfg.scatter_tile, cfg.zeroed, cfg.scatter_box, cfg.stagger
+            grad5, idx5, gin5, cfg.scatter_tile, cfg.zeroed, cfg.scatter_box
         )
     return _plan_rows(grad5, idx5, gin5, cfg)
 
