@@ -48,7 +48,7 @@ def test_read_heavy_mover_reads_what_it_does_not_write(spread: bool) -> None:
     by a program that writes nothing, in both layouts) reaches the sink."""
     move = mover(Split(read_bytes=9 * BLOCK * WORD, write_bytes=2 * BLOCK * WORD),
                  MoverConfig(BLOCK, 1, spread), runtime.device)  # fmt: skip
-    sink = move._sink
+    sink = move.sink
     sink.fill_(0)
     move()
     assert int(sink.item()) == 0, "NEVER was in the random source"
