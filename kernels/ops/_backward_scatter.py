@@ -159,16 +159,8 @@ def _scatter_outputs_kernel(
     OD,
     OH,
     OW,
-    sgn,
-    sgc,
-    sgd,
-    sgh,
-    sgw,
-    sin,
-    sic,
-    sid,
-    sih,
-    siw,
+    grad_strides,
+    idx_strides,
     total,
     ACC: tl.constexpr,
     BLOCK: tl.constexpr,
@@ -183,6 +175,8 @@ def _scatter_outputs_kernel(
     every output is read once and the lanes are independent, so the memory latency of the
     candidate checks overlaps across the whole device instead of queueing inside a tile.
     """
+    sgn, sgc, sgd, sgh, sgw = grad_strides
+    sin, sic, sid, sih, siw = idx_strides
     j = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     if WIDE:
         j = j.to(tl.int64)
@@ -230,16 +224,8 @@ def _fill_scatter_backward_kernel(
     ROWS,
     HW_vec,
     W_vec,
-    sgn,
-    sgc,
-    sgd,
-    sgh,
-    sgw,
-    sin,
-    sic,
-    sid,
-    sih,
-    siw,
+    grad_strides,
+    idx_strides,
     n_d_tiles,
     n_h_tiles,
     ACC: tl.constexpr,
@@ -254,6 +240,8 @@ def _fill_scatter_backward_kernel(
     VEC: tl.constexpr,
     WIDE: tl.constexpr,
 ):
+    sgn, sgc, sgd, sgh, sgw = grad_strides
+    sin, sic, sid, sih, siw = idx_strides
     pid = tl.program_id(0)
     plane, dt, ht = unflatten3(pid, n_d_tiles, n_h_tiles)
     plane = plane.to(tl.int64)
@@ -457,8 +445,8 @@ def plan_fill_scatter(
         rows,
         hw // vec,
         w // vec,
-        *grad5.stride(),
-        *idx5.stride(),
+        grad5.stride(),
+        idx5.stride(),
         n_d,
         n_h,
     )
@@ -550,8 +538,8 @@ def plan_scatter_outputs(
         od,
         oh,
         ow,
-        *grad5.stride(),
-        *idx5.stride(),
+        grad5.stride(),
+        idx5.stride(),
         total,
     )
     cd, ch, cw = candidates((d, h, w), (od, oh, ow))

@@ -36,16 +36,8 @@ def _small_backward_kernel(
     idx_ptr,
     gin_ptr,
     total,
-    sgn,
-    sgc,
-    sgd,
-    sgh,
-    sgw,
-    sin,
-    sic,
-    sid,
-    sih,
-    siw,
+    grad_strides,
+    idx_strides,
     C: tl.constexpr,
     D: tl.constexpr,
     H: tl.constexpr,
@@ -55,6 +47,8 @@ def _small_backward_kernel(
     KW: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
+    sgn, sgc, sgd, sgh, sgw = grad_strides
+    sin, sic, sid, sih, siw = idx_strides
     e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = e < total
     row = e // W
@@ -91,7 +85,7 @@ def plan_small(grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor) -> L
     assert windows is not None, "plan_small needs windows that tile the input (`applies`)"
     kd, kh, kw = windows
     total = gin5.numel()
-    scalars = (total, *grad5.stride(), *idx5.stride())
+    scalars = (total, grad5.stride(), idx5.stride())
     constants = {
         "C": c,
         "D": d,

@@ -74,16 +74,8 @@ def _disjoint_backward_kernel(
     HW,
     OH,
     OW,
-    sgn,
-    sgc,
-    sgd,
-    sgh,
-    sgw,
-    sin,
-    sic,
-    sid,
-    sih,
-    siw,
+    grad_strides,
+    idx_strides,
     son_vec,
     soc_vec,
     sod_vec,
@@ -105,6 +97,8 @@ def _disjoint_backward_kernel(
     each value over its KH×KW window in registers, and writes the (BOH·KH)×(BOW·KW) input
     tile of one depth slice.
     """
+    sgn, sgc, sgd, sgh, sgw = grad_strides
+    sin, sic, sid, sih, siw = idx_strides
     pid = tl.program_id(0)
     plane, d, hb, wb = unflatten4(pid, D, n_h_blocks, n_w_blocks)
     n = (plane // C).to(tl.int64)
@@ -153,16 +147,8 @@ def _rows_backward_kernel(
     HW,
     OD,
     OW,
-    sgn,
-    sgc,
-    sgd,
-    sgh,
-    sgw,
-    sin,
-    sic,
-    sid,
-    sih,
-    siw,
+    grad_strides,
+    idx_strides,
     son,
     soc,
     sod,
@@ -188,6 +174,8 @@ def _rows_backward_kernel(
     Only W keeps a static loop of CW masked candidates, whose loads hit one or two cache
     lines per warp. fp32 accumulation in a fixed order, one store per element.
     """
+    sgn, sgc, sgd, sgh, sgw = grad_strides
+    sin, sic, sid, sih, siw = idx_strides
     pid = tl.program_id(0)
     plane, d, hb, wb = unflatten4(pid, D, n_h_blocks, n_w_blocks)
     n = (plane // C).to(tl.int64)
@@ -420,8 +408,8 @@ def _plan_disjoint(
         h * w,
         oh,
         ow,
-        *grad5.stride(),
-        *idx5.stride(),
+        grad5.stride(),
+        idx5.stride(),
         son // vec,
         soc // vec,
         sod // vec,
@@ -475,8 +463,8 @@ def _plan_rows(
         h * w,
         od,
         ow,
-        *grad5.stride(),
-        *idx5.stride(),
+        grad5.stride(),
+        idx5.stride(),
         *gin5.stride(),
         *blocks,
     )

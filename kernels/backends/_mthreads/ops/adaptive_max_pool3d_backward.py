@@ -62,16 +62,8 @@ def _mthreads_backward_kernel(
     OD,
     OH,
     OW,
-    sgn,
-    sgc,
-    sgd,
-    sgh,
-    sgw,
-    sin,
-    sic,
-    sid,
-    sih,
-    siw,
+    grad_strides,
+    idx_strides,
     son_vec,
     soc_vec,
     sod_vec,
@@ -93,6 +85,8 @@ def _mthreads_backward_kernel(
     VEC: tl.constexpr,
     WIDE: tl.constexpr,
 ):
+    sgn, sgc, sgd, sgh, sgw = grad_strides
+    sin, sic, sid, sih, siw = idx_strides
     # Depth blocks of a plane are neighbours in launch order: they share output rows (read
     # once from DRAM) and write one contiguous range.
     plane = tl.program_id(0) // d_blocks
@@ -270,8 +264,8 @@ def _launch(grad5: torch.Tensor, idx5: torch.Tensor, gin5: torch.Tensor) -> AnyL
         od,
         oh,
         ow,
-        *grad5.stride(),
-        *idx5.stride(),
+        grad5.stride(),
+        idx5.stride(),
         son // vec,
         soc // vec,
         sod // vec,
