@@ -12,11 +12,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 RUN useradd --create-home --uid 10001 ondemand
 WORKDIR /app
 COPY pyproject.toml README.md ./
+# The product only: the GitHub sandbox, the demo and the lab's tools stay out of the image.
+COPY ondemand ./ondemand
 COPY service ./service
-COPY runner ./runner
 COPY workflows ./workflows
-COPY kernels ./kernels
-COPY sandbox ./sandbox
 # Versions are ranged in pyproject.toml, the one place that names them.
 # hadolint ignore=DL3013
 RUN pip install ".[service]"
@@ -36,11 +35,11 @@ RUN apt-get update && apt-get install -y --no-install-recommends git ca-certific
     && useradd --create-home --uid 10001 ondemand
 WORKDIR /app
 COPY pyproject.toml README.md ./
-COPY service ./service
+# The runner renders its report with the service's pure renderer (`ondemand run`).
+COPY ondemand ./ondemand
 COPY runner ./runner
+COPY service ./service
 COPY workflows ./workflows
-COPY kernels ./kernels
-COPY sandbox ./sandbox
 # torch comes from the base image; install only what the runner adds.
 # hadolint ignore=DL3013
 RUN pip install --no-deps . && pip install "pydantic>=2.6" "pyyaml>=6" "httpx>=0.27" "rich>=13" "packaging>=23" "pytest>=8"

@@ -46,9 +46,10 @@ def default_cache() -> Path:
 
 
 def render(spec: JobSpec, result: JobResult, log_path: Path) -> str:
-    """The report as the bot posts it (service.report), or a plain summary without it."""
+    """The report as the bot posts it (`service.render`), or a plain summary without it."""
     try:
-        from service.report import JobView, render_comment
+        from service.render.comment import render_comment
+        from service.render.views import JobView
     except ImportError:
         return plain_summary(spec, result, log_path)
     view = JobView(

@@ -1,104 +1,177 @@
-"""`create_app(settings)`: the FastAPI service with its background workers."""
+"""The composition root: `build(settings)` makes every part of the service in dependency
+order, each given what it uses through its constructor; `create_app` serves them with FastAPI
+and runs the background workers for the app's lifetime."""
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from fastapi import FastAPI
 from sqlalchemy.engine import make_url
 
-from service import pages, runner_api, webhook
-from service.context import Context
-from service.db import make_engine, make_sessionmaker
-from service.github import GitHubClient
-from service.migrate import upgrade
-from service.outbox import OutboxWorker
-from service.processor import Processor
-from service.reaper import LeaseReaper
-from service.reporting import Reporter
+from ondemand.retry import RetryPolicy
+from service.db.engine import Database
+from service.db.migrate import upgrade
+from service.queue.jobs import JobQueue
+from service.queue.logs import JobLogs
+from service.queue.reaper import LeaseReaper
+from service.queue.runners import RunnerRegistry
+from service.queue.wakeup import PgListener, Wakeup
+from service.receive.gate import Gate
+from service.receive.handle import DeliveryHandler
+from service.receive.inbox import Inbox
+from service.receive.trust import TrustPolicy
+from service.receive.webhook import webhook_router
+from service.report.github import GitHubClient
+from service.report.job_views import JobViews
+from service.report.notices import Notices
+from service.report.outbox import OutboxWorker
 from service.settings import Settings
-from service.store import Store
-from service.wakeup import PgListener, Wakeup
-from workflows.spec import backend_names, load_workflows
+from service.web.pages import pages_router
+from service.web.runner_api import runner_api_router
+from workflows.spec import WorkflowSpec, backend_names, load_workflows
 
 log = logging.getLogger(__name__)
 
 
-def build_context(settings: Settings, github: GitHubClient | None = None) -> Context:
-    """Open (and migrate) the database and wire the parts together."""
-    engine = make_engine(settings.database_url)
-    upgrade(engine)
-    sessions = make_sessionmaker(engine)
+@dataclass(frozen=True)
+class Service:
+    """Every part of a running service, built once by `build`."""
+
+    settings: Settings
+    db: Database
+    workflows: dict[str, WorkflowSpec]
+    backend_names: dict[str, str]
+    wakeup: Wakeup
+    runners: RunnerRegistry
+    views: JobViews
+    notices: Notices
+    github: GitHubClient | None
+    outbox: OutboxWorker
+    jobs: JobQueue
+    logs: JobLogs
+    handler: DeliveryHandler
+    inbox: Inbox
+    reaper: LeaseReaper
+    stopping: threading.Event
+
+
+def build(settings: Settings, github: GitHubClient | None = None) -> Service:
+    """Open (and migrate) the database and make every part, in dependency order."""
     workflows = load_workflows(settings.workflows_dir)
-    unknown = [b for b in settings.default_backends if b not in backend_names(workflows)]
+    names = backend_names(workflows)
+    unknown = [b for b in settings.default_backends if b not in names]
     if unknown:
         raise ValueError(
             f"ONDEMAND_DEFAULT_BACKENDS: unknown backend(s) {', '.join(unknown)}; "
             f"known: {', '.join(sorted(workflows))}"
         )
+    db = Database.connect(settings.database_url)
+    upgrade(db.engine)
+    github = github or GitHubClient.from_settings(settings)
+    stopping = threading.Event()
+    policy = RetryPolicy(base_s=1.0, cap_s=settings.retry_max_backoff_s)
     wakeup = Wakeup()
-    store = Store(
-        sessions,
+    runners = RunnerRegistry(db, online_seconds=settings.runner_online_seconds)
+    views = JobViews(settings, runners, workflows)
+    notices = Notices(db, views)
+    outbox = OutboxWorker(db, github, notices.comment_body, policy, stopping)
+    jobs = JobQueue(
+        db,
+        wakeup,
         lease_seconds=settings.lease_seconds,
-        runner_online_seconds=settings.runner_online_seconds,
-        wakeup=wakeup,
+        listener=notices,
+        on_commit=outbox.kick,
     )
-    ctx = Context(
+    trust = TrustPolicy(
+        allowed_users=frozenset(settings.allowed_users),
+        allowed_teams=frozenset(settings.allowed_teams),
+    )
+    gate = Gate(github, trust, settings.permission_cache_seconds) if github else None
+    handler = DeliveryHandler(
+        db=db,
+        jobs=jobs,
+        views=views,
+        github=github,
+        gate=gate,
+        backend_names=names,
+        default_backends=settings.default_backends,
+        kick_outbox=outbox.kick,
+    )
+    return Service(
         settings=settings,
-        engine=engine,
-        sessions=sessions,
-        writes=store.writes,
-        store=store,
-        wakeup=wakeup,
+        db=db,
         workflows=workflows,
-        backend_names=backend_names(workflows),
+        backend_names=names,
+        wakeup=wakeup,
+        runners=runners,
+        views=views,
+        notices=notices,
+        github=github,
+        outbox=outbox,
+        jobs=jobs,
+        logs=JobLogs(db),
+        handler=handler,
+        inbox=Inbox(db, handler, policy, stopping),
+        reaper=LeaseReaper(jobs, stopping),
+        stopping=stopping,
     )
-    ctx.github = github or GitHubClient.from_settings(settings)
-    ctx.reporter = Reporter(ctx)
-    store.listener = ctx.reporter
-    ctx.outbox = OutboxWorker(ctx)
-    ctx.processor = Processor(ctx)
-    store.on_commit = ctx.outbox.kick
-    return ctx
 
 
 def create_app(settings: Settings | None = None, *, github: GitHubClient | None = None) -> FastAPI:
-    """The service. Its lifespan runs the command processor, the outbox worker, the lease
-    reaper and (on PostgreSQL) the LISTEN thread."""
+    """The service. Its lifespan runs the inbox, the outbox, the lease reaper and (on
+    PostgreSQL) the LISTEN thread."""
     settings = settings or Settings()
-    ctx = build_context(settings, github)
+    service = build(settings, github)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         listener: PgListener | None = None
-        if ctx.engine.dialect.name == "postgresql":
+        if service.db.postgres:
             conninfo = make_url(settings.database_url).set(drivername="postgresql")
-            listener = PgListener(conninfo.render_as_string(hide_password=False), ctx.wakeup)
+            listener = PgListener(conninfo.render_as_string(hide_password=False), service.wakeup)
             listener.start()
-        reaper = LeaseReaper(ctx.store, ctx.stopping)
-        assert ctx.outbox is not None and ctx.processor is not None
+        workers = (service.reaper, service.outbox, service.inbox)
         if settings.process_workers:
-            reaper.start()
-            ctx.outbox.start()
-            ctx.processor.start()
+            for worker in workers:
+                worker.start()
         try:
             yield
         finally:
-            ctx.stopping.set()
-            ctx.wakeup.notify("*")
+            service.stopping.set()
+            service.wakeup.notify("*")
             if settings.process_workers:
-                ctx.processor.join()
-                ctx.outbox.join()
-                reaper.join()
+                for worker in reversed(workers):
+                    worker.join()
             if listener is not None:
                 listener.stop()
-            ctx.engine.dispose()
+            service.db.dispose()
 
     app = FastAPI(title="ondemand", lifespan=lifespan)
-    app.state.ctx = ctx
-    app.include_router(runner_api.router)
-    app.include_router(webhook.router)
-    app.include_router(pages.router)
+    app.state.service = service
+    app.include_router(
+        runner_api_router(
+            settings=settings,
+            jobs=service.jobs,
+            runners=service.runners,
+            logs=service.logs,
+            wakeup=service.wakeup,
+            backend_names=service.backend_names,
+            stopping=service.stopping,
+        )
+    )
+    app.include_router(webhook_router(settings, service.db, service.inbox.kick))
+    app.include_router(
+        pages_router(
+            db=service.db,
+            jobs=service.jobs,
+            runners=service.runners,
+            logs=service.logs,
+            views=service.views,
+        )
+    )
     return app

@@ -43,9 +43,11 @@ class Settings(BaseSettings):
     runner_online_seconds: float = Field(
         default=90.0, gt=0, description="a runner seen within this window counts as online"
     )
-    outbox_max_backoff_s: float = Field(default=300.0, gt=0)
+    retry_max_backoff_s: float = Field(
+        default=300.0, gt=0, description="the longest wait between two tries of a GitHub call"
+    )
     process_workers: bool = Field(
-        default=True, description="run the outbox, command processor and lease reaper in-process"
+        default=True, description="run the inbox, the outbox and the lease reaper in-process"
     )
 
     @field_validator(

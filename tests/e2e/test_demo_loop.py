@@ -45,7 +45,7 @@ def run_demo(repo: Path, workdir: Path, workflows: Path) -> tuple[int, dict[str,
         [
             sys.executable,
             "-m",
-            "service.cli",
+            "ondemand",
             "demo",
             "--repo",
             str(repo),
@@ -163,7 +163,7 @@ def test_keep_leaves_everything_running_until_ctrl_c_stops_it(
         [
             sys.executable,
             "-m",
-            "service.cli",
+            "ondemand",
             "demo",
             "--keep",
             "--workdir",

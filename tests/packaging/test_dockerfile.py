@@ -39,3 +39,6 @@ def test_service_and_runner_targets() -> None:
     assert 'CMD ["ondemand", "serve"' in service and "USER 10001" in service
     assert 'ENTRYPOINT ["ondemand", "runner"]' in runner and "USER 10001" in runner
     assert "ARG RUNNER_BASE" in text  # a MUSA or CUDA torch image is named at build time
+    for image in (service, runner):  # development tools never ship
+        copied = re.findall(r"^COPY (\S+)", image, re.M)
+        assert not {"sandbox", "devtools", "tools", "tests", "kernels"} & set(copied), copied

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from service.app import Service as Parts
 from service.app import create_app
-from service.context import Context
+from service.queue.jobs import NewJob
 from service.settings import Settings
-from service.store import NewJob
 from tests.runner.tinyrepo import TinyRepo
 from tests.support.live import live_server
 from workflows.models import JobResult, JobStatus
@@ -36,10 +36,10 @@ LEASE_S = 3
 @dataclass
 class Service:
     url: str
-    ctx: Context
+    parts: Parts
 
     def enqueue(self, repo: TinyRepo, op: str, **kw: object) -> int:
-        job, created = self.ctx.store.create_job(
+        job, created = self.parts.jobs.create_job(
             NewJob(
                 repo="octo/tinyops",
                 clone_url=str(repo.path),
@@ -55,7 +55,7 @@ class Service:
         return job.id
 
     def status(self, job_id: int) -> JobStatus:
-        job = self.ctx.store.get_job(job_id)
+        job = self.parts.jobs.get_job(job_id)
         assert job is not None
         return JobStatus(job.status)
 
@@ -69,12 +69,12 @@ class Service:
         raise AssertionError(f"job {job_id} is {self.status(job_id)}, not one of {states}")
 
     def result(self, job_id: int) -> JobResult:
-        job = self.ctx.store.get_job(job_id)
+        job = self.parts.jobs.get_job(job_id)
         assert job is not None and job.result is not None
         return JobResult.model_validate(job.result)
 
     def log(self, job_id: int) -> str:
-        return self.ctx.store.read_log(job_id).decode()
+        return self.parts.logs.read(job_id).decode()
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     )
     app = create_app(settings)
     with live_server(app) as url:
-        yield Service(url, app.state.ctx)
+        yield Service(url, app.state.service)
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,7 @@ class Daemon:
         self.state = state
         self.logfile = (state.parent / f"{state.name}.log").open("ab")
         argv = [
-            sys.executable, "-m", "service.cli", "runner",
+            sys.executable, "-m", "ondemand", "runner",
             "--service", url, "--backend", "cpu", "--name", state.name,
             "--state-dir", str(state), "--workflows", str(workflows),
             "--poll-seconds", "1", "--check-interval", "300",
@@ -214,7 +214,7 @@ def test_cancellation(service: Service, tiny_repo: TinyRepo, start) -> None:  # 
     start("runner-c")
     _wait_log(service, job, "step accuracy:")
     requested = time.monotonic()
-    service.ctx.store.cancel("octo/tinyops", 7, "cancelled by @maintainer")
+    service.parts.jobs.cancel("octo/tinyops", 7, "cancelled by @maintainer")
     assert service.wait(job, JobStatus.cancelled, timeout=30) is JobStatus.cancelled
     # A heartbeat (every lease/3) carries the cancel; the step gets SIGTERM at once.
     assert time.monotonic() - requested < STEP_TIMEOUT_S
@@ -244,7 +244,7 @@ def test_killed_runner_job_comes_back(
     assert Path(f"/proc/{orphan}").exists()  # its step lives on, for now
     # The lease lapses; the service requeues the job (attempt 2).
     deadline = time.monotonic() + LEASE_S * 5
-    while service.ctx.store.get_job(job).attempt < 2:  # type: ignore[union-attr]
+    while service.parts.jobs.get_job(job).attempt < 2:  # type: ignore[union-attr]
         assert time.monotonic() < deadline, "the job did not come back"
         time.sleep(0.1)
     # The restarted runner (same state directory) kills the orphan and runs the job again.
@@ -286,7 +286,7 @@ def test_sigterm_finishes_the_job_and_takes_no_more(
     assert daemon.wait(timeout=STEP_TIMEOUT_S + 40) == 0
     assert service.status(job) is JobStatus.timed_out
     assert service.status(waiting) is JobStatus.queued
-    service.ctx.store.cancel("octo/tinyops", 7, "test cleanup")
+    service.parts.jobs.cancel("octo/tinyops", 7, "test cleanup")
 
 
 def test_second_sigterm_cancels_the_job(
@@ -316,7 +316,8 @@ def test_sick_device_stops_claims_and_is_reported(
     daemon = Daemon(service.url, tmp_path / "runner-sick", sick)
     try:
         deadline = time.monotonic() + 30
-        while not any("no device here" in r for r in service.ctx.store.unhealthy_reasons("cpu")):
+        sick = service.parts.runners.unhealthy_reasons
+        while not any("no device here" in r for r in sick("cpu")):
             assert time.monotonic() < deadline, daemon.output()
             time.sleep(0.1)
         job = service.enqueue(tiny_repo, "good_op", bench=False)
@@ -327,7 +328,7 @@ def test_sick_device_stops_claims_and_is_reported(
         assert "not claiming for cpu: device check failed: no device here" in daemon.output()
     finally:
         daemon.stop()
-        service.ctx.store.cancel("octo/tinyops", 7, "test cleanup")
+        service.parts.jobs.cancel("octo/tinyops", 7, "test cleanup")
 
 
 def test_unreachable_service_backs_off_and_stops_on_sigterm(

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def ondemand(*args: str, cache: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     return subprocess.run(
-        [sys.executable, "-m", "service.cli", "run", *args],
+        [sys.executable, "-m", "ondemand", "run", *args],
         cwd=cwd or ROOT,
         env=env,
         capture_output=True,

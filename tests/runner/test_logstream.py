@@ -10,9 +10,10 @@ import pytest
 
 from runner.client import ServiceClient
 from runner.logstream import LogStream, _utf8_prefix
+from service.app import Service as Parts
 from service.app import create_app
+from service.queue.jobs import NewJob
 from service.settings import Settings
-from service.store import NewJob
 from tests.support.live import live_server
 
 
@@ -24,7 +25,7 @@ def test_utf8_prefix_never_splits_a_character() -> None:
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[tuple[str, object]]:
+def service(tmp_path: Path) -> Iterator[tuple[str, Parts]]:
     settings = Settings(
         database_url=f"sqlite:///{tmp_path / 'svc.db'}",
         registration_tokens=["reg"],
@@ -33,15 +34,14 @@ def service(tmp_path: Path) -> Iterator[tuple[str, object]]:
     )
     app = create_app(settings)
     with live_server(app) as url:
-        yield url, app.state.ctx
+        yield url, app.state.service
 
 
 def test_stream_splits_bytes_and_resumes_after_an_earlier_log(
-    service: tuple[str, object], tmp_path: Path
+    service: tuple[str, Parts], tmp_path: Path
 ) -> None:
-    url, ctx = service
-    store = ctx.store  # type: ignore[attr-defined]
-    store.create_job(NewJob("o/r", "/x", 1, "a" * 40, "add", "cpu"))
+    url, parts = service
+    parts.jobs.create_job(NewJob("o/r", "/x", 1, "a" * 40, "add", "cpu"))
     client = ServiceClient(url)
     _, client.token = client.register(
         "reg", name="r", backends=["cpu"], labels=[], slots=1, version="t"
@@ -57,7 +57,7 @@ def test_stream_splits_bytes_and_resumes_after_an_earlier_log(
         stream.write(raw[i : i + 3])
     stream.write(b"bad byte: \xff\n")
     stream.close()
-    log = store.read_log(spec.id).decode()
+    log = parts.logs.read(spec.id).decode()
     assert log == "attempt 1 said hello\n" + text + "bad byte: \ufffd\n"
     assert (tmp_path / "job.log").read_text() == text + "bad byte: \ufffd\n"
     client.close()

@@ -8,25 +8,50 @@ from dataclasses import dataclass
 
 import httpx
 
-from service.app import create_app
-from service.context import Context
-from service.db import make_engine, make_sessionmaker
-from service.github import GitHubClient
-from service.migrate import upgrade
+from service.app import Service, create_app
+from service.db.engine import Database
+from service.db.migrate import upgrade
+from service.queue.jobs import JobQueue, NewJob
+from service.queue.logs import JobLogs
+from service.queue.runners import RunnerRegistry
+from service.queue.wakeup import Wakeup
+from service.report.github import GitHubClient
 from service.settings import Settings
-from service.store import NewJob, Store
 from tests.support.live import live_server
 
 
+@dataclass
+class Queue:
+    """The job queue's repositories over one database, without the rest of the service."""
+
+    db: Database
+    jobs: JobQueue
+    runners: RunnerRegistry
+    logs: JobLogs
+    wakeup: Wakeup
+
+
+def make_queue(url: str, *, lease_seconds: int = 120) -> Queue:
+    db = Database.connect(url)
+    wakeup = Wakeup()
+    return Queue(
+        db=db,
+        jobs=JobQueue(db, wakeup, lease_seconds=lease_seconds),
+        runners=RunnerRegistry(db),
+        logs=JobLogs(db),
+        wakeup=wakeup,
+    )
+
+
 @contextmanager
-def open_store(url: str, **kwargs: object) -> Iterator[Store]:
-    """A migrated database at `url` and a Store over it."""
-    engine = make_engine(url)
-    upgrade(engine)
+def open_queue(url: str, *, lease_seconds: int = 120) -> Iterator[Queue]:
+    """A migrated database at `url` and the queue's repositories over it."""
+    queue = make_queue(url, lease_seconds=lease_seconds)
+    upgrade(queue.db.engine)
     try:
-        yield Store(make_sessionmaker(engine), **kwargs)  # type: ignore[arg-type]
+        yield queue
     finally:
-        engine.dispose()
+        queue.db.dispose()
 
 
 def new_job(op: str = "add", backend: str = "cpu", sha: str = "a" * 40, pr: int = 1) -> NewJob:
@@ -42,16 +67,16 @@ def new_job(op: str = "add", backend: str = "cpu", sha: str = "a" * 40, pr: int 
 
 @contextmanager
 def live_service(settings: Settings, github: GitHubClient | None = None) -> Iterator[LiveService]:
-    """The real app under uvicorn on loopback, with its context for direct checks."""
+    """The real app under uvicorn on loopback, with its parts for direct checks."""
     app = create_app(settings, github=github)
     with live_server(app) as url:
-        yield LiveService(url=url, ctx=app.state.ctx)
+        yield LiveService(url=url, service=app.state.service)
 
 
 @dataclass
 class LiveService:
     url: str
-    ctx: Context
+    service: Service
 
     def register(self, name: str = "r1", backends: list[str] | None = None) -> tuple[int, str]:
         answer = httpx.post(

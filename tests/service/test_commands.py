@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.commands import (
+from service.receive.commands import (
     MAX_TARGETS,
     CancelCommand,
     Command,

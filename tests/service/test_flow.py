@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from sandbox.app import create_app as create_sandbox
 from sandbox.client import SandboxAdmin
-from service.models import Delivery, Job, OutboxItem, ResultComment
+from service.db.models import Delivery, Job, OutboxItem, ResultComment
 from tests.service.helpers import LiveService, live_service, service_settings
 from tests.support.git import git
 from tests.support.keys import rsa_keypair
@@ -62,12 +62,12 @@ class Flow:
             time.sleep(0.05)
 
     def jobs(self) -> list[Job]:
-        return list(reversed(self.svc.ctx.store.recent_jobs(100)))
+        return list(reversed(self.svc.service.jobs.recent_jobs(100)))
 
     def quiet(self) -> bool:
         """Every delivery processed and the outbox drained."""
-        with self.svc.ctx.sessions() as s:
-            busy = s.scalars(select(Delivery.id).where(Delivery.processed_at.is_(None))).first()
+        with self.svc.service.db.reads() as s:
+            busy = s.scalars(select(Delivery.id).where(Delivery.done_at.is_(None))).first()
             pending = s.scalars(select(OutboxItem.id).where(OutboxItem.done_at.is_(None))).first()
         return busy is None and pending is None
 
@@ -123,7 +123,7 @@ def make_flow(tmp_path: Path, *, app: bool = False, db_url: str | None = None) -
             db_url or f"sqlite:///{tmp_path / 'flow.db'}",
             github_api_url=gh_url,
             lease_seconds=30,
-            outbox_max_backoff_s=0.5,
+            retry_max_backoff_s=0.5,
             **auth,
         )
         with live_service(settings) as svc:
@@ -253,7 +253,7 @@ def test_outbox_survives_faults_and_posts_once(flow: Flow) -> None:
     flow.wait_until(lambda: len(flow.jobs()) == 1, timeout=15)
     flow.wait_until(flow.quiet, timeout=20)
     assert flow.admin.state()["faults"] == []  # every fault was hit, and got through
-    with flow.svc.ctx.sessions() as session:
+    with flow.svc.service.db.reads() as session:
         retried = session.scalars(select(OutboxItem).where(OutboxItem.attempts > 1)).all()
     assert {item.kind for item in retried} >= {"status", "reaction"}
     assert any("429" in (item.last_error or "") or item.attempts > 1 for item in retried)
@@ -288,8 +288,8 @@ def test_a_lost_create_answer_does_not_post_twice(flow: Flow) -> None:
     flow.comment("/test add:cpu")
     first = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="ondemand:add:cpu")
     flow.wait_until(flow.quiet)
-    ctx = flow.svc.ctx
-    with ctx.writes() as session, session.begin():
+    service = flow.svc.service
+    with service.db.writes() as session, session.begin():
         row = session.scalars(select(ResultComment)).one()
         row.github_comment_id = None  # as if the id was never stored
         session.add(
@@ -300,10 +300,9 @@ def test_a_lost_create_answer_does_not_post_twice(flow: Flow) -> None:
                 attempts=1,  # a previous attempt happened
             )
         )
-    assert ctx.outbox is not None
-    ctx.outbox.kick()
+    service.outbox.kick()
     flow.wait_until(flow.quiet)
-    with ctx.sessions() as session:
+    with service.db.reads() as session:
         assert session.scalars(select(ResultComment)).one().github_comment_id == first["id"]
     assert len(flow.bot_comments()) == 1
 

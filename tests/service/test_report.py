@@ -11,21 +11,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.commands import CancelCommand, CommandError, Selector, Target
-from service.report import (
+from service.receive.commands import CancelCommand, CommandError, Selector, Target
+from service.render import comment as comment_module
+from service.render.comment import (
     INTERPRETER_NOTE,
     MAX_COMMENT_CHARS,
-    BackendInfo,
-    JobView,
+    render_comment,
+    render_status,
+)
+from service.render.replies import (
     render_cancel_summary,
     render_command_error,
-    render_comment,
     render_duplicate,
     render_help,
     render_not_allowed,
     render_retest_summary,
-    render_status,
 )
+from service.render.views import BackendInfo, JobView
 from workflows.models import (
     AccuracyResult,
     BenchmarkResult,
@@ -784,9 +786,7 @@ def test_not_allowed_addresses_the_commenter_and_gives_the_reason() -> None:
 def test_when_nothing_fits_the_comment_falls_back_to_headline_and_links(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import service.report_comment as report_comment
-
-    monkeypatch.setattr(report_comment, "COMMENT_BUDGET", 600)
+    monkeypatch.setattr(comment_module, "COMMENT_BUDGET", 600)
     text = render_comment(view(JobStatus.failed, result=failed_result()))
     assert len(text) <= 600
     assert text.startswith(f"<!-- ondemand:{OP}:mthreads -->\n")

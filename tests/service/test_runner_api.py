@@ -47,7 +47,7 @@ def test_register_checks_token_and_backends(svc: LiveService) -> None:
         url, json={"registration_token": "reg-token", "name": "r", "backends": ["musa"]}
     )
     assert alias.status_code == 201
-    runner = svc.ctx.store.authenticate(alias.json()["token"])
+    runner = svc.service.runners.authenticate(alias.json()["token"])
     assert runner is not None and runner.backends == ["mthreads"]
     assert runner.token_hash != alias.json()["token"]  # stored hashed
 
@@ -63,7 +63,7 @@ def test_claim_answers_204_then_the_job(svc: LiveService) -> None:
     _, token = svc.register()
     empty = httpx.post(f"{svc.url}/api/v1/jobs/claim", json={"wait_s": 0}, headers=auth(token))
     assert empty.status_code == 204
-    job, _ = svc.ctx.store.create_job(new_job("add", "cpu"))
+    job, _ = svc.service.jobs.create_job(new_job("add", "cpu"))
     got = httpx.post(f"{svc.url}/api/v1/jobs/claim", json={"wait_s": 0}, headers=auth(token))
     assert got.status_code == 200
     spec = got.json()
@@ -87,7 +87,7 @@ def test_long_poll_wakes_at_once(svc: LiveService) -> None:
     time.sleep(0.5)  # the claim is now waiting
     assert not answers
     start = time.monotonic()
-    svc.ctx.store.create_job(new_job("mul", "cpu"))
+    svc.service.jobs.create_job(new_job("mul", "cpu"))
     thread.join(timeout=10)
     assert answers and answers[0][0] == 200
     assert answers[0][1] - start < 0.5
@@ -96,7 +96,7 @@ def test_long_poll_wakes_at_once(svc: LiveService) -> None:
 def test_heartbeat_logs_complete_and_isolation(svc: LiveService) -> None:
     _, token = svc.register("mine")
     _, other = svc.register("other")
-    job, _ = svc.ctx.store.create_job(new_job())
+    job, _ = svc.service.jobs.create_job(new_job())
     api = f"{svc.url}/api/v1/jobs"
     assert httpx.post(f"{api}/claim", json={}, headers=auth(token)).status_code == 200
     beat = httpx.post(f"{api}/{job.id}/heartbeat", json={}, headers=auth(token))
@@ -134,21 +134,21 @@ def test_heartbeat_logs_complete_and_isolation(svc: LiveService) -> None:
     assert done.status_code == 200 and done.json() == {"status": "failed"}
     again = httpx.post(f"{api}/{job.id}/complete", json=result("succeeded"), headers=auth(token))
     assert again.status_code == 200 and again.json() == {"status": "failed"}
-    assert svc.ctx.store.get_job(job.id).status == JobStatus.failed
+    assert svc.service.jobs.get_job(job.id).status == JobStatus.failed
     page = httpx.get(f"{svc.url}/jobs/{job.id}")
     assert page.status_code == 200 and "failed" in page.text and f"/jobs/{job.id}/log" in page.text
 
 
 def test_health_counts_only_healthy_runners(svc: LiveService) -> None:
     _, token = svc.register("gpu-1", ["mthreads"])
-    assert svc.ctx.store.runners_online("mthreads") == 1
+    assert svc.service.runners.online_count("mthreads") == 1
     sick = httpx.post(
         f"{svc.url}/api/v1/runners/health",
         json={"healthy": False, "reason": "no MUSA device"},
         headers=auth(token),
     )
     assert sick.status_code == 204
-    assert svc.ctx.store.runners_online("mthreads") == 0
+    assert svc.service.runners.online_count("mthreads") == 0
     assert "sick: no MUSA device" in httpx.get(f"{svc.url}/").text
 
 
@@ -156,22 +156,22 @@ def test_lapsed_lease_requeues_then_runner_lost(sqlite_svc: LiveService) -> None
     svc = sqlite_svc
     _, t1 = svc.register("lost-1")
     _, t2 = svc.register("lost-2")
-    job, _ = svc.ctx.store.create_job(new_job())
+    job, _ = svc.service.jobs.create_job(new_job())
     api = f"{svc.url}/api/v1/jobs"
     assert httpx.post(f"{api}/claim", json={}, headers=auth(t1)).json()["attempt"] == 1
     second = httpx.post(f"{api}/claim", json={"wait_s": 10}, headers=auth(t2), timeout=15)
     assert second.status_code == 200 and second.json()["attempt"] == 2
     assert httpx.post(f"{api}/{job.id}/heartbeat", json={}, headers=auth(t1)).status_code == 404
     deadline = time.monotonic() + 10
-    while svc.ctx.store.get_job(job.id).status == JobStatus.running:
+    while svc.service.jobs.get_job(job.id).status == JobStatus.running:
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    lost = svc.ctx.store.get_job(job.id)
+    lost = svc.service.jobs.get_job(job.id)
     assert lost.status == JobStatus.errored and lost.reason == "runner lost"
 
 
 def test_concurrent_http_claims_take_each_job_once(svc: LiveService) -> None:
-    jobs = {svc.ctx.store.create_job(new_job(f"op{i}"))[0].id for i in range(24)}
+    jobs = {svc.service.jobs.create_job(new_job(f"op{i}"))[0].id for i in range(24)}
     tokens = [svc.register(f"r{i}")[1] for i in range(6)]
     taken: list[int] = []
     lock = threading.Lock()
@@ -193,7 +193,7 @@ def test_concurrent_http_claims_take_each_job_once(svc: LiveService) -> None:
 
 
 def test_pages(svc: LiveService) -> None:
-    job, _ = svc.ctx.store.create_job(new_job("add", "cpu"))
+    job, _ = svc.service.jobs.create_job(new_job("add", "cpu"))
     page = httpx.get(f"{svc.url}/jobs/{job.id}")
     assert page.status_code == 200 and "queued" in page.text and "add" in page.text
     assert "ondemand:add:cpu" in page.text  # the rendered report, escaped into the page

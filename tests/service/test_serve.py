@@ -13,10 +13,10 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from service.db import utcnow
-from service.models import Delivery
+from service.db.engine import utcnow
+from service.db.models import Delivery
+from service.queue.jobs import NewJob
 from service.settings import Settings
-from service.store import NewJob
 from tests.service.helpers import live_service, service_settings
 from tests.support.live import free_port
 from workflows.models import JobStatus
@@ -57,7 +57,7 @@ def test_serve_runs_and_answers(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "service.cli",
+            "ondemand",
             "serve",
             "--port",
             str(port),
@@ -89,7 +89,7 @@ def test_serve_runs_and_answers(tmp_path: Path) -> None:
 def test_serve_refuses_bad_settings(tmp_path: Path) -> None:
     env = {**os.environ, "ONDEMAND_DEFAULT_BACKENDS": "tpu"}
     done = subprocess.run(
-        [sys.executable, "-m", "service.cli", "serve", "--port", str(free_port())],
+        [sys.executable, "-m", "ondemand", "serve", "--port", str(free_port())],
         cwd=tmp_path,
         env={**env, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -104,12 +104,12 @@ def test_unprocessed_deliveries_are_processed_at_startup(tmp_path: Path) -> None
     settings = service_settings(url)
     # The previous process recorded a close delivery and crashed before processing it.
     with live_service(settings.model_copy(update={"process_workers": False})) as svc:
-        job, _ = svc.ctx.store.create_job(
+        job, _ = svc.service.jobs.create_job(
             NewJob(
                 repo="octo/k", clone_url="/x", pr_number=5, sha="c" * 40, op="add", backend="cpu"
             )
         )
-        with svc.ctx.writes() as session, session.begin():
+        with svc.service.db.writes() as session, session.begin():
             session.add(
                 Delivery(
                     delivery_id="left-behind",
@@ -123,11 +123,11 @@ def test_unprocessed_deliveries_are_processed_at_startup(tmp_path: Path) -> None
                     received_at=utcnow(),
                 )
             )
-        assert svc.ctx.store.get_job(job.id).status == JobStatus.queued
+        assert svc.service.jobs.get_job(job.id).status == JobStatus.queued
     with live_service(settings) as svc:
         deadline = time.monotonic() + 5
-        while svc.ctx.store.get_job(job.id).status == JobStatus.queued:
+        while svc.service.jobs.get_job(job.id).status == JobStatus.queued:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        assert svc.ctx.store.get_job(job.id).status == JobStatus.cancelled
-        assert svc.ctx.store.get_job(job.id).reason == "pull request closed"
+        assert svc.service.jobs.get_job(job.id).status == JobStatus.cancelled
+        assert svc.service.jobs.get_job(job.id).reason == "pull request closed"

@@ -1,4 +1,4 @@
-"""The job store and queue on SQLite and PostgreSQL: dedupe, claim, lease, logs, complete."""
+"""The job queue on SQLite and PostgreSQL: dedupe, claim, lease, logs, complete."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy.engine import make_url
 
-from service.db import Base, make_engine, make_sessionmaker, utcnow
-from service.migrate import upgrade
-from service.store import RUNNER_LOST, Store
-from service.wakeup import PgListener, Wakeup
-from tests.service.helpers import new_job, open_store
+from service.db.engine import Base, make_engine, utcnow
+from service.db.migrate import upgrade
+from service.queue import queries
+from service.queue.jobs import RUNNER_LOST, JobQueue
+from service.queue.wakeup import PgListener, Wakeup
+from tests.service.helpers import make_queue, new_job, open_queue
 from workflows.models import JobResult, JobStatus
 
 
@@ -35,51 +36,51 @@ def test_migrations_match_models_and_rerun(db_url: str) -> None:
 
 
 def test_create_dedupes_active_jobs_only(db_url: str) -> None:
-    with open_store(db_url) as store:
-        job, created = store.create_job(new_job())
-        again, created_again = store.create_job(new_job())
+    with open_queue(db_url) as store:
+        job, created = store.jobs.create_job(new_job())
+        again, created_again = store.jobs.create_job(new_job())
         assert created and not created_again and again.id == job.id
-        other_sha, created = store.create_job(new_job(sha="b" * 40))
+        other_sha, created = store.jobs.create_job(new_job(sha="b" * 40))
         assert created and other_sha.id != job.id
-        runner_id, _ = store.register_runner("r1", ["cpu"])
-        claimed = store.claim(runner_id, ["cpu"])
+        runner_id, _ = store.runners.register("r1", ["cpu"])
+        claimed = store.jobs.claim(runner_id, ["cpu"])
         assert claimed is not None and claimed.id == job.id
         # running still dedupes
-        assert store.create_job(new_job())[1] is False
-        store.complete(runner_id, job.id, _result())
-        fresh, created = store.create_job(new_job())
+        assert store.jobs.create_job(new_job())[1] is False
+        store.jobs.complete(runner_id, job.id, _result())
+        fresh, created = store.jobs.create_job(new_job())
         assert created and fresh.id not in (job.id, other_sha.id)
 
 
 def test_claim_takes_oldest_of_own_backends(db_url: str) -> None:
-    with open_store(db_url, lease_seconds=30) as store:
-        runner_id, _ = store.register_runner("r1", ["cpu", "nvidia"])
-        a = store.create_job(new_job("a", "mthreads"))[0]
-        b = store.create_job(new_job("b", "nvidia"))[0]
-        c = store.create_job(new_job("c", "cpu"))[0]
-        assert store.claim(runner_id, []) is None
-        first = store.claim(runner_id, ["cpu", "nvidia"])
-        second = store.claim(runner_id, ["cpu", "nvidia"])
+    with open_queue(db_url, lease_seconds=30) as store:
+        runner_id, _ = store.runners.register("r1", ["cpu", "nvidia"])
+        a = store.jobs.create_job(new_job("a", "mthreads"))[0]
+        b = store.jobs.create_job(new_job("b", "nvidia"))[0]
+        c = store.jobs.create_job(new_job("c", "cpu"))[0]
+        assert store.jobs.claim(runner_id, []) is None
+        first = store.jobs.claim(runner_id, ["cpu", "nvidia"])
+        second = store.jobs.claim(runner_id, ["cpu", "nvidia"])
         assert first is not None and second is not None
         assert [first.id, second.id] == [b.id, c.id]
         assert first.status == JobStatus.running and first.runner_id == runner_id
         assert first.lease_expires_at is not None
         assert first.lease_expires_at - first.started_at == timedelta(seconds=30)
-        assert store.claim(runner_id, ["cpu", "nvidia"]) is None
-        assert store.get_job(a.id).status == JobStatus.queued
+        assert store.jobs.claim(runner_id, ["cpu", "nvidia"]) is None
+        assert store.jobs.get_job(a.id).status == JobStatus.queued
 
 
 def test_concurrent_claims_take_each_job_exactly_once(db_url: str) -> None:
-    with open_store(db_url) as store:
-        jobs = [store.create_job(new_job(f"op{i}"))[0].id for i in range(40)]
-        runners = [store.register_runner(f"r{i}", ["cpu"])[0] for i in range(8)]
+    with open_queue(db_url) as store:
+        jobs = [store.jobs.create_job(new_job(f"op{i}"))[0].id for i in range(40)]
+        runners = [store.runners.register(f"r{i}", ["cpu"])[0] for i in range(8)]
         claimed: list[tuple[int, int]] = []
         lock = threading.Lock()
         barrier = threading.Barrier(len(runners))
 
         def work(runner_id: int) -> None:
             barrier.wait()
-            while (job := store.claim(runner_id, ["cpu"])) is not None:
+            while (job := store.jobs.claim(runner_id, ["cpu"])) is not None:
                 with lock:
                     claimed.append((job.id, runner_id))
 
@@ -91,148 +92,148 @@ def test_concurrent_claims_take_each_job_exactly_once(db_url: str) -> None:
         ids = [job_id for job_id, _ in claimed]
         assert sorted(ids) == sorted(jobs)  # all claimed, none twice
         for job_id, runner_id in claimed:
-            assert store.get_job(job_id).runner_id == runner_id
+            assert store.jobs.get_job(job_id).runner_id == runner_id
 
 
 def test_runner_cannot_touch_another_runners_job(db_url: str) -> None:
-    with open_store(db_url) as store:
-        mine, _ = store.register_runner("mine", ["cpu"])
-        theirs, _ = store.register_runner("theirs", ["cpu"])
-        job = store.create_job(new_job())[0]
-        assert store.claim(mine, ["cpu"]) is not None
-        assert store.heartbeat(theirs, job.id) is None
-        assert store.append_log(theirs, job.id, 0, b"x") is None
-        assert store.complete(theirs, job.id, _result()) is None
-        assert store.get_job(job.id).status == JobStatus.running
+    with open_queue(db_url) as store:
+        mine, _ = store.runners.register("mine", ["cpu"])
+        theirs, _ = store.runners.register("theirs", ["cpu"])
+        job = store.jobs.create_job(new_job())[0]
+        assert store.jobs.claim(mine, ["cpu"]) is not None
+        assert store.jobs.heartbeat(theirs, job.id) is None
+        assert store.logs.append(theirs, job.id, 0, b"x") is None
+        assert store.jobs.complete(theirs, job.id, _result()) is None
+        assert store.jobs.get_job(job.id).status == JobStatus.running
 
 
 def test_heartbeat_renews_lease_and_carries_cancel(db_url: str) -> None:
-    with open_store(db_url, lease_seconds=60) as store:
-        runner_id, _ = store.register_runner("r", ["cpu"])
-        job = store.create_job(new_job())[0]
-        claimed = store.claim(runner_id, ["cpu"])
+    with open_queue(db_url, lease_seconds=60) as store:
+        runner_id, _ = store.runners.register("r", ["cpu"])
+        job = store.jobs.create_job(new_job())[0]
+        claimed = store.jobs.claim(runner_id, ["cpu"])
         assert claimed is not None
-        beat = store.heartbeat(runner_id, job.id)
+        beat = store.jobs.heartbeat(runner_id, job.id)
         assert beat is not None and not beat.cancel
         assert beat.lease_expires_at >= claimed.lease_expires_at
-        affected = store.cancel("octo/kernels", 1, "cancelled by @maint")
+        affected = store.jobs.cancel("octo/kernels", 1, "cancelled by @maint")
         assert [j.id for j in affected] == [job.id]
-        beat = store.heartbeat(runner_id, job.id)
+        beat = store.jobs.heartbeat(runner_id, job.id)
         assert beat is not None and beat.cancel and beat.reason == "cancelled by @maint"
-        assert store.complete(runner_id, job.id, _result(JobStatus.cancelled)) == "cancelled"
-        assert store.get_job(job.id).reason == "cancelled by @maint"
+        assert store.jobs.complete(runner_id, job.id, _result(JobStatus.cancelled)) == "cancelled"
+        assert store.jobs.get_job(job.id).reason == "cancelled by @maint"
 
 
 def test_lapsed_lease_requeues_once_then_runner_lost(db_url: str) -> None:
-    with open_store(db_url, lease_seconds=5) as store:
-        r1, _ = store.register_runner("r1", ["cpu"])
-        r2, _ = store.register_runner("r2", ["cpu"])
-        job = store.create_job(new_job())[0]
-        assert store.claim(r1, ["cpu"]) is not None
-        assert store.reap(utcnow()) == []  # not yet
+    with open_queue(db_url, lease_seconds=5) as store:
+        r1, _ = store.runners.register("r1", ["cpu"])
+        r2, _ = store.runners.register("r2", ["cpu"])
+        job = store.jobs.create_job(new_job())[0]
+        assert store.jobs.claim(r1, ["cpu"]) is not None
+        assert store.jobs.reap(utcnow()) == []  # not yet
         later = utcnow() + timedelta(seconds=6)
-        assert [j.id for j in store.reap(later)] == [job.id]
-        requeued = store.get_job(job.id)
+        assert [j.id for j in store.jobs.reap(later)] == [job.id]
+        requeued = store.jobs.get_job(job.id)
         assert requeued.status == JobStatus.queued and requeued.attempt == 2
         assert requeued.runner_id is None and "r1 lost" in (requeued.reason or "")
         # the lost runner can no longer touch it
-        assert store.heartbeat(r1, job.id) is None
-        again = store.claim(r2, ["cpu"])
+        assert store.jobs.heartbeat(r1, job.id) is None
+        again = store.jobs.claim(r2, ["cpu"])
         assert again is not None and again.id == job.id and again.attempt == 2
-        store.reap(utcnow() + timedelta(seconds=6))
-        lost = store.get_job(job.id)
+        store.jobs.reap(utcnow() + timedelta(seconds=6))
+        lost = store.jobs.get_job(job.id)
         assert lost.status == JobStatus.errored and lost.reason == RUNNER_LOST
         assert lost.finished_at is not None
 
 
 def test_logs_by_offset(db_url: str) -> None:
-    with open_store(db_url) as store:
-        runner_id, _ = store.register_runner("r", ["cpu"])
-        job = store.create_job(new_job())[0]
-        store.claim(runner_id, ["cpu"])
+    with open_queue(db_url) as store:
+        runner_id, _ = store.runners.register("r", ["cpu"])
+        job = store.jobs.create_job(new_job())[0]
+        store.jobs.claim(runner_id, ["cpu"])
         first = "héllo ".encode()
-        assert store.append_log(runner_id, job.id, 0, first).offset == len(first)
-        dup = store.append_log(runner_id, job.id, 0, first)
+        assert store.logs.append(runner_id, job.id, 0, first).offset == len(first)
+        dup = store.logs.append(runner_id, job.id, 0, first)
         assert dup.accepted and dup.offset == len(first)  # duplicate: no-op
-        gap = store.append_log(runner_id, job.id, len(first) + 5, b"x")
+        gap = store.logs.append(runner_id, job.id, len(first) + 5, b"x")
         assert not gap.accepted and gap.offset == len(first)
-        clash = store.append_log(runner_id, job.id, 1, b"XXXXXXXX")
+        clash = store.logs.append(runner_id, job.id, 1, b"XXXXXXXX")
         assert not clash.accepted and clash.offset == len(first)
         # an overlap that agrees appends only the new part
-        ok = store.append_log(runner_id, job.id, len(first) - 1, b" world")
+        ok = store.logs.append(runner_id, job.id, len(first) - 1, b" world")
         assert ok.accepted and ok.offset == len(first) + 5
-        assert store.read_log(job.id) == "héllo world".encode()
-        assert store.read_log(job.id, 7, 3) == b"wor"
+        assert store.logs.read(job.id) == "héllo world".encode()
+        assert store.logs.read(job.id, 7, 3) == b"wor"
 
 
 def test_complete_is_idempotent_and_validated(db_url: str) -> None:
-    with open_store(db_url) as store:
-        runner_id, _ = store.register_runner("r", ["cpu"])
-        job = store.create_job(new_job())[0]
-        store.claim(runner_id, ["cpu"])
+    with open_queue(db_url) as store:
+        runner_id, _ = store.runners.register("r", ["cpu"])
+        job = store.jobs.create_job(new_job())[0]
+        store.jobs.claim(runner_id, ["cpu"])
         with pytest.raises(ValueError, match="not running"):
-            store.complete(runner_id, job.id, _result(JobStatus.running))
-        assert store.complete(runner_id, job.id, _result(JobStatus.failed)) == "failed"
-        done = store.get_job(job.id)
-        assert store.complete(runner_id, job.id, _result(JobStatus.succeeded)) == "failed"
-        after = store.get_job(job.id)
+            store.jobs.complete(runner_id, job.id, _result(JobStatus.running))
+        assert store.jobs.complete(runner_id, job.id, _result(JobStatus.failed)) == "failed"
+        done = store.jobs.get_job(job.id)
+        assert store.jobs.complete(runner_id, job.id, _result(JobStatus.succeeded)) == "failed"
+        after = store.jobs.get_job(job.id)
         assert after.finished_at == done.finished_at and after.result == done.result
 
 
 def test_supersede_and_cancel_select_jobs(db_url: str) -> None:
-    with open_store(db_url) as store:
-        runner_id, _ = store.register_runner("r", ["nvidia"])
-        old_running = store.create_job(new_job("a", "nvidia"))[0]
-        store.claim(runner_id, ["nvidia"])
-        old_queued = store.create_job(new_job("b", "cpu"))[0]
-        new_queued = store.create_job(new_job("c", "cpu", sha="f" * 40))[0]
-        affected = store.supersede("octo/kernels", 1, "f" * 40)
+    with open_queue(db_url) as store:
+        runner_id, _ = store.runners.register("r", ["nvidia"])
+        old_running = store.jobs.create_job(new_job("a", "nvidia"))[0]
+        store.jobs.claim(runner_id, ["nvidia"])
+        old_queued = store.jobs.create_job(new_job("b", "cpu"))[0]
+        new_queued = store.jobs.create_job(new_job("c", "cpu", sha="f" * 40))[0]
+        affected = store.jobs.supersede("octo/kernels", 1, "f" * 40)
         assert sorted(j.id for j in affected) == [old_running.id, old_queued.id]
-        assert store.get_job(old_queued.id).status == JobStatus.superseded
-        assert store.get_job(old_queued.id).reason == "superseded by fffffff"
-        running = store.get_job(old_running.id)
+        assert store.jobs.get_job(old_queued.id).status == JobStatus.superseded
+        assert store.jobs.get_job(old_queued.id).reason == "superseded by fffffff"
+        running = store.jobs.get_job(old_running.id)
         assert running.status == JobStatus.running and running.cancel_requested
-        assert store.get_job(new_queued.id).status == JobStatus.queued
-        cancelled = store.cancel("octo/kernels", 1, "closed", match=lambda j: j.op == "c")
+        assert store.jobs.get_job(new_queued.id).status == JobStatus.queued
+        cancelled = store.jobs.cancel("octo/kernels", 1, "closed", match=lambda j: j.op == "c")
         assert [j.id for j in cancelled] == [new_queued.id]
-        assert store.get_job(new_queued.id).status == JobStatus.cancelled
+        assert store.jobs.get_job(new_queued.id).status == JobStatus.cancelled
 
 
 def test_queue_position_and_runners_online(db_url: str) -> None:
-    with open_store(db_url) as store:
-        jobs = [store.create_job(new_job(f"op{i}", "cpu"))[0] for i in range(3)]
-        store.create_job(new_job("x", "nvidia"))
-        with store.sessions() as session:
-            positions = [store.queue_position(session, j) for j in jobs]
+    with open_queue(db_url) as store:
+        jobs = [store.jobs.create_job(new_job(f"op{i}", "cpu"))[0] for i in range(3)]
+        store.jobs.create_job(new_job("x", "nvidia"))
+        with store.db.reads() as session:
+            positions = [queries.queue_position(session, j) for j in jobs]
         assert positions == [1, 2, 3]
-        assert store.runners_online("cpu") == 0
-        healthy, _ = store.register_runner("ok", ["cpu"])
-        sick, _ = store.register_runner("sick", ["cpu"])
-        store.set_health(sick, False, "no MUSA device", None)
-        assert store.runners_online("cpu") == 1
-        assert store.unhealthy_reasons("cpu") == ["sick: no MUSA device"]
-        store.claim(healthy, ["cpu"])
-        with store.sessions() as session:
-            assert store.queue_position(session, store.get_job(jobs[1].id)) == 1
+        assert store.runners.online_count("cpu") == 0
+        healthy, _ = store.runners.register("ok", ["cpu"])
+        sick, _ = store.runners.register("sick", ["cpu"])
+        store.runners.set_health(sick, False, "no MUSA device", None)
+        assert store.runners.online_count("cpu") == 1
+        assert store.runners.unhealthy_reasons("cpu") == ["sick: no MUSA device"]
+        store.jobs.claim(healthy, ["cpu"])
+        with store.db.reads() as session:
+            assert queries.queue_position(session, store.jobs.get_job(jobs[1].id)) == 1
 
 
 def test_waiting_claim_is_woken_by_enqueue(db_url: str) -> None:
-    with open_store(db_url) as store:
-        runner_id, _ = store.register_runner("r", ["cpu"])
+    with open_queue(db_url) as store:
+        runner_id, _ = store.runners.register("r", ["cpu"])
         got: list[float] = []
 
         def wait_then_claim() -> None:
             since = store.wakeup.snapshot(["cpu"])
-            assert store.claim(runner_id, ["cpu"]) is None
+            assert store.jobs.claim(runner_id, ["cpu"]) is None
             store.wakeup.wait_sync(["cpu"], since, 10)
-            assert store.claim(runner_id, ["cpu"]) is not None
+            assert store.jobs.claim(runner_id, ["cpu"]) is not None
             got.append(time.monotonic())
 
         thread = threading.Thread(target=wait_then_claim)
         thread.start()
         time.sleep(0.3)
         start = time.monotonic()
-        store.create_job(new_job())
+        store.jobs.create_job(new_job())
         thread.join(timeout=10)
         assert got and got[0] - start < 0.5
 
@@ -240,7 +241,7 @@ def test_waiting_claim_is_woken_by_enqueue(db_url: str) -> None:
 @pytest.mark.postgres
 def test_pg_notify_wakes_another_replica(pg_url: str) -> None:
     conninfo = make_url(pg_url).set(drivername="postgresql").render_as_string(False)
-    with open_store(pg_url) as producer:
+    with open_queue(pg_url) as producer:
         replica_wakeup = Wakeup()
         listener = PgListener(conninfo, replica_wakeup)
         listener.start()
@@ -249,7 +250,7 @@ def test_pg_notify_wakes_another_replica(pg_url: str) -> None:
             time.sleep(0.1)  # let the reconnect wake-all settle
             since = replica_wakeup.snapshot(["cpu"])
             start = time.monotonic()
-            producer.create_job(new_job())
+            producer.jobs.create_job(new_job())
             assert replica_wakeup.wait_sync(["cpu"], since, 5)
             assert time.monotonic() - start < 0.5
         finally:
@@ -257,29 +258,28 @@ def test_pg_notify_wakes_another_replica(pg_url: str) -> None:
 
 
 def test_store_types(db_url: str) -> None:
-    with open_store(db_url) as store:
-        assert isinstance(store, Store)
-        job = store.create_job(new_job())[0]
-        fetched = store.get_job(job.id)
+    with open_queue(db_url) as store:
+        assert isinstance(store.jobs, JobQueue)
+        job = store.jobs.create_job(new_job())[0]
+        fetched = store.jobs.get_job(job.id)
         assert fetched.created_at.tzinfo is not None
 
 
 def _claim_all(url: str, runner_id: int, start: float) -> list[int]:
     """In a separate process: claim until the queue is empty."""
-    engine = make_engine(url)
-    store = Store(make_sessionmaker(engine))
+    queue = make_queue(url)
     time.sleep(max(0.0, start - time.time()))  # start together
     ids: list[int] = []
-    while (job := store.claim(runner_id, ["cpu"])) is not None:
+    while (job := queue.jobs.claim(runner_id, ["cpu"])) is not None:
         ids.append(job.id)
-    engine.dispose()
+    queue.db.dispose()
     return ids
 
 
 def test_concurrent_claims_across_processes(db_url: str) -> None:
-    with open_store(db_url) as store:
-        jobs = [store.create_job(new_job(f"op{i}"))[0].id for i in range(30)]
-        runners = [store.register_runner(f"p{i}", ["cpu"])[0] for i in range(4)]
+    with open_queue(db_url) as store:
+        jobs = [store.jobs.create_job(new_job(f"op{i}"))[0].id for i in range(30)]
+        runners = [store.runners.register(f"p{i}", ["cpu"])[0] for i in range(4)]
     start = time.time() + 0.5
     ctx = multiprocessing.get_context("fork")  # fresh engines are made in the children
     with ctx.Pool(len(runners)) as pool:

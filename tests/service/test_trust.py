@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.trust import (
+from service.receive.trust import (
     Commenter,
     TrustPolicy,
     TTLCache,

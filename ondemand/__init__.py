@@ -1,0 +1,1 @@
+"""What every part of the product shares: the `ondemand` command line and the retry policy."""

@@ -1,0 +1,86 @@
+"""Rows a worker takes, tries, and then finishes or retries: the inbox's deliveries and the
+outbox's items. Taking a row is one conditional UPDATE, so several workers (threads, or
+service replicas on one PostgreSQL database) never try the same row at once; a worker that
+dies holding a row loses it when its lock runs out."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Generic, TypeVar
+
+from sqlalchemy import or_, select, update
+
+from service.db.engine import Database, utcnow
+from service.db.models import LeasedRow
+
+R = TypeVar("R", bound=LeasedRow)
+MAX_TEXT = 4000
+
+
+class LeasedRows(Generic[R]):
+    """The pending rows of one table, taken one at a time for `lock_s` seconds."""
+
+    def __init__(self, db: Database, model: type[R], lock_s: float = 120.0) -> None:
+        self.db = db
+        self.model = model
+        self.lock_s = lock_s
+
+    def pending(self) -> list[R]:
+        """Every row not done yet, oldest first (detached: read-only snapshots)."""
+        with self.db.reads() as session:
+            m = self.model
+            return list(session.scalars(select(m).where(m.done_at.is_(None)).order_by(m.id)))
+
+    @staticmethod
+    def due_at(row: R) -> datetime:
+        """When `row` may next be tried: its retry time, or after its current lock."""
+        if row.locked_until is not None and row.locked_until > row.next_attempt_at:
+            return row.locked_until
+        return row.next_attempt_at
+
+    def take(self, row_id: int) -> R | None:
+        """Lock a due row and count the attempt; None when it is done, locked or not due."""
+        now = utcnow()
+        m = self.model
+        with self.db.writes() as session, session.begin():
+            taken = session.execute(
+                update(m)
+                .where(
+                    m.id == row_id,
+                    m.done_at.is_(None),
+                    m.next_attempt_at <= now,
+                    or_(m.locked_until.is_(None), m.locked_until < now),
+                )
+                .values(locked_until=now + timedelta(seconds=self.lock_s), attempts=m.attempts + 1)
+                .execution_options(synchronize_session=False)
+            ).rowcount
+            return session.get(m, row_id) if taken == 1 else None
+
+    def finish(self, row_id: int, outcome: str) -> None:
+        """The row is done with `outcome`; it is never tried again."""
+        with self.db.writes() as session, session.begin():
+            row = session.get(self.model, row_id)
+            if row is not None:
+                row.done_at = utcnow()
+                row.locked_until = None
+                row.outcome = outcome[:MAX_TEXT]
+                row.last_error = None
+
+    def retry(self, row_id: int, wait_s: float, error: str) -> None:
+        """Try the row again in `wait_s` seconds; `error` says why this try failed."""
+        with self.db.writes() as session, session.begin():
+            row = session.get(self.model, row_id)
+            if row is not None:
+                row.locked_until = None
+                row.next_attempt_at = utcnow() + timedelta(seconds=wait_s)
+                row.last_error = error[:MAX_TEXT]
+
+    def give_up(self, row_id: int, error: str) -> None:
+        """The row is done without success; `error` is kept as its outcome."""
+        with self.db.writes() as session, session.begin():
+            row = session.get(self.model, row_id)
+            if row is not None:
+                row.done_at = utcnow()
+                row.locked_until = None
+                row.last_error = error[:MAX_TEXT]
+                row.outcome = f"gave up: {error}"[:MAX_TEXT]

@@ -1,0 +1,163 @@
+"""The service's tables (SQLAlchemy 2 typed ORM). The schema itself is made by the Alembic
+migrations in `service/db/migrations/`; a test checks that the two agree."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from service.db.engine import Base, UTCDateTime, utcnow
+
+ACTIVE_STATUSES = ("queued", "running")
+_ACTIVE_SQL = "status IN ('queued', 'running')"
+
+
+class LeasedRow:
+    """The columns of a row that a worker takes, tries and finishes or retries (the inbox's
+    deliveries and the outbox's items: `service/db/leases.py`)."""
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    locked_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    done_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    outcome: Mapped[str | None] = mapped_column(Text)
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
+class Delivery(LeasedRow, Base):
+    """One webhook delivery: the durable inbox. `delivery_id` is GitHub's `X-GitHub-Delivery`."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (Index("ix_deliveries_done_at", "done_at"),)
+
+    delivery_id: Mapped[str] = mapped_column(String(100), unique=True)
+    event: Mapped[str] = mapped_column(String(100))
+    action: Mapped[str | None] = mapped_column(String(100))
+    payload: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Runner(Base):
+    """A registered runner daemon; its bearer token is stored only as a SHA-256 hash."""
+
+    __tablename__ = "runners"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    backends: Mapped[list[str]] = mapped_column(JSON, default=list)
+    labels: Mapped[list[str]] = mapped_column(JSON, default=list)
+    slots: Mapped[int] = mapped_column(Integer, default=1)
+    version: Mapped[str | None] = mapped_column(String(100))
+    healthy: Mapped[bool] = mapped_column(Boolean, default=True)
+    health_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Job(Base):
+    """One (operator, backend) run on one pinned commit of a pull request."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        Index("ix_jobs_queue", "status", "backend", "id"),
+        Index("ix_jobs_pr", "repo", "pr_number"),
+        # At most one queued-or-running job per (repo, PR, SHA, op, backend): the dedupe.
+        Index(
+            "uq_jobs_active",
+            "repo",
+            "pr_number",
+            "sha",
+            "op",
+            "backend",
+            unique=True,
+            sqlite_where=text(_ACTIVE_SQL),
+            postgresql_where=text(_ACTIVE_SQL),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200))
+    clone_url: Mapped[str] = mapped_column(Text)
+    pr_number: Mapped[int] = mapped_column(Integer)
+    sha: Mapped[str] = mapped_column(String(64))
+    base_ref: Mapped[str | None] = mapped_column(String(255))
+    base_sha: Mapped[str | None] = mapped_column(String(64))
+    op: Mapped[str] = mapped_column(String(64))
+    backend: Mapped[str] = mapped_column(String(64))
+    bench: Mapped[bool] = mapped_column(Boolean, default=True)
+    compare: Mapped[bool] = mapped_column(Boolean, default=True)
+    status: Mapped[str] = mapped_column(String(20), default="queued")
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    requested_by: Mapped[str | None] = mapped_column(String(200))
+    command_comment_id: Mapped[int | None] = mapped_column(BigInteger)
+    runner_id: Mapped[int | None] = mapped_column(ForeignKey("runners.id"))
+    runner_name: Mapped[str | None] = mapped_column(String(200))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    reason: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    log_size: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class LogChunk(Base):
+    """A piece of a job's log at a byte offset; the log is the chunks in offset order."""
+
+    __tablename__ = "log_chunks"
+    __table_args__ = (UniqueConstraint("job_id", "offset", name="uq_log_chunks_offset"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    offset: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class ResultComment(Base):
+    """The one result comment per (repo, PR, op, backend) and its GitHub id once created."""
+
+    __tablename__ = "result_comments"
+    __table_args__ = (
+        UniqueConstraint("repo", "pr_number", "op", "backend", name="uq_result_comments"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200))
+    pr_number: Mapped[int] = mapped_column(Integer)
+    op: Mapped[str] = mapped_column(String(64))
+    backend: Mapped[str] = mapped_column(String(64))
+    github_comment_id: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class OutboxItem(LeasedRow, Base):
+    """One thing to tell GitHub (reaction, reply, result comment, commit status).
+
+    Items with the same `key` are delivered in id order; `dedupe_key` makes enqueueing the same
+    one-shot item twice (a re-processed delivery) a no-op."""
+
+    __tablename__ = "outbox"
+    __table_args__ = (Index("ix_outbox_pending", "done_at", "next_attempt_at"),)
+
+    kind: Mapped[str] = mapped_column(String(20))
+    key: Mapped[str] = mapped_column(String(300), index=True)
+    dedupe_key: Mapped[str | None] = mapped_column(String(300), unique=True)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

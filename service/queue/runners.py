@@ -1,0 +1,93 @@
+"""The runners: registration (the token kept only as a hash), authentication, health, and
+who counts as online."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+
+from service.db.engine import Database, utcnow
+from service.db.models import Runner
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class RunnerRegistry:
+    """Registered runner daemons; a runner seen within `online_seconds` counts as online."""
+
+    def __init__(self, db: Database, *, online_seconds: float = 90.0) -> None:
+        self.db = db
+        self.online_seconds = online_seconds
+
+    def register(
+        self,
+        name: str,
+        backends: Sequence[str],
+        labels: Sequence[str] = (),
+        slots: int = 1,
+        version: str | None = None,
+    ) -> tuple[int, str]:
+        """A new runner; returns its id and its bearer token (only the hash is kept)."""
+        token = secrets.token_urlsafe(32)
+        with self.db.writes() as session, session.begin():
+            runner = Runner(
+                name=name,
+                token_hash=hash_token(token),
+                backends=list(backends),
+                labels=list(labels),
+                slots=slots,
+                version=version,
+                healthy=True,
+                created_at=utcnow(),
+                last_seen_at=utcnow(),
+            )
+            session.add(runner)
+            session.flush()
+            return runner.id, token
+
+    def authenticate(self, token: str) -> Runner | None:
+        with self.db.reads() as session:
+            return session.scalars(
+                select(Runner).where(Runner.token_hash == hash_token(token))
+            ).first()
+
+    def set_health(
+        self, runner_id: int, healthy: bool, reason: str | None, backends: Sequence[str] | None
+    ) -> None:
+        with self.db.writes() as session, session.begin():
+            runner = session.get(Runner, runner_id)
+            if runner is None:
+                return
+            runner.healthy = healthy
+            runner.health_reason = None if healthy else (reason or "unhealthy")
+            if backends:
+                runner.backends = list(backends)
+            runner.last_seen_at = utcnow()
+
+    def all(self) -> list[Runner]:
+        with self.db.reads() as session:
+            return list(session.scalars(select(Runner).order_by(Runner.id)))
+
+    def online(self, runner: Runner, now: datetime | None = None) -> bool:
+        now = now or utcnow()
+        return runner.last_seen_at >= now - timedelta(seconds=self.online_seconds)
+
+    def online_count(self, backend: str, runners: Sequence[Runner] | None = None) -> int:
+        """Healthy runners serving `backend` seen recently."""
+        runners = self.all() if runners is None else runners
+        return sum(1 for r in runners if r.healthy and backend in r.backends and self.online(r))
+
+    def unhealthy_reasons(self, backend: str, runners: Sequence[Runner] | None = None) -> list[str]:
+        """`name: reason` of the online runners of `backend` whose device check fails."""
+        runners = self.all() if runners is None else runners
+        return [
+            f"{r.name}: {r.health_reason}"
+            for r in runners
+            if not r.healthy and backend in r.backends and self.online(r)
+        ]

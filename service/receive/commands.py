@@ -1,0 +1,440 @@
+"""Parse `/test` and `/retest` commands out of a pull-request comment: pure data in, data out.
+
+Grammar:
+
+    /test [|] SPEC [SPEC ...] [--no-bench] [--no-compare]
+    SPEC := OPS [":" BACKENDS]     OPS := OP ("," OP)*     BACKENDS := BACKEND ("," BACKEND)*
+    /test help | /test ?           /test cancel [SPEC ...]           /retest
+
+A command starts a line (leading whitespace is fine). Lines inside fenced code blocks
+(``` or ~~~), inside HTML comments, and quoted lines (`>`) are never commands, so quoting an
+earlier `/test` does not run it again. `/testing` is not `/test`.
+
+Case: the command word, subcommands, flags and backend names are matched without regard to
+case (phones capitalise `/Test`); all of them are lowercase in canonical form. Operator names
+must be lowercase (`[a-z_][a-z0-9_]*`, at most 64 characters): `Add` is an error that suggests
+`add`, because an operator name is passed on to the test selection as is.
+
+Separators are forgiving: `|`, any run of spaces, and spaces around `:` and `,` all mean the
+same thing. A SPEC with no backend uses the default backends. A lone bare word close to a
+subcommand (`/test hlep`) is answered with "did you mean `help`"; name a backend
+(`hlep:cpu`) to test an operator spelled like that.
+
+Nothing here touches a shell or any I/O: the result is plain frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+MAX_OP_LEN = 64
+MAX_TARGETS = 16  # jobs one command may start (after fan-out and deduplication)
+OP_PATTERN = re.compile(r"[a-z_][a-z0-9_]*")
+FLAGS = ("--no-bench", "--no-compare")
+HELP_WORDS = ("help", "?", "--help", "-h")
+SUBCOMMANDS = ("help", "cancel")
+USAGE = (
+    "`/test OP[,OP...][:BACKEND[,BACKEND...]] ... [--no-bench] [--no-compare]`, "
+    "`/test help`, `/test cancel [OP[:BACKEND]...]`, `/retest`"
+)
+
+_COMMAND_WORD = re.compile(r"/(test|retest)(?=$|[\s|])", re.IGNORECASE)
+_AROUND_PUNCT = re.compile(r"\s*([:,])\s*")
+_DASH_FLAG = re.compile(r"^[\u2012\u2013\u2014\u2015]")  # a phone's "—no-bench" means "--no-bench"
+_FENCE = re.compile(r"^(`{3,}|~{3,})")
+_MAX_SUGGEST_LEN = 80  # difflib on longer words is slow and never a near miss
+
+
+@dataclass(frozen=True)
+class Target:
+    """One job to run: an operator on a canonical backend name."""
+
+    op: str
+    backend: str
+
+
+@dataclass(frozen=True)
+class TestCommand:
+    """`/test SPEC...`: the targets to run, deduplicated, in the order written."""
+
+    __test__ = False  # not a pytest class
+
+    targets: tuple[Target, ...]
+    bench: bool = True
+    compare: bool = True
+
+
+@dataclass(frozen=True)
+class HelpCommand:
+    """`/test help` or `/test ?`."""
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Which jobs `/test cancel` means: an operator on one backend, or on any (None)."""
+
+    op: str
+    backend: str | None
+
+
+@dataclass(frozen=True)
+class CancelCommand:
+    """`/test cancel [SPEC...]`; no selectors means all of the PR's queued or running jobs."""
+
+    selectors: tuple[Selector, ...] = ()
+
+
+@dataclass(frozen=True)
+class RetestCommand:
+    """`/retest`: run again the PR's jobs whose last run failed or errored."""
+
+
+@dataclass(frozen=True)
+class CommandError:
+    """A line that is a command but not a valid one: what was wrong and what is accepted."""
+
+    line: str
+    message: str
+    suggestions: tuple[str, ...] = ()
+
+
+Command = TestCommand | HelpCommand | CancelCommand | RetestCommand | CommandError
+
+
+class _Invalid(Exception):
+    """Raised inside the parser only; always turned into a CommandError."""
+
+    def __init__(self, message: str, suggestions: Iterable[str] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.suggestions = tuple(suggestions)
+
+
+def parse_comment(
+    body: str, backends: Mapping[str, str], default_backends: Sequence[str]
+) -> list[Command]:
+    """Every command of a comment body, one per command line, in order.
+
+    `backends` maps every accepted spelling (name or alias) to the canonical backend name;
+    `default_backends` are used for a SPEC that names none. Never raises on any text.
+    """
+    table = _BackendTable(backends)
+    defaults = _canonical_defaults(default_backends, table)
+    commands: list[Command] = []
+    for line in command_lines(body):
+        try:
+            commands.append(_parse_line(line, table, defaults))
+        except _Invalid as exc:
+            commands.append(
+                CommandError(line=line, message=exc.message, suggestions=exc.suggestions)
+            )
+    return commands
+
+
+def command_lines(body: str) -> list[str]:
+    """The stripped lines of a comment that start with `/test` or `/retest` and are not in a
+    fenced code block, an HTML comment or a quote."""
+    lines: list[str] = []
+    fence: str | None = None
+    in_html_comment = False
+    for raw in body.splitlines():
+        line = raw.strip()
+        if fence is not None:
+            if line.startswith(fence) and not line.lstrip(fence[0]).strip():
+                fence = None
+            continue
+        if in_html_comment:
+            if "-->" in line:
+                in_html_comment = False
+            continue
+        if line.startswith(">"):
+            continue
+        opener = _FENCE.match(line)
+        # "```x```" on one line is inline code, not a fence (CommonMark: no "`" in the info)
+        if opener and not (line[0] == "`" and "`" in line[opener.end() :]):
+            fence = opener.group(1)
+            continue
+        if line.startswith("<!--"):
+            in_html_comment = "-->" not in line[4:]
+            continue
+        if _COMMAND_WORD.match(line):
+            lines.append(line)
+    return lines
+
+
+def format_command(cmd: Command) -> str:
+    """The canonical text of a command: `parse_comment(format_command(c), ...) == [c]` for
+    every command the parser can produce (a CommandError formats as its original line)."""
+    if isinstance(cmd, TestCommand):
+        words = ["/test", *_format_specs([(t.op, t.backend) for t in cmd.targets])]
+        if not cmd.bench:
+            words.append("--no-bench")
+        if not cmd.compare:
+            words.append("--no-compare")
+        return " ".join(words)
+    if isinstance(cmd, HelpCommand):
+        return "/test help"
+    if isinstance(cmd, CancelCommand):
+        return " ".join(
+            ["/test", "cancel", *_format_specs([(s.op, s.backend) for s in cmd.selectors])]
+        )
+    if isinstance(cmd, RetestCommand):
+        return "/retest"
+    return cmd.line
+
+
+def _format_specs(pairs: Sequence[tuple[str, str | None]]) -> list[str]:
+    """Group consecutive pairs of one operator into `op:b1,b2`; order is kept exactly."""
+    specs: list[str] = []
+    i = 0
+    while i < len(pairs):
+        op, backend = pairs[i]
+        if backend is None:
+            specs.append(op)
+            i += 1
+            continue
+        group = [backend]
+        i += 1
+        while i < len(pairs) and pairs[i][0] == op and pairs[i][1] is not None:
+            group.append(pairs[i][1])  # type: ignore[arg-type]
+            i += 1
+        specs.append(f"{op}:{','.join(group)}")
+    return specs
+
+
+class _BackendTable:
+    """Backend spellings, looked up exactly first and then without regard to case."""
+
+    def __init__(self, backends: Mapping[str, str]) -> None:
+        self.exact = dict(backends)
+        self.folded = {name.lower(): canonical for name, canonical in backends.items()}
+        self.canonical = sorted(set(backends.values()))
+        aliases: dict[str, list[str]] = {name: [] for name in self.canonical}
+        for spelling, canonical in backends.items():
+            if spelling != canonical:
+                aliases[canonical].append(spelling)
+        self.aliases = aliases
+
+    def resolve(self, word: str) -> str | None:
+        return self.exact.get(word) or self.folded.get(word.lower())
+
+    def describe(self) -> str:
+        """`` `cpu` (interpreter), `mthreads` (musa, moore_threads), `nvidia` (cuda) ``."""
+        if not self.canonical:
+            return "none are configured"
+        parts = []
+        for name in self.canonical:
+            alias = self.aliases[name]
+            parts.append(f"`{name}`" + (f" ({', '.join(alias)})" if alias else ""))
+        return ", ".join(parts)
+
+
+def _canonical_defaults(default_backends: Sequence[str], table: _BackendTable) -> tuple[str, ...]:
+    """Default backends as canonical names, deduplicated; unknown ones pass through as given."""
+    out: list[str] = []
+    for name in default_backends:
+        canonical = table.resolve(name) or name
+        if canonical not in out:
+            out.append(canonical)
+    return tuple(out)
+
+
+def _parse_line(line: str, table: _BackendTable, defaults: tuple[str, ...]) -> Command:
+    match = _COMMAND_WORD.match(line)
+    assert match is not None  # command_lines only yields command lines
+    word = match.group(1).lower()
+    words = _words(line[match.end() :])
+    if word == "retest":
+        if words:
+            raise _Invalid(
+                "`/retest` takes no arguments: it runs again this PR's jobs whose last run "
+                "failed or errored. To run particular operators, use `/test OP:BACKEND`.",
+                [f"/test {' '.join(words)}"],
+            )
+        return RetestCommand()
+    if not words:
+        raise _Invalid(f"`/test` needs an operator to test. Accepted: {USAGE}.", ["/test help"])
+    head = words[0].lower()
+    if head in HELP_WORDS:
+        return HelpCommand()
+    if head == "cancel":
+        return _parse_cancel(words[1:], table)
+    if len(words) == 1 and not _is_flag(head) and ":" not in head and "," not in head:
+        near = _close(head, SUBCOMMANDS, cutoff=0.75)
+        if near and head not in table.folded:
+            raise _Invalid(
+                f"unknown subcommand `{_clip(words[0])}`: did you mean `/test {near[0]}`? "
+                f"(To test an operator of that name, give its backend: `{head}:BACKEND`.)",
+                near,
+            )
+    return _parse_test(words, table, defaults)
+
+
+def _words(rest: str) -> list[str]:
+    """Split the text after the command word into words; `|` and spaces separate, and spaces
+    around `:` and `,` are dropped so `op : backend` is one word."""
+    rest = _AROUND_PUNCT.sub(r"\1", rest.replace("|", " ").strip())
+    return rest.split()
+
+
+def _is_flag(word: str) -> bool:
+    return word.startswith("-") or bool(_DASH_FLAG.match(word))
+
+
+def _parse_test(words: list[str], table: _BackendTable, defaults: tuple[str, ...]) -> TestCommand:
+    bench = compare = True
+    targets: list[Target] = []
+    for word in words:
+        if _is_flag(word):
+            flag = _flag(word)
+            bench = bench and flag != "--no-bench"
+            compare = compare and flag != "--no-compare"
+            continue
+        ops, backend_words = _split_spec(word)
+        if not backend_words:
+            if not defaults:
+                raise _Invalid(
+                    f"`{_clip(word)}` names no backend and no default backend is configured. "
+                    f"Name one, e.g. `{ops[0]}:BACKEND`; known backends: {table.describe()}."
+                )
+            _reject_backend_as_op(ops, targets, table)
+            backends = list(defaults)
+        else:
+            backends = [_backend(b, table) for b in backend_words]
+        _fan_out(
+            targets,
+            [Target(op, backend) for op in ops for backend in backends],
+            f"too many jobs: at most {MAX_TARGETS} (operator, backend) pairs "
+            "per command. Split it into several comments.",
+        )
+    if not targets:
+        raise _Invalid(f"`/test` needs an operator to test, not only flags. Accepted: {USAGE}.")
+    return TestCommand(targets=tuple(targets), bench=bench, compare=compare)
+
+
+_Item = TypeVar("_Item")
+
+
+def _fan_out(found: list[_Item], items: Iterable[_Item], too_many: str) -> None:
+    """Append the items not yet in `found`, in order; more than MAX_TARGETS is an error."""
+    for item in items:
+        if item not in found:
+            found.append(item)
+            if len(found) > MAX_TARGETS:
+                raise _Invalid(too_many)
+
+
+def _parse_cancel(words: list[str], table: _BackendTable) -> CancelCommand:
+    selectors: list[Selector] = []
+    for word in words:
+        if _is_flag(word):
+            raise _Invalid(
+                f"`/test cancel` takes no flags (got `{_clip(word)}`). "
+                "Accepted: `/test cancel` (all of this PR's jobs) "
+                "or `/test cancel OP[:BACKEND]...`."
+            )
+        ops, backend_words = _split_spec(word)
+        backends: list[str | None] = (
+            [_backend(b, table) for b in backend_words] if backend_words else [None]
+        )
+        _fan_out(
+            selectors,
+            [Selector(op, backend) for op in ops for backend in backends],
+            f"too many selectors: at most {MAX_TARGETS} per `/test cancel`; "
+            "`/test cancel` alone cancels all of this PR's jobs.",
+        )
+    return CancelCommand(selectors=tuple(selectors))
+
+
+def _split_spec(word: str) -> tuple[list[str], list[str]]:
+    """`a,b:x,y` -> (["a", "b"], ["x", "y"]); operators validated, backends not yet."""
+    if word.count(":") > 1:
+        raise _Invalid(
+            f"`{_clip(word)}` has more than one `:`. A spec is `OP[,OP...][:BACKEND[,BACKEND...]]`."
+        )
+    ops_text, colon, backends_text = word.partition(":")
+    if not ops_text:
+        raise _Invalid(f"`{_clip(word)}` names no operator before `:`. Write `OP:BACKEND`.")
+    if colon and not backends_text:
+        raise _Invalid(
+            f"`{_clip(word)}` names no backend after `:`. Write `OP:BACKEND`, or `OP` alone "
+            "for the default backends."
+        )
+    ops = [_op(op) for op in _items(ops_text, word, "operator")]
+    backends = _items(backends_text, word, "backend") if colon else []
+    return ops, backends
+
+
+def _items(text: str, word: str, what: str) -> list[str]:
+    items = text.split(",")
+    if any(not item for item in items):
+        raise _Invalid(f"`{_clip(word)}` has an empty {what} name between commas.")
+    return items
+
+
+def _op(name: str) -> str:
+    if OP_PATTERN.fullmatch(name) and len(name) <= MAX_OP_LEN:
+        return name
+    if len(name) > MAX_OP_LEN:
+        raise _Invalid(f"operator name `{_clip(name)}` is longer than {MAX_OP_LEN} characters.")
+    fixed = re.sub(r"[^a-z0-9_]", "_", name.lower())
+    suggestions = [fixed] if OP_PATTERN.fullmatch(fixed) and fixed != name else []
+    hint = f" Did you mean `{fixed}`?" if suggestions else ""
+    raise _Invalid(
+        f"`{_clip(name)}` is not an operator name: operator names are lowercase letters, digits "
+        f"and `_`, not starting with a digit, at most {MAX_OP_LEN} characters.{hint}",
+        suggestions,
+    )
+
+
+def _backend(word: str, table: _BackendTable) -> str:
+    canonical = table.resolve(word)
+    if canonical is not None:
+        return canonical
+    near = _close(word.lower(), list(table.folded), cutoff=0.6)
+    near_canonical = list(dict.fromkeys(table.folded[n] for n in near))
+    hint = f" Did you mean `{near_canonical[0]}`?" if near_canonical else ""
+    raise _Invalid(
+        f"unknown backend `{_clip(word)}`.{hint} Known backends: {table.describe()}.",
+        near_canonical,
+    )
+
+
+def _flag(word: str) -> str:
+    flag = _DASH_FLAG.sub("--", word.lower())
+    if flag in FLAGS:
+        return flag
+    near = _close(flag, FLAGS, cutoff=0.6)
+    hint = f" Did you mean `{near[0]}`?" if near else ""
+    raise _Invalid(
+        f"unknown flag `{_clip(word)}`.{hint} Accepted flags: `--no-bench` (accuracy only), "
+        "`--no-compare` (no benchmark of the base branch).",
+        near,
+    )
+
+
+def _reject_backend_as_op(ops: list[str], targets: list[Target], table: _BackendTable) -> None:
+    """`/test add cpu` almost surely meant `add:cpu`: say so instead of testing an op `cpu`."""
+    if all(table.resolve(op) is not None for op in ops):
+        previous = targets[-1].op if targets else "OP"
+        fix = f"{previous}:{','.join(ops)}"
+        raise _Invalid(
+            f"`{','.join(ops)}` is a backend, not an operator: join them with `:`, e.g. `{fix}`.",
+            [fix] if targets else [],
+        )
+
+
+def _close(word: str, choices: Sequence[str], cutoff: float) -> list[str]:
+    if len(word) > _MAX_SUGGEST_LEN:
+        return []
+    return difflib.get_close_matches(word, list(choices), n=3, cutoff=cutoff)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    """Shorten what we quote back; strip backticks so the quote stays one code span."""
+    text = text.replace("`", "'")
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,250 @@
+"""What a recorded delivery means: commands on a PR comment, a push, a close. Runs in the
+inbox worker (never in the webhook request): reads the commenter's permission and the PR's
+head SHA from GitHub, writes jobs, and puts every answer in the outbox."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from service.db.engine import Database
+from service.db.models import Job
+from service.queue.jobs import JobQueue, NewJob
+from service.receive.commands import (
+    CancelCommand,
+    Command,
+    CommandError,
+    HelpCommand,
+    RetestCommand,
+    Selector,
+    Target,
+    TestCommand,
+    parse_comment,
+)
+from service.receive.gate import Gate
+from service.receive.trust import Commenter, is_bot
+from service.render.replies import (
+    render_cancel_summary,
+    render_command_error,
+    render_duplicate,
+    render_help,
+    render_not_allowed,
+    render_retest_summary,
+)
+from service.render.views import JobView
+from service.report.github import GitHubClient, PullInfo
+from service.report.job_views import JobViews
+from service.report.notices import enqueue_reaction, enqueue_reply
+from workflows.models import JobStatus
+
+log = logging.getLogger(__name__)
+
+RETEST_STATUSES = frozenset({JobStatus.failed, JobStatus.errored, JobStatus.timed_out})
+ACK_REACTION = "eyes"
+REPLY_SEPARATOR = "\n\n---\n\n"
+
+
+@dataclass(frozen=True)
+class CommentEvent:
+    delivery_id: str
+    repo: str
+    clone_url: str
+    pr_number: int
+    comment_id: int
+    body: str
+    login: str
+    sender_type: str
+
+    @classmethod
+    def from_payload(cls, delivery_id: str, payload: dict[str, Any]) -> CommentEvent:
+        repo = payload["repository"]
+        sender = payload.get("sender") or payload["comment"].get("user") or {}
+        return cls(
+            delivery_id=delivery_id,
+            repo=repo["full_name"],
+            clone_url=repo.get("clone_url") or "",
+            pr_number=int(payload["issue"]["number"]),
+            comment_id=int(payload["comment"]["id"]),
+            body=payload["comment"]["body"],
+            login=str(sender.get("login", "")),
+            sender_type=str(sender.get("type", "User")),
+        )
+
+
+class NoCredentials(RuntimeError):
+    """A delivery needs GitHub and the service has no credentials for it."""
+
+
+class DeliveryHandler:
+    """Handles the deliveries the webhook accepted; GitHubError propagates (the inbox retries)."""
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        jobs: JobQueue,
+        views: JobViews,
+        github: GitHubClient | None,
+        gate: Gate | None,
+        backend_names: Mapping[str, str],
+        default_backends: Sequence[str],
+        kick_outbox: Callable[[], None],
+    ) -> None:
+        self.db = db
+        self.jobs = jobs
+        self.views = views
+        self._github = github
+        self._gate = gate
+        self.backend_names = backend_names
+        self.default_backends = default_backends
+        self.kick_outbox = kick_outbox
+
+    @property
+    def github(self) -> GitHubClient:
+        if self._github is None:
+            raise NoCredentials("no GitHub credentials: set ONDEMAND_GITHUB_TOKEN or an App")
+        return self._github
+
+    @property
+    def gate(self) -> Gate:
+        if self._gate is None:
+            raise NoCredentials("no GitHub credentials: set ONDEMAND_GITHUB_TOKEN or an App")
+        return self._gate
+
+    def handle(self, delivery_id: str, event: str, payload: dict[str, Any]) -> str:
+        """Process one delivery; returns what was done."""
+        if event == "issue_comment":
+            return self.comment(CommentEvent.from_payload(delivery_id, payload))
+        if event == "pull_request":
+            return self.pull_request(payload)
+        return f"{event}: nothing to do"
+
+    # -- pull_request -------------------------------------------------------------------
+
+    def pull_request(self, payload: dict[str, Any]) -> str:
+        repo = payload["repository"]["full_name"]
+        pr = payload["pull_request"]
+        number = int(pr["number"])
+        if payload.get("action") == "synchronize":
+            head = pr["head"]["sha"]
+            jobs = self.jobs.supersede(repo, number, head)
+            return f"push to {head[:7]}: {len(jobs)} job(s) superseded or cancelled"
+        jobs = self.jobs.cancel(repo, number, "pull request closed")
+        return f"closed: {len(jobs)} job(s) cancelled"
+
+    # -- issue_comment ------------------------------------------------------------------
+
+    def comment(self, ev: CommentEvent) -> str:
+        commands = parse_comment(ev.body, self.backend_names, self.default_backends)
+        if not commands:
+            return "no command"
+        commenter = Commenter(ev.login, ev.sender_type, None)
+        if is_bot(commenter):
+            return "bot: ignored"
+        only_help = all(isinstance(c, HelpCommand | CommandError) for c in commands)
+        if not only_help:
+            decision = self.gate.decide(ev.repo, commenter)
+            if not decision.allowed:
+                self._reply(ev, render_not_allowed(ev.login, decision.reason))
+                return f"not allowed: {decision.reason}"
+        self._react(ev, ACK_REACTION)
+        pull: PullInfo | None = None
+        if any(isinstance(c, TestCommand | RetestCommand) for c in commands):
+            pull = self.github.pull(ev.repo, ev.pr_number)
+        replies: list[str] = []
+        outcomes: list[str] = []
+        for command in commands:
+            text, outcome = self._one(ev, command, pull)
+            outcomes.append(outcome)
+            if text:
+                replies.append(text)
+        if replies:
+            self._reply(ev, REPLY_SEPARATOR.join(replies))
+        return "; ".join(outcomes)
+
+    def _one(self, ev: CommentEvent, command: Command, pull: PullInfo | None) -> tuple[str, str]:
+        if isinstance(command, CommandError):
+            return render_command_error(command, self.views.backends()), "command error"
+        if isinstance(command, HelpCommand):
+            return render_help(self.views.backends(), self.default_backends), "help"
+        if isinstance(command, CancelCommand):
+            return self._cancel(ev, command)
+        assert pull is not None
+        if pull.state != "open":
+            return f"#{ev.pr_number} is {pull.state}: nothing runs.", "pull request not open"
+        if isinstance(command, TestCommand):
+            return self._test(ev, command, pull)
+        if isinstance(command, RetestCommand):
+            return self._retest(ev, pull)
+        return "", "unknown command"
+
+    def _new_job(
+        self, ev: CommentEvent, pull: PullInfo, target: Target, cmd: TestCommand
+    ) -> NewJob:
+        return NewJob(
+            repo=ev.repo,
+            clone_url=pull.clone_url or ev.clone_url,
+            pr_number=ev.pr_number,
+            sha=pull.head_sha,
+            op=target.op,
+            backend=target.backend,
+            bench=cmd.bench,
+            compare=cmd.compare,
+            base_ref=pull.base_ref,
+            base_sha=pull.base_sha,
+            requested_by=ev.login,
+            command_comment_id=ev.comment_id,
+        )
+
+    def _test(self, ev: CommentEvent, cmd: TestCommand, pull: PullInfo) -> tuple[str, str]:
+        duplicates: list[str] = []
+        created = 0
+        for target in cmd.targets:
+            job, new = self.jobs.create_job(self._new_job(ev, pull, target, cmd))
+            if new or job.command_comment_id == ev.comment_id:
+                created += 1  # (the second case: this very comment, processed again)
+                continue
+            duplicates.append(render_duplicate(target, self._view(job)))
+        return "\n\n".join(duplicates), f"{created} job(s) queued, {len(duplicates)} duplicate(s)"
+
+    def _retest(self, ev: CommentEvent, pull: PullInfo) -> tuple[str, str]:
+        again: list[Job] = []
+        for last in self.jobs.latest_per_target(ev.repo, ev.pr_number):
+            if last.status not in RETEST_STATUSES:
+                continue
+            cmd = TestCommand((Target(last.op, last.backend),), last.bench, last.compare)
+            job, _ = self.jobs.create_job(
+                self._new_job(ev, pull, Target(last.op, last.backend), cmd)
+            )
+            again.append(job)
+        views = [self._view(job) for job in again]
+        return render_retest_summary(views), f"retest: {len(again)} job(s)"
+
+    def _cancel(self, ev: CommentEvent, cmd: CancelCommand) -> tuple[str, str]:
+        def match(job: Job) -> bool:
+            return not cmd.selectors or any(_selects(s, job) for s in cmd.selectors)
+
+        jobs = self.jobs.cancel(ev.repo, ev.pr_number, f"cancelled by @{ev.login}", match=match)
+        views = [self._view(job) for job in jobs]
+        return render_cancel_summary(views, cmd), f"cancelled {len(jobs)} job(s)"
+
+    def _view(self, job: Job) -> JobView:
+        with self.db.reads() as session:
+            fresh = session.get(Job, job.id) or job
+            return self.views.view(session, fresh)
+
+    def _react(self, ev: CommentEvent, content: str) -> None:
+        with self.db.writes() as session, session.begin():
+            enqueue_reaction(session, ev.repo, ev.comment_id, content)
+        self.kick_outbox()
+
+    def _reply(self, ev: CommentEvent, body: str) -> None:
+        with self.db.writes() as session, session.begin():
+            enqueue_reply(session, ev.repo, ev.pr_number, ev.delivery_id, body)
+        self.kick_outbox()
+
+
+def _selects(selector: Selector, job: Job) -> bool:
+    return selector.op == job.op and selector.backend in (None, job.backend)

@@ -1,0 +1,88 @@
+"""The inbox worker: works through recorded deliveries in order, right after the webhook
+records them and again at start-up for any a crash left behind. GitHub being down delays a
+delivery (retried with the retry policy); it never loses one."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from ondemand.retry import RetryPolicy
+from service.db.engine import Database, utcnow
+from service.db.leases import LeasedRows
+from service.db.models import Delivery
+from service.receive.handle import DeliveryHandler
+from service.report.github import GitHubError
+from service.worker import Worker
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 8  # then the delivery is marked failed with its last error
+MAX_CRASHES = 3  # a delivery the handler crashes on (a bug) is given up after this many tries
+
+
+class Inbox(Worker):
+    """Hands each recorded delivery to the handler once; retries it when GitHub could not be
+    read."""
+
+    name = "inbox"
+
+    def __init__(
+        self,
+        db: Database,
+        handler: DeliveryHandler,
+        policy: RetryPolicy,
+        stopping: threading.Event,
+    ) -> None:
+        super().__init__(stopping)
+        self.handler = handler
+        self.policy = policy
+        self.deliveries = LeasedRows(db, Delivery)
+
+    def run_once(self) -> float | None:
+        """Process every due delivery; returns seconds until a retry is due (None: none)."""
+        next_due: float | None = None
+        for row in self.deliveries.pending():
+            if self.stopping.is_set():
+                break
+            due = self.deliveries.due_at(row)
+            now = utcnow()
+            if due > now:
+                wait = (due - now).total_seconds()
+                next_due = wait if next_due is None else min(next_due, wait)
+                continue
+            retry = self.process(row.id)
+            if retry is not None:
+                next_due = retry if next_due is None else min(next_due, retry)
+        return next_due
+
+    def process(self, row_id: int) -> float | None:
+        """Handle one delivery; returns seconds until its retry, None when finished."""
+        delivery = self.deliveries.take(row_id)
+        if delivery is None:
+            return None
+        try:
+            outcome = self.handler.handle(
+                delivery.delivery_id, delivery.event, delivery.payload or {}
+            )
+        except GitHubError as exc:
+            if exc.permanent or delivery.attempts >= MAX_ATTEMPTS:
+                self.deliveries.give_up(row_id, str(exc))
+                log.error("delivery %s failed: %s", delivery.delivery_id, exc)
+                return None
+            return self._retry(delivery, exc.retry_after, str(exc))
+        except Exception as exc:
+            log.exception("delivery %s crashed", delivery.delivery_id)
+            if delivery.attempts >= MAX_CRASHES:
+                self.deliveries.give_up(row_id, repr(exc))
+                return None
+            return self._retry(delivery, None, repr(exc))
+        log.info("delivery %s: %s", delivery.delivery_id, outcome)
+        self.deliveries.finish(row_id, outcome)
+        return None
+
+    def _retry(self, delivery: Delivery, retry_after: float | None, error: str) -> float:
+        wait = self.policy.delay(delivery.attempts, retry_after)
+        self.deliveries.retry(delivery.id, wait, error)
+        log.warning("delivery %s: retry in %.1fs: %s", delivery.delivery_id, wait, error)
+        return wait

@@ -1,0 +1,45 @@
+"""Which deliveries need processing, decided from the payload alone (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+HANDLED_PR_ACTIONS = frozenset({"synchronize", "closed"})
+
+
+@dataclass(frozen=True)
+class Triage:
+    handled: bool
+    why: str
+
+
+def is_bot_sender(sender: Any, bot_login: str | None) -> bool:
+    if not isinstance(sender, dict):
+        return False
+    login = str(sender.get("login") or "")
+    return sender.get("type") == "Bot" or login.endswith("[bot]") or login == bot_login
+
+
+def triage(event: str, payload: dict[str, Any], bot_login: str | None) -> Triage:
+    """Whether a delivery needs processing, and why not when it does not."""
+    action = payload.get("action")
+    if event == "ping":
+        return Triage(False, "pong")
+    if event == "issue_comment":
+        if action != "created":
+            return Triage(False, f"issue_comment {action}: only created comments are commands")
+        issue = payload.get("issue")
+        if not isinstance(issue, dict) or not issue.get("pull_request"):
+            return Triage(False, "comment on an issue, not a pull request")
+        if is_bot_sender(payload.get("sender"), bot_login):
+            return Triage(False, "comment by a bot")
+        comment = payload.get("comment")
+        if not isinstance(comment, dict) or not isinstance(comment.get("body"), str):
+            return Triage(False, "comment without a body")
+        return Triage(True, "command candidate")
+    if event == "pull_request":
+        if action in HANDLED_PR_ACTIONS:
+            return Triage(True, f"pull_request {action}")
+        return Triage(False, f"pull_request {action}: not handled")
+    return Triage(False, f"event {event}: not handled")

@@ -1,0 +1,118 @@
+"""`POST /webhook`: verify, record, answer. The request only writes the delivery row (the
+durable inbox) and wakes the inbox worker; it never calls GitHub."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import IntegrityError
+from starlette.concurrency import run_in_threadpool
+
+from service.db.engine import Database, utcnow
+from service.db.models import Delivery
+from service.receive.triage import Triage, triage
+from service.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def signature_ok(body: bytes, header: str | None, secrets: Sequence[str]) -> bool:
+    """Whether `header` is `sha256=<hex HMAC of body>` under one of `secrets` (constant-time)."""
+    if not header or not header.startswith("sha256="):
+        return False
+    given = header.removeprefix("sha256=").strip().lower()
+    ok = False
+    for secret in secrets:
+        expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+        ok |= hmac.compare_digest(expected, given)
+    return ok
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"detail": message}, status_code=status)
+
+
+def record_delivery(
+    db: Database, delivery_id: str, event: str, payload: dict[str, Any], verdict: Triage
+) -> bool:
+    """Store the delivery; False when it was already recorded (a redelivery)."""
+    now = utcnow()
+    row = Delivery(
+        delivery_id=delivery_id,
+        event=event,
+        action=str(payload.get("action")) if payload.get("action") is not None else None,
+        payload=payload if verdict.handled else None,
+        received_at=now,
+        next_attempt_at=now,
+        done_at=None if verdict.handled else now,
+        outcome=None if verdict.handled else f"ignored: {verdict.why}",
+        attempts=0,
+    )
+    try:
+        with db.writes() as session, session.begin():
+            session.add(row)
+    except IntegrityError:
+        return False
+    return True
+
+
+def webhook_router(settings: Settings, db: Database, kick: Callable[[], None]) -> APIRouter:
+    """The webhook route; `kick` wakes the inbox worker after a delivery to process."""
+    router = APIRouter()
+
+    @router.post("/webhook")
+    async def webhook(request: Request) -> JSONResponse:
+        return await receive(request, settings, db, kick)
+
+    return router
+
+
+async def receive(
+    request: Request, settings: Settings, db: Database, kick: Callable[[], None]
+) -> JSONResponse:
+    limit = settings.max_webhook_bytes
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return _error(413, f"payload over {limit} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return _error(413, f"payload over {limit} bytes")
+    raw = bytes(body)
+    secrets = settings.webhook_secrets
+    if not secrets:
+        return _error(401, "no webhook secret configured (ONDEMAND_WEBHOOK_SECRETS)")
+    if not signature_ok(raw, request.headers.get("x-hub-signature-256"), secrets):
+        return _error(401, "missing or wrong X-Hub-Signature-256")
+    event = request.headers.get("x-github-event", "").strip()
+    delivery_id = request.headers.get("x-github-delivery", "").strip()
+    if not event or not delivery_id:
+        return _error(400, "missing X-GitHub-Event or X-GitHub-Delivery header")
+    if len(delivery_id) > 100 or len(event) > 100:
+        return _error(400, "X-GitHub-Event or X-GitHub-Delivery header too long")
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "application/json":
+        return _error(415, "the webhook content type must be application/json")
+    try:
+        payload = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return _error(415, "the body is not JSON")
+    if not isinstance(payload, dict):
+        return _error(415, "the body is not a JSON object")
+    verdict = triage(event, payload, settings.bot_login)
+    new = await run_in_threadpool(record_delivery, db, delivery_id, event, payload, verdict)
+    if not new:
+        return JSONResponse({"delivery": delivery_id, "status": "duplicate"})
+    log.info("delivery %s %s: %s", delivery_id, event, verdict.why)
+    if verdict.handled:
+        kick()
+        return JSONResponse({"delivery": delivery_id, "status": "accepted"}, status_code=202)
+    return JSONResponse({"delivery": delivery_id, "status": "ignored", "why": verdict.why})

@@ -1,0 +1,479 @@
+"""The result comment of one (PR, operator, backend) and its commit status.
+
+The comment is updated in place as the job goes from queued to its end; earlier runs of the
+same pair stay under it, collapsed. Layout: headline, the commit/runner/device/duration/links
+line, the environment, then accuracy, performance and, for errors, the failing step's log
+tail. Everything is capped so the comment stays under GitHub's 65536-character limit: the
+renderer tries ever smaller limits until it fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from service.render.markdown import (
+    ELLIPSIS,
+    clip,
+    code_span,
+    details,
+    duration,
+    escape_text,
+    link,
+    log_block,
+    one_line,
+    plural,
+    short_sha,
+    utc,
+)
+from service.render.views import JobView, StatusUpdate
+from workflows.models import (
+    AccuracyResult,
+    BenchmarkResult,
+    BenchmarkRow,
+    JobResult,
+    JobStatus,
+    StepResult,
+    StepStatus,
+)
+
+MAX_COMMENT_CHARS = 65536
+COMMENT_BUDGET = 60000  # headroom: GitHub may count some characters (emoji) twice
+MAX_STATUS_DESCRIPTION = 140
+INTERPRETER_NOTE = "Timed under the Triton interpreter: not performance."
+
+EMOJI = {
+    JobStatus.queued: "⏳",
+    JobStatus.running: "🏃",
+    JobStatus.succeeded: "✅",
+    JobStatus.failed: "❌",
+    JobStatus.errored: "⚠️",
+    JobStatus.timed_out: "⚠️",
+    JobStatus.cancelled: "⛔",
+    JobStatus.superseded: "⛔",
+}
+STATUS_STATE = {
+    JobStatus.queued: "pending",
+    JobStatus.running: "pending",
+    JobStatus.succeeded: "success",
+    JobStatus.failed: "failure",
+    JobStatus.errored: "error",
+    JobStatus.timed_out: "error",
+    JobStatus.cancelled: "error",
+    JobStatus.superseded: "error",
+}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much of each list or log a comment shows."""
+
+    failures: int
+    message_chars: int
+    traceback_lines: int
+    traceback_chars: int
+    log_lines: int
+    log_chars: int
+    rows: int
+    skips: int
+    history: int
+
+
+LEVELS = (
+    Limits(20, 500, 40, 3000, 60, 6000, 200, 30, 20),
+    Limits(5, 300, 15, 1200, 30, 2500, 60, 10, 10),
+    Limits(0, 200, 0, 0, 10, 800, 20, 5, 3),
+)
+
+
+def marker(op: str, backend: str) -> str:
+    """The hidden first line by which the service finds the comment to update."""
+    return f"<!-- ondemand:{op}:{backend} -->"
+
+
+def render_comment(current: JobView, history: Sequence[JobView] = ()) -> str:
+    """The one comment of (PR, op, backend): the current run, earlier runs collapsed."""
+    earlier = sorted(
+        (v for v in history if v.id != current.id), key=lambda v: (v.created_at, v.id), reverse=True
+    )
+    for limits in LEVELS:
+        text = _comment(current, earlier, limits)
+        if len(text) <= COMMENT_BUDGET:
+            return text
+    return _minimal_comment(current)
+
+
+def summary(view: JobView) -> str:
+    """The plain-text verdict after "op on backend:" (also the commit status description)."""
+    result = view.result
+    status = view.status
+    if status is JobStatus.queued:
+        return _queue_text(view)
+    if status is JobStatus.running:
+        runner = f" on {view.runner_name}" if view.runner_name else ""
+        attempt = f" (attempt {view.attempt})" if view.attempt > 1 else ""
+        return f"running{runner}{attempt}"
+    if result is not None and result.unknown_op:
+        return f"no operator {view.op} in this commit"
+    if status in (JobStatus.cancelled, JobStatus.superseded):
+        return view.reason or status.value
+    if status in (JobStatus.errored, JobStatus.timed_out):
+        return _error_text(view)
+    words = _counts(result.accuracy) if result and result.accuracy else status.value
+    speed = _headline_speedup(result.benchmark) if result and view.bench else None
+    return f"{words} · mean speedup {speed}" if speed else words
+
+
+def headline(view: JobView) -> str:
+    """`⏳ `op` on `backend`: queued, …` as one markdown line."""
+    unknown = view.result is not None and view.result.unknown_op and view.status.final
+    emoji = "⚠️" if unknown else EMOJI[view.status]
+    return f"{emoji} `{view.op}` on `{view.backend}`: {escape_text(summary(view), 300)}"
+
+
+def render_status(view: JobView) -> StatusUpdate:
+    """The commit status of a job: context `ondemand/<op>:<backend>`, target the job page."""
+    unknown = view.result is not None and view.result.unknown_op and view.status.final
+    state = "error" if unknown else STATUS_STATE[view.status]
+    return StatusUpdate(
+        state=state,
+        description=one_line(summary(view), MAX_STATUS_DESCRIPTION),
+        context=f"ondemand/{view.op}:{view.backend}",
+        target_url=view.job_url,
+    )
+
+
+def _comment(view: JobView, earlier: Sequence[JobView], limits: Limits) -> str:
+    parts = [marker(view.op, view.backend), f"### {headline(view)}", _facts(view)]
+    result = view.result
+    if view.status is JobStatus.superseded:
+        parts.append(
+            "The pull request moved on before this job started: new code needs a new `/test`."
+        )
+    if result is not None:
+        parts += _environment(result)
+        parts += _steps(result)
+        if result.unknown_op:
+            parts.append(_unknown_op(view, result))
+        else:
+            parts += _accuracy(result.accuracy, view, limits)
+            parts += _performance(result.benchmark, view, limits)
+            parts += _error(view, result, limits)
+    elif view.status in (JobStatus.errored, JobStatus.timed_out) and view.reason:
+        parts.append(f"**Error:** {escape_text(view.reason, limits.message_chars)}")
+    if earlier:
+        parts.append(_history(earlier, limits))
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def _minimal_comment(view: JobView) -> str:
+    """The last resort when even the smallest limits do not fit: headline and links."""
+    return (
+        "\n\n".join(
+            [
+                marker(view.op, view.backend),
+                f"### {headline(view)}",
+                _facts(view),
+                "The full report is too long for a comment: see the "
+                f"{link('job page', view.job_url)} and the {link('full log', view.log_url)}.",
+            ]
+        )
+        + "\n"
+    )
+
+
+def _facts(view: JobView) -> str:
+    """Commit, runner, device, duration, attempt and the links, on one line."""
+    result = view.result
+    env = result.environment if result else None
+    facts = [f"Commit `{escape_text(short_sha(view.sha), 40)}`"]
+    runner = view.runner_name or (env.runner_name if env else None)
+    if runner:
+        facts.append(f"runner {code_span(runner, 80)}")
+    device = (env.device_name if env else None) or (
+        result.benchmark.device if result and result.benchmark else None
+    )
+    if device:
+        facts.append(escape_text(device, 80))
+    seconds = result.duration_s if result else None
+    if seconds is None and view.started_at and view.finished_at:
+        seconds = (view.finished_at - view.started_at).total_seconds()
+    if seconds is not None:
+        facts.append(duration(seconds))
+    if view.attempt > 1:
+        facts.append(f"attempt {view.attempt}")
+    facts.append(link(f"job #{view.id}", view.job_url))
+    log_label = "live log" if view.status is JobStatus.running else "full log"
+    if view.status is not JobStatus.queued:
+        facts.append(link(log_label, view.log_url))
+    return " · ".join(facts)
+
+
+def _environment(result: JobResult) -> list[str]:
+    env = result.environment
+    fields = [
+        ("device", env.device_name),
+        ("vendor", env.vendor),
+        ("driver", env.driver),
+        ("torch", env.torch),
+        ("triton", env.triton),
+        ("torch_musa", env.torch_musa),
+    ]
+    shown = [f"{name} {code_span(value, 80)}" for name, value in fields if value]
+    return [f"**Environment:** {' · '.join(shown)}"] if shown else []
+
+
+_STEP_MARK = {
+    StepStatus.succeeded: "✅",
+    StepStatus.failed: "❌",
+    StepStatus.errored: "⚠️",
+    StepStatus.timed_out: "⌛",
+    StepStatus.cancelled: "⛔",
+    StepStatus.skipped: "⏭️",
+}
+
+
+def _steps(result: JobResult) -> list[str]:
+    if not result.steps:
+        return []
+    shown = [
+        f"{_STEP_MARK[s.status]} {code_span(s.name, 60)} {duration(s.duration_s)}"
+        for s in result.steps[:20]
+    ]
+    more = len(result.steps) - len(shown)
+    if more > 0:
+        shown.append(f"{ELLIPSIS} {more} more")
+    return [f"**Steps:** {' · '.join(shown)}"]
+
+
+def _counts(acc: AccuracyResult) -> str:
+    """`2 failed, 1 error, 67 passed, 3 skipped` (zero counts left out but for passed)."""
+    words = []
+    if acc.failed:
+        words.append(f"{acc.failed} failed")
+    if acc.errors:
+        words.append(plural(acc.errors, "error"))
+    words.append(f"{acc.passed} passed")
+    if acc.skipped:
+        words.append(f"{acc.skipped} skipped")
+    return ", ".join(words)
+
+
+def _mean(bench: BenchmarkResult) -> tuple[float | None, float | None]:
+    arith, geo = bench.arithmetic_mean_speedup, bench.geometric_mean_speedup
+    if arith is None or geo is None:
+        computed = BenchmarkResult.means([r.speedup for r in bench.rows])
+        arith = arith if arith is not None else computed[0]
+        geo = geo if geo is not None else computed[1]
+    return arith, geo
+
+
+def _headline_speedup(bench: BenchmarkResult | None) -> str | None:
+    if bench is None or not bench.performance:
+        return None
+    arith, _ = _mean(bench)
+    return f"{arith:.2f}x" if arith is not None else None
+
+
+def _accuracy(acc: AccuracyResult | None, view: JobView, limits: Limits) -> list[str]:
+    if acc is None:
+        return []
+    parts = ["#### Accuracy"]
+    line = f"**{_counts(acc)}** of {plural(acc.total, 'test')}"
+    if acc.implementation:
+        line += f" · implementation {code_span(acc.implementation, 150)}"
+    parts.append(line)
+    if acc.failures:
+        parts.append(f"**Failures ({len(acc.failures)})**")
+        for failure in acc.failures[: limits.failures]:
+            first = code_span(failure.message, limits.message_chars) if failure.message else ""
+            parts.append(f"{code_span(failure.test_id, 250)}" + (f": {first}" if first else ""))
+            if failure.traceback_tail and limits.traceback_lines > 0:
+                block = log_block(
+                    failure.traceback_tail, limits.traceback_lines, limits.traceback_chars
+                )
+                parts.append(details("traceback", block))
+        more = len(acc.failures) - min(len(acc.failures), limits.failures)
+        if more > 0:
+            parts.append(
+                f"{ELLIPSIS} {more} more {'failure' if more == 1 else 'failures'}: see the "
+                f"{link('full log', view.log_url)}."
+            )
+    elif acc.failed or acc.errors:
+        parts.append(f"No failure details were reported: see the {link('full log', view.log_url)}.")
+    if acc.skips:
+        lines = [
+            f"- {skip.count} × {escape_text(skip.reason, limits.message_chars)}"
+            for skip in acc.skips[: limits.skips]
+        ]
+        more = len(acc.skips) - min(len(acc.skips), limits.skips)
+        if more > 0:
+            lines.append(f"- {ELLIPSIS} {more} more skip reasons")
+        parts.append("**Skipped**\n" + "\n".join(lines))
+    return parts
+
+
+def _performance(bench: BenchmarkResult | None, view: JobView, limits: Limits) -> list[str]:
+    if not view.bench:
+        return ["#### Performance", "Benchmark not run (`--no-bench`)."]
+    if bench is None:
+        if view.status in (JobStatus.succeeded, JobStatus.failed):
+            return ["#### Performance", "No benchmark result was reported."]
+        return []
+    parts = ["#### Performance"]
+    if not bench.performance:
+        parts.append(f"_{INTERPRETER_NOTE}_")
+    if bench.rows:
+        parts.append(_table(bench.rows, limits, view.compare, bench.performance))
+    else:
+        parts.append("The benchmark reported no rows.")
+    arith, geo = _mean(bench)
+    if arith is not None:
+        means = f"Arithmetic mean speedup: **{arith:.2f}x**"
+        if view.compare and bench.before_arithmetic_mean_speedup is not None:
+            means += f" (before: {bench.before_arithmetic_mean_speedup:.2f}x)"
+        if geo is not None:
+            means += f" · geometric mean: **{geo:.2f}x**"
+        parts.append(means)
+    if not view.compare:
+        parts.append("The base branch was not compared (`--no-compare`).")
+    return parts
+
+
+def _table(
+    rows: Sequence[BenchmarkRow], limits: Limits, compare: bool, performance: bool = True
+) -> str:
+    """The seed's table (`dtype | Size | Torch Latency (ms) | Kernel Latency (ms) | Speedup`,
+    the output size in the Size cell as `in → out`), then GB/s and % of copy bandwidth when
+    measured on a device, and before → after when the merge base was benchmarked too."""
+    has_gbps = performance and any(r.gbps is not None for r in rows)
+    has_frac = performance and any(r.bandwidth_fraction is not None for r in rows)
+    has_before = compare and any(
+        r.before_kernel_ms is not None or r.before_speedup is not None for r in rows
+    )
+    header = ["dtype", "Size", "Torch Latency (ms)", "Kernel Latency (ms)", "Speedup"]
+    if has_before:
+        header[header.index("Kernel Latency (ms)")] = "Kernel Latency (ms) before → after"
+        header[-1] = "Speedup before → after"
+    if has_gbps:
+        header.append("GB/s")
+    if has_frac:
+        header.append("% of copy bandwidth")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows[: limits.rows]:
+        size = _shape(row.size)
+        if row.output_size:
+            size += f" → {_shape(row.output_size)}"
+        cells = [escape_text(row.dtype, 40), size]
+        cells.append(_ms(row.reference_ms))
+        if has_before:
+            cells.append(_arrow(row.before_kernel_ms, row.kernel_ms, _ms))
+            cells.append(_arrow(row.before_speedup, row.speedup, _x))
+        else:
+            cells += [_ms(row.kernel_ms), _x(row.speedup)]
+        if has_gbps:
+            cells.append(f"{row.gbps:.1f}" if row.gbps is not None else "–")
+        if has_frac:
+            frac = row.bandwidth_fraction
+            cells.append(f"{frac * 100:.0f}%" if frac is not None else "–")
+        lines.append("| " + " | ".join(cells) + " |")
+    more = len(rows) - min(len(rows), limits.rows)
+    table = "\n".join(lines)
+    if more > 0:
+        table += f"\n\n{ELLIPSIS} {more} more rows on the job page."
+    return table
+
+
+def _shape(size: Sequence[int]) -> str:
+    return clip(", ".join(str(n) for n in size), 60)
+
+
+def _ms(value: float) -> str:
+    return f"{value:.6f}"
+
+
+def _x(value: float) -> str:
+    return f"{value:.3f}x"
+
+
+def _arrow(before: float | None, after: float, fmt: Callable[[float], str]) -> str:
+    return f"{fmt(before)} → {fmt(after)}" if before is not None else fmt(after)
+
+
+def _failed_step(result: JobResult) -> StepResult | None:
+    """The step the runner named, or else the first that did not succeed."""
+    if result.error_step:
+        for step in result.steps:
+            if step.name == result.error_step:
+                return step
+    bad = (StepStatus.errored, StepStatus.timed_out, StepStatus.failed)
+    return next((s for s in result.steps if s.status in bad), None)
+
+
+def _error(view: JobView, result: JobResult, limits: Limits) -> list[str]:
+    """For errored and timed-out jobs, and failed ones without failure details: the step
+    that failed, its exit status and the last lines of its log."""
+    structured = result.accuracy is not None and bool(result.accuracy.failures)
+    if view.status is JobStatus.failed and structured:
+        return []
+    if view.status not in (JobStatus.errored, JobStatus.timed_out, JobStatus.failed):
+        return []
+    step = _failed_step(result)
+    parts = ["#### Error" if view.status is not JobStatus.failed else "#### Failed step"]
+    name = result.error_step or (step.name if step else None)
+    what = f"Step {code_span(name, 60)}" if name else "The job"
+    verbs = {JobStatus.timed_out: "timed out", JobStatus.errored: "errored"}
+    line = f"{what} {verbs.get(view.status, 'failed')}"
+    if step is not None and step.exit_code is not None:
+        line += f" with exit status {step.exit_code}"
+    message = result.error_message or (step.message if step else None) or view.reason
+    if message:
+        line += f": {escape_text(message, limits.message_chars)}"
+    parts.append(line + ("" if line.endswith(".") else "."))
+    if step is not None and step.log_tail:
+        parts.append(log_block(step.log_tail, limits.log_lines, limits.log_chars))
+    return parts
+
+
+def _unknown_op(view: JobView, result: JobResult) -> str:
+    text = f"No test in commit `{short_sha(view.sha)}` is marked `{view.op}`"
+    if result.close_matches:
+        matches = ", ".join(code_span(m, 64) for m in result.close_matches[:5])
+        return f"{text}. Close matches: {matches}."
+    return f"{text}, and no operator name is close to it."
+
+
+def _history(earlier: Sequence[JobView], limits: Limits) -> str:
+    lines = [
+        f"- {headline(v)} · commit `{escape_text(short_sha(v.sha), 40)}` · "
+        f"{utc(v.created_at)} · {link(f'job #{v.id}', v.job_url)}"
+        for v in earlier[: max(limits.history, 1)]
+    ]
+    more = len(earlier) - len(lines)
+    if more > 0:
+        lines.append(f"- {ELLIPSIS} {more} older")
+    return details(f"Earlier runs ({len(earlier)})", "\n".join(lines))
+
+
+def _queue_text(view: JobView) -> str:
+    backend = view.backend
+    if view.runners_online <= 0:
+        return f"no runner online for {backend}: the job waits"
+    runners = plural(view.runners_online, "runner")
+    if view.queue_position is not None:
+        return f"queued, position {view.queue_position} on {backend} ({runners} online)"
+    return f"queued on {backend} ({runners} online)"
+
+
+def _error_text(view: JobView) -> str:
+    result = view.result
+    verb = "timed out" if view.status is JobStatus.timed_out else "errored"
+    if result is None:
+        return f"{verb}: {view.reason}" if view.reason else verb
+    step = _failed_step(result)
+    name = result.error_step or (step.name if step else None)
+    text = f"{verb} in step {name}" if name else verb
+    if step is not None and step.exit_code is not None:
+        text += f" (exit {step.exit_code})"
+    why = result.error_message or view.reason
+    return f"{text}: {why}" if why else text

@@ -1,0 +1,148 @@
+"""Short replies to commands: help, a command error, a duplicate, cancel and retest summaries,
+and the refusal for a commenter who may not start jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from service.receive.commands import (
+    USAGE,
+    CancelCommand,
+    CommandError,
+    Selector,
+    Target,
+    format_command,
+)
+from service.render.comment import summary
+from service.render.markdown import clip, code_span, escape_text, link, plural, short_sha
+from service.render.views import BackendInfo, JobView
+from workflows.models import JobStatus
+
+HELP_TITLE = "**On-demand kernel tests**"
+
+
+def render_help(backends: Sequence[BackendInfo], default_backends: Sequence[str]) -> str:
+    """Usage, the backends with their aliases and runners online, and the rules."""
+    defaults = ", ".join(f"`{b}`" for b in default_backends) or "none configured"
+    lines = [
+        f"{HELP_TITLE}: run an operator's accuracy tests and benchmark on real hardware, on "
+        "this pull request's head commit.",
+        "",
+        "| command | does |",
+        "|---|---|",
+        "| `/test OP:BACKEND` | test operator `OP` on `BACKEND` |",
+        f"| `/test OP` | test `OP` on the default backends ({defaults}) |",
+        "| `/test add,mul:nvidia,mthreads` | every operator on every backend: four jobs |",
+        "| `/test OP:BACKEND --no-bench` | accuracy only, no benchmark |",
+        "| `/test OP:BACKEND --no-compare` | no benchmark of the base branch to compare with |",
+        "| `/test cancel` | cancel this pull request's queued and running jobs |",
+        "| `/test cancel OP[:BACKEND]` | cancel only the matching ones |",
+        "| `/retest` | run again the jobs whose last run failed or errored |",
+        "| `/test help` or `/test ?` | this message |",
+        "",
+        _backend_table(backends),
+        "",
+        "A command starts a line; `|`, spaces and `OP : BACKEND` are all fine as separators. "
+        "Commands in code blocks and quotes are ignored. Only people with write permission on "
+        "the repository (or on the service's allow-list) start jobs. A job tests the commit "
+        "that was the head when the command was posted; a later push needs a new `/test`.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _backend_table(backends: Sequence[BackendInfo]) -> str:
+    if not backends:
+        return "No backends are configured."
+    rows = ["| backend | aliases | runners online | about |", "|---|---|---|---|"]
+    for info in backends:
+        aliases = ", ".join(code_span(a, 40, table=True) for a in info.aliases) or "–"
+        online = str(info.runners_online)
+        if info.unhealthy:
+            sick = "; ".join(escape_text(u, 120) for u in info.unhealthy[:5])
+            more = len(info.unhealthy) - 5
+            online += f" (unhealthy: {sick}{f'; … {more} more' if more > 0 else ''})"
+        about = escape_text(info.description, 200) if info.description else ""
+        rows.append(f"| {code_span(info.name, 40, table=True)} | {aliases} | {online} | {about} |")
+    return "\n".join(rows)
+
+
+def render_command_error(error: CommandError, backends: Sequence[BackendInfo]) -> str:
+    """What was wrong with a command line, what is accepted, and the close matches."""
+    lines = [
+        f"⚠️ I could not run this command: {code_span(error.line, 200)}",
+        "",
+        error.message[:1].upper() + error.message[1:],
+    ]
+    if len(error.suggestions) > 1:
+        lines += ["", "Close matches: " + ", ".join(code_span(s, 80) for s in error.suggestions)]
+    names = ", ".join(
+        code_span(b.name, 40) + (f" ({plural(b.runners_online, 'runner')} online)")
+        for b in backends
+    )
+    lines += ["", f"Accepted: {USAGE}."]
+    if names:
+        lines.append(f"Backends: {names}.")
+    lines.append("`/test help` shows the full usage.")
+    return "\n".join(lines) + "\n"
+
+
+def render_duplicate(target: Target, existing: JobView) -> str:
+    """The reply when the same (PR, SHA, op, backend) job is already queued or running."""
+    state = "running" if existing.status is JobStatus.running else "queued"
+    where = f"`{target.op}` on `{target.backend}` is already {state}"
+    detail = summary(existing)
+    return (
+        f"⏭️ {where} for commit `{escape_text(short_sha(existing.sha), 40)}`: "
+        f"{link(f'job #{existing.id}', existing.job_url)} ({escape_text(detail, 200)}). "
+        "It was not queued again.\n"
+    )
+
+
+def render_cancel_summary(cancelled: Sequence[JobView], requested: CancelCommand) -> str:
+    """Which jobs `/test cancel` stopped, or that nothing matched."""
+    scope = (
+        " matching " + ", ".join(f"`{_selector(s)}`" for s in requested.selectors)
+        if requested.selectors
+        else ""
+    )
+    if not cancelled:
+        return f"Nothing to cancel: no queued or running job of this pull request{scope}.\n"
+    lines = [
+        f"⛔ Cancelled {plural(len(cancelled), 'job')}{scope} (`{format_command(requested)}`):"
+    ]
+    lines += [_job_line(v) for v in cancelled[:50]]
+    if len(cancelled) > 50:
+        lines.append(f"- … {len(cancelled) - 50} more")
+    return "\n".join(lines) + "\n"
+
+
+def render_retest_summary(jobs: Sequence[JobView]) -> str:
+    """The jobs `/retest` queued again, or that nothing failed."""
+    if not jobs:
+        return "Nothing failed: nothing to retest.\n"
+    lines = [f"🔁 Running again {plural(len(jobs), 'job')} whose last run failed or errored:"]
+    lines += [_job_line(v) for v in jobs[:50]]
+    if len(jobs) > 50:
+        lines.append(f"- … {len(jobs) - 50} more")
+    return "\n".join(lines) + "\n"
+
+
+def render_not_allowed(login: str, reason: str) -> str:
+    """Why a commenter's command started nothing, addressed to them."""
+    who = clip("".join(c for c in login if c.isalnum() or c in "-_[]"), 60) or "there"
+    return (
+        f"@{who}: only people with write permission on this repository (or on the service's "
+        f"allow-list) can start on-demand jobs, so nothing was run ({escape_text(reason, 200)}). "
+        "A maintainer can post the command instead.\n"
+    )
+
+
+def _selector(selector: Selector) -> str:
+    return selector.op if selector.backend is None else f"{selector.op}:{selector.backend}"
+
+
+def _job_line(view: JobView) -> str:
+    return (
+        f"- `{view.op}` on `{view.backend}` · commit `{escape_text(short_sha(view.sha), 40)}` · "
+        f"{link(f'job #{view.id}', view.job_url)}"
+    )

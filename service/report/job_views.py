@@ -1,0 +1,80 @@
+"""Jobs as the renderer sees them: a `JobView` from a job row, with its queue position, the
+runners online for its backend and its page links; and the backends as `/test help` shows
+them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from service.db.models import Job
+from service.queue import queries
+from service.queue.runners import RunnerRegistry
+from service.render.views import BackendInfo, JobView
+from service.settings import Settings
+from workflows.models import JobResult, JobStatus
+from workflows.spec import WorkflowSpec
+
+
+class JobViews:
+    def __init__(
+        self, settings: Settings, runners: RunnerRegistry, workflows: Mapping[str, WorkflowSpec]
+    ) -> None:
+        self.settings = settings
+        self.runners = runners
+        self.workflows = workflows
+
+    def view(self, session: Session, job: Job, runners_online: int | None = None) -> JobView:
+        """`job` as of `session`; `runners_online` saves a query when the caller knows it."""
+        result: JobResult | None = None
+        if job.result is not None:
+            try:
+                result = JobResult.model_validate(job.result)
+            except ValidationError:
+                result = None
+        online = runners_online
+        if online is None:
+            online = self.runners.online_count(job.backend)
+        return JobView(
+            id=job.id,
+            repo=job.repo,
+            pr_number=job.pr_number,
+            op=job.op,
+            backend=job.backend,
+            sha=job.sha,
+            status=JobStatus(job.status),
+            bench=job.bench,
+            compare=job.compare,
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            runner_name=job.runner_name,
+            queue_position=queries.queue_position(session, job),
+            runners_online=online,
+            job_url=self.settings.job_url(job.id),
+            log_url=self.settings.log_url(job.id),
+            result=result,
+            reason=job.reason,
+            attempt=job.attempt,
+        )
+
+    def target(self, session: Session, job: Job) -> list[JobView]:
+        """Every run of `job`'s (PR, op, backend), oldest first."""
+        online = self.runners.online_count(job.backend)
+        jobs = queries.target_jobs(session, job.repo, job.pr_number, job.op, job.backend)
+        return [self.view(session, j, online) for j in jobs]
+
+    def backends(self) -> list[BackendInfo]:
+        runners = self.runners.all()
+        return [
+            BackendInfo(
+                name=spec.name,
+                aliases=tuple(spec.aliases),
+                description=spec.description,
+                runners_online=self.runners.online_count(spec.name, runners),
+                unhealthy=tuple(self.runners.unhealthy_reasons(spec.name, runners)),
+            )
+            for spec in self.workflows.values()
+        ]

@@ -1,0 +1,164 @@
+"""What GitHub should be told, as outbox rows written in the caller's transaction (a
+transactional outbox): a job change updates the result comment of its (PR, op, backend),
+rendered fresh when the outbox delivers it, and sets the job's commit status; a command gets
+a reaction and, where it needs one, a reply."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from service.db.engine import Database, utcnow
+from service.db.models import Job, OutboxItem, ResultComment
+from service.queue import queries
+from service.render.comment import render_comment, render_status
+from service.report.job_views import JobViews
+
+
+def comment_key(row_id: int) -> str:
+    return f"comment:{row_id}"
+
+
+def status_key(job_id: int) -> str:
+    return f"status:{job_id}"
+
+
+def reply_marker(tag: str) -> str:
+    return f"<!-- ondemand:reply:{tag} -->"
+
+
+class Notices:
+    """The queue's `JobListener`, and the composer of a result comment's current text."""
+
+    def __init__(self, db: Database, views: JobViews) -> None:
+        self.db = db
+        self.views = views
+
+    # -- the listener -------------------------------------------------------------------
+
+    def job_changed(self, session: Session, job: Job) -> None:
+        row = self._comment_row(session, job)
+        self._enqueue_comment(session, row)
+        self._enqueue_status(session, job)
+
+    def queue_moved(self, session: Session, jobs: Sequence[Job]) -> None:
+        """Their comments show a queue position: refresh them (statuses stay as they are)."""
+        for job in jobs:
+            self._enqueue_comment(session, self._comment_row(session, job))
+
+    # -- what the outbox delivers --------------------------------------------------------
+
+    def comment_body(self, session: Session, row: ResultComment) -> str | None:
+        """The current text of a result comment: its latest job, earlier ones as history."""
+        jobs = queries.target_jobs(session, row.repo, row.pr_number, row.op, row.backend)
+        if not jobs:
+            return None
+        views = self.views.target(session, jobs[-1])
+        return render_comment(views[-1], views[:-1])
+
+    # -- rows ---------------------------------------------------------------------------
+
+    def _comment_row(self, session: Session, job: Job) -> ResultComment:
+        query = select(ResultComment).where(
+            ResultComment.repo == job.repo,
+            ResultComment.pr_number == job.pr_number,
+            ResultComment.op == job.op,
+            ResultComment.backend == job.backend,
+        )
+        row = session.scalars(query).first()
+        if row is not None:
+            return row
+        try:
+            with session.begin_nested():
+                row = ResultComment(
+                    repo=job.repo, pr_number=job.pr_number, op=job.op, backend=job.backend
+                )
+                session.add(row)
+        except IntegrityError:
+            row = session.scalars(query).one()
+        return row
+
+    def _pending(self, session: Session, key: str) -> OutboxItem | None:
+        """A queued, not yet started item of `key` that a new one may replace."""
+        now = utcnow()
+        query = (
+            select(OutboxItem)
+            .where(
+                OutboxItem.key == key,
+                OutboxItem.done_at.is_(None),
+                OutboxItem.attempts == 0,
+                or_(OutboxItem.locked_until.is_(None), OutboxItem.locked_until < now),
+            )
+            .order_by(OutboxItem.id.desc())
+            .limit(1)
+        )
+        return session.scalars(self.db.for_update(query)).first()
+
+    def _enqueue_comment(self, session: Session, row: ResultComment) -> None:
+        key = comment_key(row.id)
+        if self._pending(session, key) is not None:
+            return  # it renders the comment when it is delivered: the change will be in it
+        payload = {"repo": row.repo, "pr_number": row.pr_number, "row_id": row.id}
+        session.add(OutboxItem(kind="comment", key=key, payload=payload, **_fresh()))
+
+    def _enqueue_status(self, session: Session, job: Job) -> None:
+        update = render_status(self.views.view(session, job))
+        payload = {
+            "repo": job.repo,
+            "sha": job.sha,
+            "state": update.state,
+            "description": update.description,
+            "context": update.context,
+            "target_url": update.target_url,
+        }
+        key = status_key(job.id)
+        pending = self._pending(session, key)
+        if pending is not None:
+            pending.payload = payload  # only the newest state matters
+            return
+        session.add(OutboxItem(kind="status", key=key, payload=payload, **_fresh()))
+
+
+def _fresh() -> dict[str, Any]:
+    now = utcnow()
+    return {"created_at": now, "next_attempt_at": now, "attempts": 0}
+
+
+def enqueue_reaction(session: Session, repo: str, comment_id: int, content: str) -> None:
+    """A reaction on a command comment (once per comment and content)."""
+    dedupe = f"reaction:{repo}:{comment_id}:{content}"
+    if session.scalars(select(OutboxItem.id).where(OutboxItem.dedupe_key == dedupe)).first():
+        return
+    payload = {"repo": repo, "comment_id": comment_id, "content": content}
+    session.add(
+        OutboxItem(
+            kind="reaction",
+            key=f"reaction:{repo}:{comment_id}",
+            dedupe_key=dedupe,
+            payload=payload,
+            **_fresh(),
+        )
+    )
+
+
+def enqueue_reply(session: Session, repo: str, pr_number: int, tag: str, body: str) -> None:
+    """A one-off reply comment; `tag` (e.g. the delivery id) makes it once only."""
+    dedupe = f"reply:{repo}:{tag}"
+    if session.scalars(select(OutboxItem.id).where(OutboxItem.dedupe_key == dedupe)).first():
+        return
+    marker = reply_marker(tag)
+    payload = {
+        "repo": repo,
+        "pr_number": pr_number,
+        "marker": marker,
+        "body": f"{marker}\n{body}",
+    }
+    session.add(
+        OutboxItem(
+            kind="reply", key=f"reply:{repo}:{tag}", dedupe_key=dedupe, payload=payload, **_fresh()
+        )
+    )

@@ -1,0 +1,164 @@
+"""The outbox worker: delivers reactions, replies, result comments and commit statuses to
+GitHub, in order per key, with the retry policy; honours `Retry-After` and rate-limit resets
+(pausing every call); never loses an item while GitHub is down and never posts a comment twice
+(a comment's GitHub id is stored the moment it exists; a retried create first looks for it)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from ondemand.retry import RetryPolicy
+from service.db.engine import Database, utcnow
+from service.db.leases import LeasedRows
+from service.db.models import OutboxItem, ResultComment
+from service.render.comment import marker
+from service.report.github import GitHubClient, GitHubError
+from service.worker import Worker
+
+log = logging.getLogger(__name__)
+
+MAX_PERMANENT_ATTEMPTS = 3  # a 4xx that will not change: tried this often, then given up
+RATE_LIMIT_STATUSES = frozenset({403, 429})
+
+# compose(session, row) -> the result comment's current text, or None when it has none
+Compose = Callable[[Session, ResultComment], str | None]
+
+
+class OutboxWorker(Worker):
+    """Delivers outbox rows to GitHub: in order per key, retried, paused on rate limits."""
+
+    name = "outbox"
+
+    def __init__(
+        self,
+        db: Database,
+        github: GitHubClient | None,
+        compose: Compose,
+        policy: RetryPolicy,
+        stopping: threading.Event,
+    ) -> None:
+        super().__init__(stopping)
+        self.db = db
+        self.github = github
+        self.compose = compose
+        self.policy = policy
+        self.items = LeasedRows(db, OutboxItem)
+        self.paused_until: datetime | None = None
+
+    def run_once(self) -> float | None:
+        """Deliver every due item (the first undelivered of each key); returns seconds until the
+        next one is due (None: nothing pending)."""
+        if self.github is None:
+            return None
+        now = utcnow()
+        if self.paused_until is not None and now < self.paused_until:
+            return (self.paused_until - now).total_seconds()
+        heads: dict[str, OutboxItem] = {}
+        for item in self.items.pending():
+            heads.setdefault(item.key, item)
+        next_due: float | None = None
+        for item in heads.values():
+            if self.stopping.is_set():
+                break
+            due = self.items.due_at(item)
+            if due > utcnow():
+                wait = (due - utcnow()).total_seconds()
+                next_due = wait if next_due is None else min(next_due, wait)
+                continue
+            retry_in = self._deliver(item.id)
+            if retry_in is not None:
+                next_due = retry_in if next_due is None else min(next_due, retry_in)
+            if self.paused_until is not None and utcnow() < self.paused_until:
+                return (self.paused_until - utcnow()).total_seconds()
+        return next_due
+
+    def _deliver(self, item_id: int) -> float | None:
+        """Try one item; returns seconds until its retry, or None when it is finished."""
+        item = self.items.take(item_id)
+        if item is None:
+            return None
+        try:
+            outcome = self._send(item)
+        except GitHubError as exc:
+            return self._failed(item, exc)
+        except Exception as exc:
+            log.exception("outbox item %s (%s) crashed", item.id, item.kind)
+            return self._failed(item, GitHubError(f"internal error: {exc}", None))
+        self.items.finish(item.id, outcome)
+        return None
+
+    def _send(self, item: OutboxItem) -> str:
+        gh = self.github
+        assert gh is not None  # run_once delivers nothing without a client
+        p = item.payload
+        if item.kind == "reaction":
+            gh.add_reaction(p["repo"], int(p["comment_id"]), p["content"])
+            return "reacted"
+        if item.kind == "status":
+            gh.create_status(
+                p["repo"], p["sha"], p["state"], p["description"], p["context"], p["target_url"]
+            )
+            return f"status {p['state']}"
+        if item.kind == "reply":
+            if item.attempts > 1:
+                found = gh.find_comment(p["repo"], int(p["pr_number"]), p["marker"])
+                if found is not None:
+                    return f"reply {found} (found after a retry)"
+            return f"reply {gh.create_comment(p['repo'], int(p['pr_number']), p['body'])}"
+        if item.kind == "comment":
+            return self._send_comment(gh, item)
+        return f"unknown kind {item.kind}: dropped"
+
+    def _send_comment(self, gh: GitHubClient, item: OutboxItem) -> str:
+        row_id = int(item.payload["row_id"])
+        with self.db.reads() as session:
+            row = session.get(ResultComment, row_id)
+            if row is None:
+                return "comment row gone"
+            body = self.compose(session, row)
+        if body is None:
+            return "nothing to say"
+        if row.github_comment_id is None and item.attempts > 1:
+            found = gh.find_comment(row.repo, row.pr_number, marker(row.op, row.backend))
+            if found is not None:
+                self._store_comment_id(row_id, found)
+                row.github_comment_id = found
+        if row.github_comment_id is None:
+            created = gh.create_comment(row.repo, row.pr_number, body)
+            self._store_comment_id(row_id, created)
+            return f"created comment {created}"
+        try:
+            gh.edit_comment(row.repo, row.github_comment_id, body)
+        except GitHubError as exc:
+            if exc.status != 404:
+                raise
+            # Someone deleted the comment: post it again rather than fail forever.
+            created = gh.create_comment(row.repo, row.pr_number, body)
+            self._store_comment_id(row_id, created)
+            return f"comment {row.github_comment_id} was deleted; created {created}"
+        return f"updated comment {row.github_comment_id}"
+
+    def _store_comment_id(self, row_id: int, comment_id: int) -> None:
+        with self.db.writes() as session, session.begin():
+            row = session.get(ResultComment, row_id)
+            if row is not None:
+                row.github_comment_id = comment_id
+
+    def _failed(self, item: OutboxItem, exc: GitHubError) -> float | None:
+        rate_limited = exc.status in RATE_LIMIT_STATUSES and exc.retry_after is not None
+        wait = self.policy.delay(item.attempts, exc.retry_after)
+        if exc.status == 429 or rate_limited:
+            wait = exc.retry_after if exc.retry_after is not None else 60.0
+            self.paused_until = utcnow() + timedelta(seconds=wait)
+        if exc.permanent and item.attempts >= MAX_PERMANENT_ATTEMPTS:
+            self.items.give_up(item.id, str(exc))
+            log.error("outbox item %s (%s) given up: %s", item.id, item.kind, exc)
+            return None
+        self.items.retry(item.id, wait, str(exc))
+        log.warning("outbox item %s (%s) failed, retry in %.1fs: %s", item.id, item.kind, wait, exc)
+        return wait

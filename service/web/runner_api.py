@@ -1,0 +1,196 @@
+"""The runner API (docs/runner-protocol.md): register, health, claim (long-poll), heartbeat,
+logs by offset, complete. A runner sees only jobs it holds: anything else is 404."""
+
+# No `from __future__ import annotations`: the routes' annotations name the runner dependency
+# built inside `runner_api_router`, which FastAPI can only see when they are evaluated there.
+
+import hmac
+import threading
+import time
+from collections.abc import Mapping
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from service.db.models import Runner
+from service.queue.jobs import JobQueue, job_spec
+from service.queue.logs import JobLogs
+from service.queue.runners import RunnerRegistry
+from service.queue.wakeup import Wakeup
+from service.settings import Settings
+from workflows.models import JobResult
+
+MAX_LOG_CHUNK = 1024 * 1024
+
+
+class RegisterRequest(BaseModel):
+    registration_token: str
+    name: str = Field(min_length=1, max_length=200)
+    backends: list[str] = Field(min_length=1)
+    labels: list[str] = Field(default_factory=list)
+    slots: int = Field(default=1, ge=1, le=64)
+    version: str | None = None
+
+
+class RegisterResponse(BaseModel):
+    runner_id: int
+    token: str
+
+
+class HealthRequest(BaseModel):
+    healthy: bool
+    reason: str | None = None
+    backends: list[str] | None = None
+
+
+class ClaimRequest(BaseModel):
+    wait_s: float = Field(default=0.0, ge=0, le=30)
+    backends: list[str] | None = None
+
+
+class HeartbeatResponse(BaseModel):
+    cancel: bool
+    reason: str | None
+    lease_expires_at: str
+
+
+class LogRequest(BaseModel):
+    offset: int = Field(ge=0)
+    data: str
+
+
+class OffsetResponse(BaseModel):
+    offset: int
+
+
+def _not_held(job_id: int) -> HTTPException:
+    return HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id} is not held by this runner")
+
+
+def runner_api_router(
+    *,
+    settings: Settings,
+    jobs: JobQueue,
+    runners: RunnerRegistry,
+    logs: JobLogs,
+    wakeup: Wakeup,
+    backend_names: Mapping[str, str],
+    stopping: threading.Event,
+) -> APIRouter:
+    """The runner API's routes over the queue's repositories."""
+    router = APIRouter(prefix="/api/v1")
+    known = ", ".join(sorted(set(backend_names.values())))
+
+    def current_runner(request: Request) -> Runner:
+        """The runner named by the bearer token, or 401."""
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise HTTPException(
+                status.HTTP_401_UNAUTHORIZED,
+                "missing runner token: send Authorization: Bearer <token>",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        runner = runners.authenticate(token.strip())
+        if runner is None:
+            raise HTTPException(
+                status.HTTP_401_UNAUTHORIZED,
+                "unknown runner token",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        return runner
+
+    RunnerDep = Annotated[Runner, Depends(current_runner)]
+
+    def canonical(names: list[str]) -> list[str]:
+        unknown = [n for n in names if n not in backend_names]
+        if unknown:
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                f"unknown backend(s) {', '.join(unknown)}; known: {known}",
+            )
+        return list(dict.fromkeys(backend_names[n] for n in names))
+
+    @router.post("/runners/register", status_code=201, response_model=RegisterResponse)
+    def register(body: RegisterRequest) -> RegisterResponse:
+        tokens = settings.registration_tokens
+        if not any(hmac.compare_digest(body.registration_token, t) for t in tokens):
+            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "bad registration token")
+        backends = canonical(body.backends)
+        runner_id, token = runners.register(
+            body.name, backends, body.labels, body.slots, body.version
+        )
+        return RegisterResponse(runner_id=runner_id, token=token)
+
+    @router.post("/runners/health", status_code=204)
+    def health(body: HealthRequest, runner: RunnerDep) -> Response:
+        backends = canonical(body.backends) if body.backends else None
+        runners.set_health(runner.id, body.healthy, body.reason, backends)
+        return Response(status_code=204)
+
+    @router.post("/jobs/claim", response_model=None)
+    async def claim(body: ClaimRequest, request: Request, runner: RunnerDep) -> Response:
+        """Long-poll: answer the moment a job for one of the runner's backends is queued."""
+        backends = runner.backends
+        if body.backends is not None:
+            wanted = canonical(body.backends)
+            backends = [b for b in wanted if b in runner.backends]
+            if not backends:
+                raise HTTPException(
+                    status.HTTP_422_UNPROCESSABLE_CONTENT,
+                    f"none of {', '.join(body.backends)} is served by this runner "
+                    f"({', '.join(runner.backends)})",
+                )
+        deadline = time.monotonic() + min(body.wait_s, settings.max_claim_wait_s)
+        while True:
+            since = wakeup.snapshot(backends)
+            job = await run_in_threadpool(jobs.claim, runner.id, backends)
+            if job is not None:
+                if await request.is_disconnected():
+                    await run_in_threadpool(jobs.release, runner.id, job.id)
+                    return Response(status_code=204)
+                spec = job_spec(job, jobs.lease_seconds)
+                return JSONResponse(spec.model_dump(mode="json"))
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or stopping.is_set():
+                return Response(status_code=204)
+            await wakeup.wait(backends, since, remaining)
+
+    @router.post("/jobs/{job_id}/heartbeat", response_model=HeartbeatResponse)
+    def heartbeat(job_id: int, runner: RunnerDep) -> HeartbeatResponse:
+        beat = jobs.heartbeat(runner.id, job_id)
+        if beat is None:
+            raise _not_held(job_id)
+        return HeartbeatResponse(
+            cancel=beat.cancel,
+            reason=beat.reason,
+            lease_expires_at=beat.lease_expires_at.isoformat(),
+        )
+
+    @router.post("/jobs/{job_id}/logs", response_model=OffsetResponse)
+    def append_log(job_id: int, body: LogRequest, runner: RunnerDep) -> JSONResponse:
+        data = body.data.encode()
+        if len(data) > MAX_LOG_CHUNK:
+            raise HTTPException(
+                status.HTTP_413_CONTENT_TOO_LARGE, f"a log chunk is at most {MAX_LOG_CHUNK} bytes"
+            )
+        appended = logs.append(runner.id, job_id, body.offset, data)
+        if appended is None:
+            raise _not_held(job_id)
+        code = 200 if appended.accepted else 409
+        return JSONResponse({"offset": appended.offset}, status_code=code)
+
+    @router.post("/jobs/{job_id}/complete")
+    def complete(job_id: int, result: JobResult, runner: RunnerDep) -> dict[str, str]:
+        try:
+            final = jobs.complete(runner.id, job_id, result)
+        except ValueError as exc:
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from exc
+        if final is None:
+            raise _not_held(job_id)
+        return {"status": str(final)}
+
+    return router

@@ -1,0 +1,156 @@
+"""The layout the architecture document promises: no import cycle inside any package, the
+stages of the service depending only forward, and the lab (`tools/`) out of what is installed."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("service", "runner", "kernels", "workflows", "sandbox", "ondemand", "devtools")
+
+
+def modules(package: str) -> Iterator[tuple[str, Path]]:
+    for path in sorted((ROOT / package).rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        yield ".".join(parts), path
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The project modules `path` imports anywhere in its text (under TYPE_CHECKING and inside
+    functions too: a cycle hidden that way is still a cycle in the design)."""
+    found: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    found = {name: path for package in PACKAGES for name, path in modules(package)}
+    known = set(found)
+    return {name: imports(name, path, known) for name, path in found.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in edges.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle() -> None:
+    edges = graph()
+    # A package's __init__ importing its own modules is how exports work, not a cycle of the
+    # design: drop edges from a package to its own submodules.
+    inner = {n: {t for t in ts if not t.startswith(n + ".")} for n, ts in edges.items()}
+    assert cycles(inner) == []
+
+
+def test_the_cycle_check_catches_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# Each stage of the service may use the stages before it, never those after it.
+SERVICE_ORDER = ("db", "render", "queue", "report", "receive", "web")
+
+
+@pytest.mark.parametrize("stage", SERVICE_ORDER)
+def test_service_stages_depend_only_backwards(stage: str) -> None:
+    later = SERVICE_ORDER[SERVICE_ORDER.index(stage) + 1 :]
+    edges = graph()
+    bad = {
+        (module, target)
+        for module, targets in edges.items()
+        if module.startswith(f"service.{stage}")
+        for target in targets
+        if any(target.startswith(f"service.{after}") for after in later)
+        or target in ("service.app", "service.server")
+    }
+    # The renderer may name the command grammar's types (it renders replies to commands).
+    bad = {(m, t) for m, t in bad if not (stage == "render" and t == "service.receive.commands")}
+    assert bad == set()
+
+
+def test_runner_uses_only_the_pure_parts_of_the_service() -> None:
+    edges = graph()
+    used = {t for m, ts in edges.items() if m.startswith("runner") for t in ts}
+    service = {t for t in used if t.startswith("service")}
+    assert all(t.startswith("service.render") for t in service), service
+
+
+def test_tools_and_tests_are_not_installed() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    include = config["tool"]["setuptools"]["packages"]["find"]["include"]
+    names = {pattern.rstrip("*") for pattern in include}
+    assert names.isdisjoint({"tools", "tests", "scripts"})
+    assert not (ROOT / "scripts").exists() or not any((ROOT / "scripts").iterdir())
+    lab_users = [
+        str(path.relative_to(ROOT))
+        for package in PACKAGES
+        for _, path in modules(package)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        and any(
+            name.split(".")[0] == "tools"
+            for name in (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+            )
+        )
+    ]
+    assert lab_users == []
