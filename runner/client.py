@@ -27,7 +27,9 @@ class Unauthorized(Rejected):
 
 
 @dataclass(frozen=True)
-class Heartbeat:
+class HeartbeatAnswer:
+    """The service's answer to a heartbeat: whether to cancel the job, and why."""
+
     cancel: bool
     reason: str | None
 
@@ -98,9 +100,9 @@ class ServiceClient:
             return None
         return JobSpec.model_validate(response.json())
 
-    def heartbeat(self, job_id: int) -> Heartbeat:
+    def heartbeat(self, job_id: int) -> HeartbeatAnswer:
         data = self._post(f"/api/v1/jobs/{job_id}/heartbeat", {}).json()
-        return Heartbeat(bool(data.get("cancel")), data.get("reason"))
+        return HeartbeatAnswer(bool(data.get("cancel")), data.get("reason"))
 
     def append_log(self, job_id: int, offset: int, data: str) -> tuple[bool, int]:
         """Append a chunk at `offset`; (accepted, the service's end offset)."""

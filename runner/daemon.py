@@ -1,7 +1,12 @@
 """The runner daemon: register once, then per device slot claim a job, run it, report it.
 
+This module keeps the lifecycle and the claim loop; the rest is wired in through constructors:
+`runner.credentials` (runner.json, registering), `runner.health` (device checks, reported to
+the service), `runner.heartbeat` (a job's lease, cancel and loss), and `ondemand.retry` (the
+backoff every wait uses).
+
 - Claims long-poll the service; when it is unreachable the slot backs off with jitter and says
-  why in the log.
+  why in the log. A 401 means the service forgot this runner: it registers again.
 - The backend's device check runs before claiming (its verdict is reused for
   `check_interval_s`, and redone after a job errors); a failed check stops claims on that
   backend and is reported to the service (`/runners/health`).
@@ -15,13 +20,10 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import random
 import shutil
 import signal
-import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -29,17 +31,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from ondemand.retry import Backoff, RetryPolicy
 from runner.client import NotHeld, Rejected, ServiceClient, ServiceUnavailable, Unauthorized
+from runner.credentials import CredentialFile, Credentials, Registration, load_or_register
 from runner.execute import JobContext, execute
+from runner.health import Health, run_device_check
+from runner.heartbeat import Heartbeat
 from runner.logstream import LogStream
-from runner.probe import device_check
-from runner.sandboxing import network_isolation_prefix, scrubbed_env
+from runner.sandboxing import network_isolation_prefix, visible_devices
 from runner.workspace import Workspaces
 from workflows.models import JobResult, JobSpec, JobStatus
 from workflows.spec import WorkflowSpec
 
 log = logging.getLogger("ondemand.runner")
-HEALTH_KEEPALIVE_S = 30.0
+BACKOFF_BASE_S = 0.5
+REPORT_DEADLINE_S = 600.0  # keep retrying a result upload this long
+REPORT_TRIES_WHEN_STOPPING = 3  # after a second signal, give up sooner
 
 
 def runner_version() -> str:
@@ -69,114 +76,10 @@ class DaemonConfig:
     keep_logs: int = 50
 
 
-@dataclass(frozen=True)
-class Credentials:
-    runner_id: int
-    token: str
-
-
-def load_or_register(client: ServiceClient, config: DaemonConfig) -> Credentials:
-    """The runner token from `state_dir/runner.json` (0600), registering when there is none
-    for this service."""
-    path = config.state_dir / "runner.json"
-    if path.is_file():
-        data = json.loads(path.read_text())
-        if data.get("service_url") == config.service_url and data.get("token"):
-            return Credentials(int(data["runner_id"]), str(data["token"]))
-    if not config.registration_token:
-        raise SystemExit(
-            f"no runner token in {path} and no registration token: set "
-            "ONDEMAND_REGISTRATION_TOKEN or --registration-token-file"
-        )
-    runner_id, token = client.register(
-        config.registration_token,
-        name=config.name,
-        backends=config.backends,
-        labels=config.labels,
-        slots=len(config.devices),
-        version=runner_version(),
-    )
-    config.state_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        saved = {"service_url": config.service_url, "runner_id": runner_id, "token": token}
-        json.dump(saved, handle)
-    os.replace(path.with_suffix(".tmp"), path)
-    log.info("registered as runner %s (%s); token kept in %s", runner_id, config.name, path)
-    return Credentials(runner_id, token)
-
-
-class Backoff:
-    """Exponential backoff with full jitter, reset on success."""
-
-    def __init__(self, cap_s: float, base_s: float = 0.5) -> None:
-        self.cap_s, self.base_s, self.failures = cap_s, base_s, 0
-
-    def next(self) -> float:
-        self.failures += 1
-        return random.uniform(0, min(self.cap_s, self.base_s * 2**self.failures))
-
-    def reset(self) -> None:
-        self.failures = 0
-
-
-class Health:
-    """The device checks of the backends, cached; reports changes to the service."""
-
-    def __init__(self, daemon: Daemon) -> None:
-        self.daemon = daemon
-        self.lock = threading.Lock()
-        self.checked_at: dict[str, float] = {}
-        self.reasons: dict[str, str | None] = {}
-        self.reported: tuple[bool, str | None] | None = None
-        self.reported_at = 0.0
-        self.reported_logged: tuple[bool, str | None] | None = None
-
-    def invalidate(self, backend: str) -> None:
-        with self.lock:
-            self.checked_at.pop(backend, None)
-
-    def healthy_backends(self) -> list[str]:
-        with self.lock:
-            now = time.monotonic()
-            for backend in self.daemon.config.backends:
-                last = self.checked_at.get(backend)
-                if last is None or now - last > self.daemon.config.check_interval_s:
-                    self.reasons[backend] = self._check(backend)
-                    self.checked_at[backend] = now
-            backends = self.daemon.config.backends
-            healthy = [b for b in backends if self.reasons.get(b) is None]
-            sick = [f"{b}: {self.reasons[b]}" for b in backends if b not in healthy]
-            state = (not sick, "; ".join(sick) or None)
-            stale = now - self.reported_at > HEALTH_KEEPALIVE_S  # stay "seen" while not claiming
-            if state != self.reported or (sick and stale):
-                try:
-                    self.daemon.client.health(state[0], state[1], self.daemon.config.backends)
-                    self.reported, self.reported_at = state, now
-                except (ServiceUnavailable, Rejected, NotHeld) as exc:
-                    log.warning("could not report health: %s", exc)
-                if state != self.reported_logged:
-                    self.reported_logged = state
-                    if sick:
-                        log.error("not claiming for %s", state[1])
-                    else:
-                        log.info("device checks pass for %s", ", ".join(healthy))
-            return healthy
-
-    def _check(self, backend: str) -> str | None:
-        workflow = self.daemon.workflows[backend]
-        argv = [a.replace("{python}", sys.executable) for a in workflow.device_check]
-        home = self.daemon.config.work_dir / "check-home"
-        env = scrubbed_env(
-            os.environ,
-            home=home,
-            workflow_env=workflow.env,
-            visible_devices=self.daemon.visible(workflow, 0),
-        )
-        return device_check(argv, env, cwd=home).reason
-
-
 class Daemon:
+    """The runner's lifecycle (register, clean up, serve until signalled) and its slots' claim
+    loops."""
+
     def __init__(
         self,
         config: DaemonConfig,
@@ -189,12 +92,33 @@ class Daemon:
         self.config = config
         self.workflows = workflows
         self.client = client or ServiceClient(config.service_url)
+        self.retry = RetryPolicy(base_s=BACKOFF_BASE_S, cap_s=config.backoff_max_s)
+        self.credentials = CredentialFile(config.state_dir / "runner.json", config.service_url)
+        self.registration = Registration(
+            name=config.name,
+            backends=config.backends,
+            labels=config.labels,
+            slots=len(config.devices),
+            version=runner_version(),
+        )
         self.stopping = threading.Event()  # first signal: no new claims
         self.stop_now = threading.Event()  # second signal: cancel running jobs
         self.cancels: dict[int, threading.Event] = {}
         self.lock = threading.Lock()  # guards `cancels` (also taken by the signal handler)
         self.register_lock = threading.Lock()
-        self.health = Health(self)
+        # The device checks run on slot 0's device, in a home of their own.
+        first_device = config.devices[0] if config.devices else None
+        self.health = Health(
+            workflows=workflows,
+            backends=config.backends,
+            check_interval_s=config.check_interval_s,
+            check=lambda workflow: run_device_check(
+                workflow,
+                home=config.work_dir / "check-home",
+                visible_devices=visible_devices(workflow.visible_devices_var, first_device),
+            ),
+            report=self.client.health,
+        )
         self.workspaces = Workspaces(config.work_dir / "cache")
         self.network_prefix = network_isolation_prefix() if config.network_isolation else ()
 
@@ -214,10 +138,15 @@ class Daemon:
     def register(self) -> Credentials | None:
         """The runner's credentials, retrying while the service is unreachable; None when
         stopped meanwhile or refused."""
-        backoff = Backoff(self.config.backoff_max_s)
+        backoff = Backoff(self.retry)
         while not self.stopping.is_set():
             try:
-                return load_or_register(self.client, self.config)
+                return load_or_register(
+                    self.client,
+                    self.credentials,
+                    self.config.registration_token,
+                    self.registration,
+                )
             except ServiceUnavailable as exc:
                 delay = backoff.next()
                 log.warning("cannot register (%s); retrying in %.1fs", exc, delay)
@@ -235,12 +164,12 @@ class Daemon:
             if not self.config.registration_token:
                 log.error("no registration token to register again with")
                 return False
-            (self.config.state_dir / "runner.json").unlink(missing_ok=True)
+            self.credentials.forget()
             creds = self.register()
             if creds is None:
                 return False
             self.client.token = creds.token
-            self.health.reported = None  # tell the new registration our health
+            self.health.report_again()  # tell the new registration our health
             return True
 
     def clean_after_crash(self) -> None:
@@ -284,15 +213,9 @@ class Daemon:
 
     # -- the claim loop ------------------------------------------------------------------------
 
-    def visible(self, workflow: WorkflowSpec, slot: int) -> tuple[str, str] | None:
-        device = self.config.devices[slot]
-        if workflow.visible_devices_var and device is not None:
-            return workflow.visible_devices_var, device
-        return None
-
     def slot_loop(self, slot: int) -> None:
         """Claim and run jobs until stopped; a bug in one round is logged, not fatal."""
-        backoff = Backoff(self.config.backoff_max_s)
+        backoff = Backoff(self.retry)
         while not self.stopping.is_set():
             try:
                 self.slot_round(slot, backoff)
@@ -334,88 +257,60 @@ class Daemon:
         logs.mkdir(parents=True, exist_ok=True)
         stream = LogStream(logs / f"job-{spec.id}.log", self.client, spec.id).start()
         cancel = threading.Event()
-        if self.stop_now.is_set():
-            cancel.set()
-        with self.lock:
+        with self.lock:  # under the lock: a second signal either sees it or has set stop_now
             self.cancels[spec.id] = cancel
-        lost = threading.Event()
-        reason: list[str] = []
-        done = threading.Event()
-        beat = threading.Thread(
-            target=self.heartbeat_loop,
-            args=(spec, cancel, lost, reason, done),
-            name=f"heartbeat-{spec.id}",
-            daemon=True,
-        )
-        beat.start()
-        log.info("slot %d: job %s: %s on %s at %s", slot, spec.id, spec.op, spec.backend, spec.sha)
+            if self.stop_now.is_set():
+                cancel.set()
         try:
-            result = execute(
-                spec,
-                workflow,
-                JobContext(
-                    workspaces=self.workspaces,
-                    env_cache=self.config.work_dir / "envs",
-                    job_dir=job_dir,
-                    runner_name=self.config.name,
-                    runner_version=runner_version(),
-                    on_output=stream.write,
-                    cancel=cancel,
-                    visible_devices=self.visible(workflow, slot),
-                    network_prefix=self.network_prefix,
-                    grace_s=self.config.grace_s,
-                    on_step_start=lambda pid: pidfile.write_text(str(pid)),
-                ),
-            )
+            with Heartbeat(self.client, spec, cancel) as beat:
+                log.info(
+                    "slot %d: job %s: %s on %s at %s",
+                    slot, spec.id, spec.op, spec.backend, spec.sha,
+                )  # fmt: skip
+                try:
+                    result = execute(
+                        spec,
+                        workflow,
+                        JobContext(
+                            workspaces=self.workspaces,
+                            env_cache=self.config.work_dir / "envs",
+                            job_dir=job_dir,
+                            runner_name=self.config.name,
+                            runner_version=self.registration.version,
+                            on_output=stream.write,
+                            cancel=cancel,
+                            visible_devices=visible_devices(
+                                workflow.visible_devices_var, self.config.devices[slot]
+                            ),
+                            network_prefix=self.network_prefix,
+                            grace_s=self.config.grace_s,
+                            on_step_start=lambda pid: pidfile.write_text(str(pid)),
+                        ),
+                    )
+                finally:
+                    pidfile.unlink(missing_ok=True)
         finally:
-            pidfile.unlink(missing_ok=True)
-            done.set()
-            beat.join(timeout=30)
             stream.close()
             shutil.rmtree(job_dir, ignore_errors=True)
             with self.lock:
                 self.cancels.pop(spec.id, None)
         if result.status is JobStatus.cancelled:
-            why = reason[0] if reason else "runner stopping"
+            why = beat.reason or "runner stopping"
             result = result.model_copy(update={"error_message": why})
         if result.status is JobStatus.errored:
             self.health.invalidate(spec.backend)
         log.info("slot %d: job %s %s", slot, spec.id, result.status.value)
-        if lost.is_set():
+        if beat.lost:
             log.warning("job %s is no longer held by this runner; not reporting it", spec.id)
         else:
             self.report(spec, result)
         self.prune_logs(logs)
 
-    def heartbeat_loop(
-        self,
-        spec: JobSpec,
-        cancel: threading.Event,
-        lost: threading.Event,
-        reason: list[str],
-        done: threading.Event,
-    ) -> None:
-        interval = max(spec.lease_seconds / 3, 0.2)
-        while not done.wait(interval):
-            try:
-                answer = self.client.heartbeat(spec.id)
-            except NotHeld:
-                log.warning("job %s: the service says it is not ours any more; stopping", spec.id)
-                lost.set()
-                cancel.set()
-                return
-            except (ServiceUnavailable, Rejected) as exc:
-                log.warning("job %s: heartbeat failed: %s", spec.id, exc)
-                continue
-            if answer.cancel and not cancel.is_set():
-                log.info("job %s: cancel requested: %s", spec.id, answer.reason)
-                reason.append(answer.reason or "cancelled")
-                cancel.set()
-
     def report(self, spec: JobSpec, result: JobResult) -> None:
-        """Upload the result; retried while the service is unreachable (about ten minutes)."""
-        backoff = Backoff(self.config.backoff_max_s)
-        deadline = time.monotonic() + 600
+        """Upload the result; retried while the service is unreachable (about ten minutes,
+        a few tries once a second signal asked to stop now)."""
+        backoff = Backoff(self.retry)
+        deadline = time.monotonic() + REPORT_DEADLINE_S
         while True:
             try:
                 status = self.client.complete(spec.id, result)
@@ -428,7 +323,8 @@ class Daemon:
                 log.error("job %s: result refused: %s", spec.id, exc)
                 return
             except ServiceUnavailable as exc:
-                if time.monotonic() > deadline or (self.stop_now.is_set() and backoff.failures > 3):
+                hurry = self.stop_now.is_set() and backoff.failures > REPORT_TRIES_WHEN_STOPPING
+                if time.monotonic() > deadline or hurry:
                     log.error("job %s: giving up reporting: %s", spec.id, exc)
                     return
                 delay = backoff.next()
@@ -436,6 +332,7 @@ class Daemon:
                 time.sleep(delay)
 
     def prune_logs(self, logs: Path) -> None:
+        """Keep the newest `keep_logs` job logs."""
         files = sorted(logs.glob("job-*.log"), key=lambda p: p.stat().st_mtime)
         for old in files[: max(len(files) - self.config.keep_logs, 0)]:
             old.unlink(missing_ok=True)

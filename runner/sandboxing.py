@@ -59,6 +59,14 @@ def scrubbed_env(
     return env
 
 
+def visible_devices(var: str | None, device: str | None) -> tuple[str, str] | None:
+    """The (variable, value) that pins a step to `device`, e.g. ("CUDA_VISIBLE_DEVICES", "1");
+    None when the backend has no such variable or the slot is not pinned to a device."""
+    if var and device is not None:
+        return var, device
+    return None
+
+
 @functools.cache
 def network_isolation_prefix() -> tuple[str, ...]:
     """argv prefix that runs a command without network, or () when the host does not allow it.
