@@ -9,8 +9,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-from runner.client import ServiceClient
+from typing import Protocol
 
 log = logging.getLogger("ondemand.runner")
 
@@ -19,6 +18,21 @@ log = logging.getLogger("ondemand.runner")
 class Credentials:
     runner_id: int
     token: str
+
+
+class Registrar(Protocol):
+    """The one call registering needs (runner.client.ServiceClient has it)."""
+
+    def register(
+        self,
+        registration_token: str,
+        *,
+        name: str,
+        backends: list[str],
+        labels: list[str],
+        slots: int,
+        version: str,
+    ) -> tuple[int, str]: ...
 
 
 @dataclass(frozen=True)
@@ -68,7 +82,7 @@ class CredentialFile:
 
 
 def load_or_register(
-    client: ServiceClient,
+    client: Registrar,
     file: CredentialFile,
     registration_token: str | None,
     registration: Registration,

@@ -1,0 +1,131 @@
+"""The daemon in-process against a scripted fake service: result upload retries, the two
+signals, and registering again when the service refuses the token. (The real thing, as a
+process against the real service, is test_daemon_service.py.)"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from ondemand.retry import Backoff
+from runner.client import NotHeld, Rejected, ServiceUnavailable, Unauthorized
+from runner.daemon import Daemon, DaemonConfig
+from workflows.models import JobResult, JobSpec, JobStatus
+from workflows.spec import load_workflows
+
+URL = "http://service.test"
+SPEC = JobSpec(id=3, repo="o/r", clone_url="/x", pr_number=1, sha="a" * 40, op="add", backend="cpu")
+RESULT = JobResult(status=JobStatus.succeeded, sha="a" * 40)
+# No device check: always healthy, and no subprocess.
+WORKFLOWS = {"cpu": load_workflows()["cpu"].model_copy(update={"device_check": []})}
+
+
+class FakeService:
+    """The client calls the daemon makes, answered from scripts (an exception is raised)."""
+
+    def __init__(self) -> None:
+        self.token: str | None = None
+        self.completes: list[str | Exception] = []
+        self.claims: list[JobSpec | Exception | None] = []
+        self.calls: list[str] = []
+        self.registered = 0
+
+    def _next(self, script: list, name: str):  # type: ignore[no-untyped-def,type-arg]
+        self.calls.append(name)
+        answer = script.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def register(self, registration_token: str, **_: object) -> tuple[int, str]:
+        self.calls.append("register")
+        self.registered += 1
+        return 8, f"new-{self.registered}"
+
+    def health(self, healthy: bool, reason: str | None, backends: list[str]) -> None:
+        self.calls.append("health")
+
+    def claim(self, wait_s: float, backends: list[str] | None = None) -> JobSpec | None:
+        return self._next(self.claims, "claim")  # type: ignore[no-any-return]
+
+    def complete(self, job_id: int, result: JobResult) -> str:
+        return self._next(self.completes, "complete")  # type: ignore[no-any-return]
+
+
+def _daemon(tmp_path: Path, service: FakeService, token: str | None = "reg") -> Daemon:
+    config = DaemonConfig(
+        service_url=URL,
+        name="r1",
+        backends=["cpu"],
+        state_dir=tmp_path / "state",
+        work_dir=tmp_path / "work",
+        registration_token=token,
+        backoff_max_s=0.01,
+        network_isolation=False,
+    )
+    return Daemon(config, WORKFLOWS, client=service)  # type: ignore[arg-type]
+
+
+def test_a_result_upload_is_retried_while_the_service_is_unreachable(tmp_path: Path) -> None:
+    service = FakeService()
+    service.completes = [ServiceUnavailable("down"), ServiceUnavailable("502"), "succeeded"]
+    _daemon(tmp_path, service).report(SPEC, RESULT)
+    assert service.calls == ["complete"] * 3
+
+
+@pytest.mark.parametrize("refusal", [NotHeld("404"), Rejected("422")])
+def test_a_refused_result_is_not_retried(tmp_path: Path, refusal: Exception) -> None:
+    service = FakeService()
+    service.completes = [refusal]
+    _daemon(tmp_path, service).report(SPEC, RESULT)
+    assert service.calls == ["complete"]
+
+
+def test_after_a_second_signal_the_upload_gives_up_after_a_few_tries(tmp_path: Path) -> None:
+    service = FakeService()
+    service.completes = [ServiceUnavailable("down")] * 10
+    daemon = _daemon(tmp_path, service)
+    daemon.stop_now.set()
+    daemon.report(SPEC, RESULT)
+    assert service.calls == ["complete"] * 5
+
+
+def test_first_signal_stops_claims_second_cancels_the_jobs(tmp_path: Path) -> None:
+    daemon = _daemon(tmp_path, FakeService())
+    running = threading.Event()
+    daemon.cancels[SPEC.id] = running
+    daemon.on_signal(15, None)
+    assert daemon.stopping.is_set() and not daemon.stop_now.is_set() and not running.is_set()
+    daemon.on_signal(15, None)
+    assert daemon.stop_now.is_set() and running.is_set()
+
+
+def test_a_refused_token_means_registering_again_and_telling_the_health(tmp_path: Path) -> None:
+    service = FakeService()
+    daemon = _daemon(tmp_path, service)
+    creds = daemon.register()
+    assert creds is not None and creds.token == "new-1"
+    service.token = creds.token
+    service.claims = [Unauthorized("401"), None]
+    service.calls.clear()
+    backoff = Backoff(daemon.retry)
+    daemon.slot_round(0, backoff)
+    assert service.calls == ["health", "claim", "register"]
+    assert service.token == "new-2"
+    saved = json.loads((tmp_path / "state" / "runner.json").read_text())
+    assert saved["token"] == "new-2"
+    daemon.slot_round(0, backoff)  # the new registration hears the health at once
+    assert service.calls[3:] == ["health", "claim"]
+    # Another slot refused the old token too: already done, no second registration.
+    assert daemon.reregister("new-1") and service.calls.count("register") == 1
+
+
+def test_without_a_registration_token_a_refused_token_is_the_end(tmp_path: Path) -> None:
+    service = FakeService()
+    daemon = _daemon(tmp_path, service, token=None)
+    service.token = "old"
+    assert not daemon.reregister("old")
+    assert "register" not in service.calls
