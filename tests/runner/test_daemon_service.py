@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -93,16 +94,28 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         yield Service(url, app.state.service)
 
 
-@pytest.fixture(scope="module")
-def workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _test_workflows(directory: Path, device_check: list[str] | None = None) -> Path:
     """The cpu workflow with a short step timeout and the slow test's pid file."""
-    directory = tmp_path_factory.mktemp("workflows")
     cpu = yaml.safe_load((WORKFLOWS_DIR / "cpu.yaml").read_text())
     for step in cpu["steps"]:
         step["timeout_s"] = STEP_TIMEOUT_S
     cpu["env"]["SLOW_PIDFILE"] = str(directory / "slow.pid")
+    if device_check is not None:
+        cpu["device_check"] = device_check
     (directory / "cpu.yaml").write_text(yaml.safe_dump(cpu))
     return directory
+
+
+@pytest.fixture(scope="module")
+def real_check_workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """With the cpu workflow's own device check (it imports torch and triton: seconds)."""
+    return _test_workflows(tmp_path_factory.mktemp("workflows"))
+
+
+@pytest.fixture(scope="module")
+def workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """With a device check that passes at once: the real one runs in the first test only."""
+    return _test_workflows(tmp_path_factory.mktemp("workflows"), ["{python}", "-c", "pass"])
 
 
 class Daemon:
@@ -146,8 +159,8 @@ class Daemon:
 def start(service: Service, workflows: Path, tmp_path: Path) -> Iterator:  # type: ignore[type-arg]
     daemons: list[Daemon] = []
 
-    def _start(name: str = "runner-a", *extra: str) -> Daemon:
-        daemon = Daemon(service.url, tmp_path / name, workflows, *extra)
+    def _start(name: str = "runner-a", *extra: str, workflows_dir: Path | None = None) -> Daemon:
+        daemon = Daemon(service.url, tmp_path / name, workflows_dir or workflows, *extra)
         daemons.append(daemon)
         return daemon
 
@@ -167,12 +180,14 @@ def test_pass_fail_unknown_then_sigterm_when_idle(
     service: Service,
     tiny_repo: TinyRepo,
     start,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    real_check_workflows: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     good = service.enqueue(tiny_repo, "good_op")
     bad = service.enqueue(tiny_repo, "bad_op", bench=False)
     unknown = service.enqueue(tiny_repo, "good_opp")
-    daemon = start("runner-a", "--slots", "2")
+    # The cpu workflow's real device check passes before the first claim.
+    daemon = start("runner-a", "--slots", "2", workflows_dir=real_check_workflows)
     assert service.wait(good, JobStatus.succeeded, JobStatus.failed, JobStatus.errored) == (
         JobStatus.succeeded
     ), service.log(good)
@@ -334,9 +349,12 @@ def test_sick_device_stops_claims_and_is_reported(
 def test_unreachable_service_backs_off_and_stops_on_sigterm(
     workflows: Path, tmp_path: Path
 ) -> None:
-    from tests.support.live import free_port
-
-    daemon = Daemon(f"http://127.0.0.1:{free_port()}", tmp_path / "runner-lonely", workflows)
+    # A port bound here but not listening refuses connections, and no other test (or xdist
+    # worker) can start a server on it meanwhile.
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    daemon = Daemon(url, tmp_path / "runner-lonely", workflows)
     try:
         deadline = time.monotonic() + 30
         while daemon.output().count("cannot register") < 2:
@@ -347,6 +365,7 @@ def test_unreachable_service_backs_off_and_stops_on_sigterm(
         assert daemon.wait(timeout=10) == 0
     finally:
         daemon.stop()
+        closed.close()
 
 
 def test_a_refused_runner_token_means_registering_again(
