@@ -94,28 +94,29 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         yield Service(url, app.state.service)
 
 
-def _test_workflows(directory: Path, device_check: list[str] | None = None) -> Path:
-    """The cpu workflow with a short step timeout and the slow test's pid file."""
+def _test_workflows(directory: Path, *, short_steps: bool) -> Path:
+    """The cpu workflow with a device check that passes at once, the slow test's pid file and,
+    with `short_steps`, a short step timeout."""
     cpu = yaml.safe_load((WORKFLOWS_DIR / "cpu.yaml").read_text())
-    for step in cpu["steps"]:
-        step["timeout_s"] = STEP_TIMEOUT_S
+    cpu["device_check"] = ["{python}", "-c", "pass"]
     cpu["env"]["SLOW_PIDFILE"] = str(directory / "slow.pid")
-    if device_check is not None:
-        cpu["device_check"] = device_check
+    if short_steps:
+        for step in cpu["steps"]:
+            step["timeout_s"] = STEP_TIMEOUT_S
     (directory / "cpu.yaml").write_text(yaml.safe_dump(cpu))
     return directory
 
 
 @pytest.fixture(scope="module")
-def real_check_workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """With the cpu workflow's own device check (it imports torch and triton: seconds)."""
-    return _test_workflows(tmp_path_factory.mktemp("workflows"))
+def workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """For jobs that are stopped or time out: the step timeout is STEP_TIMEOUT_S."""
+    return _test_workflows(tmp_path_factory.mktemp("workflows"), short_steps=True)
 
 
 @pytest.fixture(scope="module")
-def workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """With a device check that passes at once: the real one runs in the first test only."""
-    return _test_workflows(tmp_path_factory.mktemp("workflows"), ["{python}", "-c", "pass"])
+def roomy_workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """For jobs that must reach their verdict on a loaded machine: the workflow's own timeouts."""
+    return _test_workflows(tmp_path_factory.mktemp("workflows"), short_steps=False)
 
 
 class Daemon:
@@ -180,14 +181,13 @@ def test_pass_fail_unknown_then_sigterm_when_idle(
     service: Service,
     tiny_repo: TinyRepo,
     start,
-    tmp_path: Path,
-    real_check_workflows: Path,  # type: ignore[no-untyped-def]
+    tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     good = service.enqueue(tiny_repo, "good_op")
     bad = service.enqueue(tiny_repo, "bad_op", bench=False)
     unknown = service.enqueue(tiny_repo, "good_opp")
-    # The cpu workflow's real device check passes before the first claim.
-    daemon = start("runner-a", "--slots", "2", workflows_dir=real_check_workflows)
+    # The real cpu workflow: its device check passes before the first claim.
+    daemon = start("runner-a", "--slots", "2", workflows_dir=WORKFLOWS_DIR)
     assert service.wait(good, JobStatus.succeeded, JobStatus.failed, JobStatus.errored) == (
         JobStatus.succeeded
     ), service.log(good)
@@ -369,7 +369,7 @@ def test_unreachable_service_backs_off_and_stops_on_sigterm(
 
 
 def test_a_refused_runner_token_means_registering_again(
-    service: Service, tiny_repo: TinyRepo, workflows: Path, tmp_path: Path
+    service: Service, tiny_repo: TinyRepo, roomy_workflows: Path, tmp_path: Path
 ) -> None:
     state = tmp_path / "runner-forgotten"
     state.mkdir()
@@ -378,7 +378,7 @@ def test_a_refused_runner_token_means_registering_again(
         json.dumps({"service_url": service.url, "runner_id": 999, "token": "forgotten"})
     )
     job = service.enqueue(tiny_repo, "good_op", bench=False)
-    daemon = Daemon(service.url, state, workflows)
+    daemon = Daemon(service.url, state, roomy_workflows)
     try:
         assert service.wait(job, JobStatus.succeeded, JobStatus.failed, JobStatus.errored) is (
             JobStatus.succeeded
