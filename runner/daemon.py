@@ -261,32 +261,26 @@ class Daemon:
             self.cancels[spec.id] = cancel
             if self.stop_now.is_set():
                 cancel.set()
+        log.info("slot %d: job %s: %s on %s at %s", slot, spec.id, spec.op, spec.backend, spec.sha)
+        context = JobContext(
+            workspaces=self.workspaces,
+            env_cache=self.config.work_dir / "envs",
+            job_dir=job_dir,
+            runner_name=self.config.name,
+            runner_version=self.registration.version,
+            on_output=stream.write,
+            cancel=cancel,
+            visible_devices=visible_devices(
+                workflow.visible_devices_var, self.config.devices[slot]
+            ),
+            network_prefix=self.network_prefix,
+            grace_s=self.config.grace_s,
+            on_step_start=lambda pid: pidfile.write_text(str(pid)),
+        )
         try:
             with Heartbeat(self.client, spec, cancel) as beat:
-                log.info(
-                    "slot %d: job %s: %s on %s at %s",
-                    slot, spec.id, spec.op, spec.backend, spec.sha,
-                )  # fmt: skip
                 try:
-                    result = execute(
-                        spec,
-                        workflow,
-                        JobContext(
-                            workspaces=self.workspaces,
-                            env_cache=self.config.work_dir / "envs",
-                            job_dir=job_dir,
-                            runner_name=self.config.name,
-                            runner_version=self.registration.version,
-                            on_output=stream.write,
-                            cancel=cancel,
-                            visible_devices=visible_devices(
-                                workflow.visible_devices_var, self.config.devices[slot]
-                            ),
-                            network_prefix=self.network_prefix,
-                            grace_s=self.config.grace_s,
-                            on_step_start=lambda pid: pidfile.write_text(str(pid)),
-                        ),
-                    )
+                    result = execute(spec, workflow, context)
                 finally:
                     pidfile.unlink(missing_ok=True)
         finally:
