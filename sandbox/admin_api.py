@@ -109,6 +109,7 @@ class EditIn(BaseModel):
 class WebhookIn(BaseModel):
     url: str | None = None
     secret: str | None = None
+    content_type: Literal["json", "form"] = "json"
 
 
 class FaultIn(BaseModel):
@@ -117,6 +118,12 @@ class FaultIn(BaseModel):
     path_prefix: str | None = None
     retry_after: int | None = Field(default=None, ge=0)
     method: str | None = None
+    kind: Literal["primary", "secondary"] = "primary"
+
+
+class ReleaseIn(BaseModel):
+    order: Literal["as-sent", "reversed"] = "as-sent"
+    duplicate: bool = False
 
 
 def _parts(request: Request) -> tuple[SandboxState, Deliverer, str]:
@@ -341,7 +348,7 @@ def delete_comment(
 @router.post("/webhook")
 def set_webhook(spec: WebhookIn, request: Request) -> Json:
     state, _, _ = _parts(request)
-    state.set_webhook(spec.url, spec.secret)
+    state.set_webhook(spec.url, spec.secret, spec.content_type)
     return webhook_json(state)
 
 
@@ -352,7 +359,11 @@ def get_webhook(request: Request) -> Json:
 
 def webhook_json(state: SandboxState) -> Json:
     hook = state.webhook
-    return {"url": hook.url if hook else None, "has_secret": bool(hook and hook.secret)}
+    return {
+        "url": hook.url if hook else None,
+        "has_secret": bool(hook and hook.secret),
+        "content_type": hook.content_type if hook else None,
+    }
 
 
 def delivery_json(d: Delivery) -> Json:
@@ -375,6 +386,20 @@ def delivery_json(d: Delivery) -> Json:
         "headers": d.headers,
         "payload": json.loads(d.body),
     }
+
+
+@router.post("/deliveries/hold", status_code=204)
+def hold_deliveries(request: Request) -> Response:
+    """Keep new deliveries back (recorded, not sent) until released: to send them late, out of
+    order or twice, as GitHub may."""
+    _parts(request)[1].hold()
+    return Response(status_code=204)
+
+
+@router.post("/deliveries/release")
+def release_deliveries(spec: ReleaseIn, request: Request) -> list[str]:
+    """Send the held deliveries, in the order they were made or reversed, each once or twice."""
+    return _parts(request)[1].release(reverse=spec.order == "reversed", duplicate=spec.duplicate)
 
 
 @router.get("/deliveries")
@@ -403,7 +428,7 @@ def redeliver(delivery_id: str, request: Request) -> Json:
 def add_fault(spec: FaultIn, request: Request) -> Json:
     state, _, _ = _parts(request)
     fault = state.add_fault(
-        spec.status, spec.count, spec.path_prefix, spec.retry_after, spec.method
+        spec.status, spec.count, spec.path_prefix, spec.retry_after, spec.method, spec.kind
     )
     return fault_json(fault)
 
@@ -429,6 +454,7 @@ def fault_json(fault: Fault) -> Json:
         "path_prefix": fault.path_prefix,
         "retry_after": fault.retry_after,
         "method": fault.method,
+        "kind": fault.kind,
     }
 
 

@@ -196,9 +196,28 @@ class SandboxAdmin:
 
     # -- webhook, deliveries, faults ----------------------------------------------------
 
-    def set_webhook(self, url: str | None, secret: str | None = None) -> Json:
-        """Deliver webhooks to `url` signed with `secret` (None: stop delivering)."""
-        return self._call("PUT", "/webhook", {"url": url, "secret": secret})
+    def set_webhook(
+        self,
+        url: str | None,
+        secret: str | None = None,
+        content_type: Literal["json", "form"] = "json",
+    ) -> Json:
+        """Deliver webhooks to `url` signed with `secret` (None: stop delivering), as JSON or
+        form-encoded (`payload=<json>`, GitHub's default for repository webhooks)."""
+        body = {"url": url, "secret": secret, "content_type": content_type}
+        return self._call("PUT", "/webhook", body)
+
+    def hold_deliveries(self) -> None:
+        """Keep new deliveries back until `release_deliveries`."""
+        self._call("POST", "/deliveries/hold")
+
+    def release_deliveries(
+        self, *, reversed_order: bool = False, duplicate: bool = False
+    ) -> list[str]:
+        """Send the held deliveries, reversed or as made, each once or twice; their ids in the
+        order sent."""
+        body = {"order": "reversed" if reversed_order else "as-sent", "duplicate": duplicate}
+        return list(self._call("POST", "/deliveries/release", body))
 
     def deliveries(self) -> list[Json]:
         """Every delivery: id, event, action, status_code, attempts, headers, payload."""
@@ -216,8 +235,10 @@ class SandboxAdmin:
         path_prefix: str | None = None,
         retry_after: int | None = None,
         method: str | None = None,
+        kind: Literal["primary", "secondary"] = "primary",
     ) -> Json:
-        """Answer the next `count` matching REST calls with `status` (403/429: rate limit)."""
+        """Answer the next `count` matching REST calls with `status` (403/429: rate limit; a 403
+        of `kind` secondary names the limit only in its message, as GitHub often does)."""
         return self._call(
             "POST",
             "/faults",
@@ -227,6 +248,7 @@ class SandboxAdmin:
                 "path_prefix": path_prefix,
                 "retry_after": retry_after,
                 "method": method,
+                "kind": kind,
             },
         )
 

@@ -305,10 +305,18 @@ def list_comments(
     return paginate(request, items, response)
 
 
+MAX_BODY_CHARS = 65536  # GitHub refuses longer comment bodies with 422
+MAX_DESCRIPTION_CHARS = 140  # ... and longer commit status descriptions
+
+
 def _body_of(payload: Json | None) -> str:
     body = (payload or {}).get("body")
     if not isinstance(body, str) or not body:
         raise SandboxError(422, 'Invalid request.\n\n"body" wasn\'t supplied.')
+    if len(body) > MAX_BODY_CHARS:
+        raise SandboxError(
+            422, f"Validation Failed: body is too long (maximum is {MAX_BODY_CHARS} characters)"
+        )
     return body
 
 
@@ -456,6 +464,13 @@ def create_status(
     c = ctx(request)
     login = c.require_user()
     data = payload or {}
+    description = data.get("description")
+    if isinstance(description, str) and len(description) > MAX_DESCRIPTION_CHARS:
+        raise SandboxError(
+            422,
+            "Validation Failed: description is too long "
+            f"(maximum is {MAX_DESCRIPTION_CHARS} characters)",
+        )
     with c.state.lock:
         repo = visible_repo(c, owner, name)
     full_sha = _resolve_sha(repo, sha)

@@ -35,10 +35,15 @@ def rate_headers(state: SandboxState, used: int, exhausted: bool = False) -> dic
 
 
 def fault_response(state: SandboxState, fault: Fault, used: int, uid: int) -> JSONResponse:
-    """GitHub's answer for an injected fault: a 5xx, or a primary (403) or secondary (429)
-    rate limit with `X-RateLimit-Remaining: 0` and, when asked, `Retry-After`."""
+    """GitHub's answer for an injected fault: a 5xx; a primary (403) or secondary (429) rate
+    limit with `X-RateLimit-Remaining: 0` and, when asked, `Retry-After`; or a secondary limit
+    as GitHub often sends it (403 `kind: secondary`): requests remaining, no `Retry-After`, the
+    limit named only in the message."""
     headers: dict[str, str] = {}
-    if fault.status in (403, 429):
+    if fault.status == 403 and fault.kind == "secondary":
+        headers.update(rate_headers(state, used))
+        message = SECONDARY_RATE_MESSAGE
+    elif fault.status in (403, 429):
         headers.update(rate_headers(state, used, exhausted=fault.status == 403))
         if fault.status == 403:
             reset = int(time.time()) + (fault.retry_after if fault.retry_after is not None else 60)

@@ -197,12 +197,14 @@ class Fault:
     path_prefix: str | None
     retry_after: int | None
     method: str | None
+    kind: str = "primary"  # for a 403: "primary" (no requests left) or "secondary"
 
 
 @dataclass
 class Webhook:
     url: str
     secret: str | None
+    content_type: str = "json"  # or "form": `payload=<json>` url-encoded, as GitHub can send
 
 
 @dataclass
@@ -604,9 +606,9 @@ class SandboxState:
 
     # -- webhook, deliveries, faults, call log --------------------------------------------
 
-    def set_webhook(self, url: str | None, secret: str | None) -> None:
+    def set_webhook(self, url: str | None, secret: str | None, content_type: str = "json") -> None:
         with self.lock:
-            self.webhook = Webhook(url, secret) if url else None
+            self.webhook = Webhook(url, secret, content_type) if url else None
             self.touch()
 
     def record_delivery(self, delivery: Delivery) -> None:
@@ -632,6 +634,7 @@ class SandboxState:
         path_prefix: str | None,
         retry_after: int | None,
         method: str | None,
+        kind: str = "primary",
     ) -> Fault:
         if status not in FAULT_STATUSES:
             raise SandboxError(422, f"status must be one of {FAULT_STATUSES}")
@@ -645,6 +648,7 @@ class SandboxState:
                 path_prefix,
                 retry_after,
                 method.upper() if method else None,
+                kind,
             )
             self.faults[fault.id] = fault
             self.touch()

@@ -1,6 +1,7 @@
-"""Webhook deliveries as GitHub makes them: GitHub's payload shapes, HMAC-SHA256 signature of the
-raw body, `X-GitHub-Delivery` ids, sent from a background thread in order, each attempt's
-response status recorded (redelivery keeps the delivery id)."""
+"""Webhook deliveries as GitHub makes them: GitHub's payload shapes, as JSON or form-encoded
+(`payload=<json>`), HMAC-SHA256 signature of the raw body, `X-GitHub-Delivery` ids, sent from a
+background thread in order, each attempt's response status recorded (redelivery keeps the
+delivery id). On demand they are held back, then sent late, reversed or twice."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import threading
 import time
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
@@ -94,6 +96,24 @@ class Deliverer:
         self._pending = 0
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._held: list[str] | None = None  # deliveries kept back while holding
+
+    def hold(self) -> None:
+        """Keep back new deliveries until `release`."""
+        with self.state.lock:
+            if self._held is None:
+                self._held = []
+
+    def release(self, *, reverse: bool = False, duplicate: bool = False) -> list[str]:
+        """Send what was held: in the order made or reversed, each once or twice; returns the
+        ids in the order they are sent."""
+        with self.state.lock:
+            held, self._held = self._held or [], None
+        order = list(reversed(held)) if reverse else held
+        sent = [d for d in order for _ in range(2 if duplicate else 1)]
+        for delivery_id in sent:
+            self._enqueue(delivery_id)
+        return sent
 
     def emit(
         self, event: str, payload: dict[str, Any], *, repo: Repo | None = None
@@ -123,6 +143,10 @@ class Deliverer:
             created_at=now(),
         )
         self.state.record_delivery(delivery)
+        with self.state.lock:
+            if self._held is not None:
+                self._held.append(delivery.id)
+                return delivery
         self._enqueue(delivery.id)
         return delivery
 
@@ -175,16 +199,20 @@ class Deliverer:
             self.state.record_attempt(delivery_id, Attempt(now(), None, "no webhook configured", 0))
             return
         headers = dict(delivery.headers)
+        body = delivery.body
+        if hook.content_type == "form":
+            body = urlencode({"payload": delivery.body.decode()}).encode()
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
         if hook.secret:
-            headers["X-Hub-Signature-256"] = signature(hook.secret, delivery.body)
+            headers["X-Hub-Signature-256"] = signature(hook.secret, body)
             headers["X-Hub-Signature"] = (
-                "sha1=" + hmac.new(hook.secret.encode(), delivery.body, hashlib.sha1).hexdigest()
+                "sha1=" + hmac.new(hook.secret.encode(), body, hashlib.sha1).hexdigest()
             )
         started = time.monotonic()
         status: int | None = None
         error: str | None = None
         try:
-            response = client.post(hook.url, content=delivery.body, headers=headers)
+            response = client.post(hook.url, content=body, headers=headers)
             status = response.status_code
         except httpx.HTTPError as exc:
             error = f"{type(exc).__name__}: {exc}"

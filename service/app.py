@@ -23,6 +23,7 @@ from service.queue.runners import RunnerRegistry
 from service.queue.wakeup import PgListener, Wakeup
 from service.receive.gate import Gate
 from service.receive.handle import DeliveryHandler
+from service.receive.heads import PullHeads
 from service.receive.inbox import Inbox
 from service.receive.trust import TrustPolicy
 from service.receive.webhook import webhook_router
@@ -101,6 +102,8 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
         backend_names=names,
         default_backends=settings.default_backends,
         kick_outbox=outbox.kick,
+        heads=PullHeads(db),
+        head_wait_s=settings.head_wait_s,
     )
     return Service(
         settings=settings,

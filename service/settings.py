@@ -43,6 +43,16 @@ class Settings(BaseSettings):
     runner_online_seconds: float = Field(
         default=90.0, gt=0, description="a runner seen within this window counts as online"
     )
+    head_wait_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="how long a command waits for a late push event before it is refused",
+    )
+    github_secondary_wait_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="wait after a secondary rate limit that names no time (GitHub: a minute)",
+    )
     retry_max_backoff_s: float = Field(
         default=300.0, gt=0, description="the longest wait between two tries of a GitHub call"
     )

@@ -161,3 +161,23 @@ class OutboxItem(LeasedRow, Base):
     dedupe_key: Mapped[str | None] = mapped_column(String(300), unique=True)
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class PullHead(Base):
+    """A head a pull request had: from a `pull_request` event (`seen` false, `since` is
+    GitHub's time of the change) or as the service read it (`seen` true, `since` is when it was
+    read). An approval binds to the head the PR had when the command was written."""
+
+    __tablename__ = "pull_heads"
+    __table_args__ = (
+        Index("ix_pull_heads_pr", "repo", "pr_number"),
+        UniqueConstraint("repo", "pr_number", "sha", "since", "seen", name="uq_pull_heads"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200))
+    pr_number: Mapped[int] = mapped_column(Integer)
+    sha: Mapped[str] = mapped_column(String(64))
+    since: Mapped[datetime] = mapped_column(UTCDateTime)
+    seen: Mapped[bool] = mapped_column(Boolean, default=False)
+    event: Mapped[str] = mapped_column(String(20))  # opened, reopened, synchronize, read

@@ -6,9 +6,10 @@ Grammar:
     SPEC := OPS [":" BACKENDS]     OPS := OP ("," OP)*     BACKENDS := BACKEND ("," BACKEND)*
     /test help | /test ?           /test cancel [SPEC ...]           /retest
 
-A command starts a line (leading whitespace is fine). Lines inside fenced code blocks
-(``` or ~~~), inside HTML comments, and quoted lines (`>`) are never commands, so quoting an
-earlier `/test` does not run it again. `/testing` is not `/test`.
+A command starts a line of text as GitHub renders the comment (leading whitespace is fine,
+unless it makes the line an indented code block). Code (fenced, indented or in a code span),
+HTML comments and blocks, and quoted lines (`>`, and their lazy continuations) are never
+commands, so quoting an earlier `/test` does not run it again. `/testing` is not `/test`.
 
 Case: the command word, subcommands, flags and backend names are matched without regard to
 case (phones capitalise `/Test`); all of them are lowercase in canonical form. Operator names
@@ -31,8 +32,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
 MAX_OP_LEN = 64
 MAX_TARGETS = 16  # jobs one command may start (after fan-out and deduplication)
+MAX_COMMANDS = 20  # command lines read from one comment; the rest get one line of answer
 OP_PATTERN = re.compile(r"[a-z_][a-z0-9_]*")
 FLAGS = ("--no-bench", "--no-compare")
 HELP_WORDS = ("help", "?", "--help", "-h")
@@ -45,7 +50,11 @@ USAGE = (
 _COMMAND_WORD = re.compile(r"/(test|retest)(?=$|[\s|])", re.IGNORECASE)
 _AROUND_PUNCT = re.compile(r"\s*([:,])\s*")
 _DASH_FLAG = re.compile(r"^[\u2012\u2013\u2014\u2015]")  # a phone's "—no-bench" means "--no-bench"
-_FENCE = re.compile(r"^(`{3,}|~{3,})")
+_MARKDOWN = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+_HIDDEN = "\x00"  # stands for rendered text that is not a command's: code, HTML, struck out
+_MARK_OPEN, _MARK_CLOSE = "\x01", "\x02"  # around a candidate line's number: inert text
+_MARK = re.compile("\x01(\\d+)\x02")
+_TEXT_BLOCKS = frozenset({"paragraph_open", "heading_open"})  # not table cells
 _MAX_SUGGEST_LEN = 80  # difflib on longer words is slow and never a near miss
 
 
@@ -125,45 +134,105 @@ def parse_comment(
     table = _BackendTable(backends)
     defaults = _canonical_defaults(default_backends, table)
     commands: list[Command] = []
-    for line in command_lines(body):
+    lines = command_lines(body)
+    for line in lines[:MAX_COMMANDS]:
         try:
             commands.append(_parse_line(line, table, defaults))
         except _Invalid as exc:
             commands.append(
                 CommandError(line=line, message=exc.message, suggestions=exc.suggestions)
             )
+    if len(lines) > MAX_COMMANDS:
+        more = len(lines) - MAX_COMMANDS
+        message = (
+            f"{more} more command lines were not read: one comment holds at most "
+            f"{MAX_COMMANDS} commands; post the rest in another comment"
+        )
+        commands.append(CommandError(line=lines[MAX_COMMANDS], message=message))
     return commands
 
 
 def command_lines(body: str) -> list[str]:
-    """The stripped lines of a comment that start with `/test` or `/retest` and are not in a
-    fenced code block, an HTML comment or a quote."""
-    lines: list[str] = []
-    fence: str | None = None
-    in_html_comment = False
-    for raw in body.splitlines():
-        line = raw.strip()
-        if fence is not None:
-            if line.startswith(fence) and not line.lstrip(fence[0]).strip():
-                fence = None
-            continue
-        if in_html_comment:
-            if "-->" in line:
-                in_html_comment = False
-            continue
-        if line.startswith(">"):
-            continue
-        opener = _FENCE.match(line)
-        # "```x```" on one line is inline code, not a fence (CommonMark: no "`" in the info)
-        if opener and not (line[0] == "`" and "`" in line[opener.end() :]):
-            fence = opener.group(1)
-            continue
-        if line.startswith("<!--"):
-            in_html_comment = "-->" not in line[4:]
-            continue
-        if _COMMAND_WORD.match(line):
-            lines.append(line)
-    return lines
+    """The lines of a comment that GitHub shows as text starting with `/test` or `/retest`,
+    stripped, in order: never code (fenced, indented, or a code span), HTML (comments, tags),
+    quotes (lazy continuation lines included) or struck-through text.
+
+    The comment is read as GitHub renders it, by a CommonMark parser (with GitHub's tables and
+    strikethrough): each candidate line gets a numbered marker at its start, and a candidate is
+    a command when its marker starts a line of rendered text. The line itself is kept as
+    written (rendering would turn `_x_` into emphasis)."""
+    source = body.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    candidates: list[str] = []
+    marked = list(source)
+    for i, line in enumerate(source):
+        stripped = line.lstrip()
+        if _COMMAND_WORD.match(stripped):
+            indent = line[: len(line) - len(stripped)]
+            marked[i] = f"{indent}{_MARK_OPEN}{len(candidates)}{_MARK_CLOSE}{stripped}"
+            candidates.append(line.strip())
+    if not candidates:
+        return []
+    shown: set[int] = set()
+    quoted = 0
+    opened = ""  # the block the next inline run belongs to
+    in_comment = False  # raw HTML opened a comment that has not closed yet: nothing shows
+    for token in _MARKDOWN.parse("\n".join(marked)):
+        if token.type == "html_block":
+            in_comment = _in_comment_after(token.content, in_comment)
+        elif token.type == "blockquote_open":
+            quoted += 1
+        elif token.type == "blockquote_close":
+            quoted -= 1
+        elif token.type.endswith("_open"):
+            opened = token.type
+        elif token.type == "inline" and token.children:
+            lines, in_comment = _visible_lines(token.children, in_comment)
+            if opened in _TEXT_BLOCKS and not quoted:
+                for line in lines:
+                    found = _MARK.match(line.lstrip())
+                    if found:
+                        shown.add(int(found.group(1)))
+    return [candidates[k] for k in sorted(shown)]
+
+
+def _in_comment_after(html: str, inside: bool) -> bool:
+    """Whether raw HTML leaves a browser inside a comment, starting inside one or not."""
+    pos = 0
+    while True:
+        if inside:
+            end = html.find("-->", pos)
+            if end < 0:
+                return True
+            inside, pos = False, end + 3
+        else:
+            start = html.find("<!--", pos)
+            if start < 0:
+                return False
+            inside, pos = True, start + 4
+
+
+def _visible_lines(children: list[Token], in_comment: bool) -> tuple[list[str], bool]:
+    """The lines of rendered text of an inline run (a paragraph's or a heading's), and whether
+    a comment is still open after it: line breaks split it; code spans, HTML, images,
+    struck-through text and anything inside an open comment show as a placeholder."""
+    lines = [""]
+    struck = 0
+    for child in children:
+        kind = child.type
+        if kind in ("softbreak", "hardbreak"):
+            lines.append("")
+        elif kind == "html_inline":
+            in_comment = _in_comment_after(child.content, in_comment)
+            lines[-1] += _HIDDEN
+        elif kind == "s_open":
+            struck += 1
+        elif kind == "s_close":
+            struck -= 1
+        elif in_comment or struck or kind in ("code_inline", "image"):
+            lines[-1] += _HIDDEN
+        elif kind == "text":
+            lines[-1] += child.content
+    return lines, in_comment
 
 
 def format_command(cmd: Command) -> str:

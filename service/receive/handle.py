@@ -7,11 +7,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from service.db.engine import Database
+from service.db.engine import Database, utcnow
 from service.db.models import Job
 from service.queue.jobs import JobQueue, NewJob
+from service.receive.approval import Approval, approved_head
 from service.receive.commands import (
     CancelCommand,
     Command,
@@ -24,13 +26,17 @@ from service.receive.commands import (
     parse_comment,
 )
 from service.receive.gate import Gate
+from service.receive.heads import PullHeads
+from service.receive.payloads import CommentPayload, PullRequestPayload
 from service.receive.trust import Commenter, is_bot
 from service.render.replies import (
+    join_replies,
     render_cancel_summary,
     render_command_error,
     render_duplicate,
     render_help,
     render_not_allowed,
+    render_not_approved,
     render_retest_summary,
 )
 from service.render.views import JobView
@@ -42,8 +48,10 @@ from workflows.models import JobStatus
 log = logging.getLogger(__name__)
 
 RETEST_STATUSES = frozenset({JobStatus.failed, JobStatus.errored, JobStatus.timed_out})
+HEAD_EVENTS = frozenset({"opened", "reopened", "synchronize"})  # the PR's head changes
+HEAD_WAIT_S = 10.0  # how long a command that approves nothing waits for a late push event
+HEAD_RETRY_S = 2.0
 ACK_REACTION = "eyes"
-REPLY_SEPARATOR = "\n\n---\n\n"
 
 
 @dataclass(frozen=True)
@@ -51,26 +59,37 @@ class CommentEvent:
     delivery_id: str
     repo: str
     clone_url: str
+    private: bool
     pr_number: int
     comment_id: int
     body: str
+    written_at: datetime
     login: str
     sender_type: str
 
     @classmethod
     def from_payload(cls, delivery_id: str, payload: dict[str, Any]) -> CommentEvent:
-        repo = payload["repository"]
-        sender = payload.get("sender") or payload["comment"].get("user") or {}
+        data = CommentPayload.model_validate(payload)
         return cls(
             delivery_id=delivery_id,
-            repo=repo["full_name"],
-            clone_url=repo.get("clone_url") or "",
-            pr_number=int(payload["issue"]["number"]),
-            comment_id=int(payload["comment"]["id"]),
-            body=payload["comment"]["body"],
-            login=str(sender.get("login", "")),
-            sender_type=str(sender.get("type", "User")),
+            repo=data.repository.full_name,
+            clone_url=data.repository.clone_url,
+            private=data.repository.private,
+            pr_number=data.issue.number,
+            comment_id=data.comment.id,
+            body=data.comment.body,
+            written_at=data.comment.created_at,
+            login=data.sender.login,
+            sender_type=data.sender.type,
         )
+
+
+class RetryLater(Exception):
+    """The delivery cannot be decided yet (a push it depends on may still be on its way)."""
+
+    def __init__(self, after_s: float, why: str) -> None:
+        super().__init__(why)
+        self.after_s = after_s
 
 
 class NoCredentials(RuntimeError):
@@ -91,9 +110,13 @@ class DeliveryHandler:
         backend_names: Mapping[str, str],
         default_backends: Sequence[str],
         kick_outbox: Callable[[], None],
+        heads: PullHeads,
+        head_wait_s: float = HEAD_WAIT_S,
     ) -> None:
         self.db = db
         self.jobs = jobs
+        self.heads = heads
+        self.head_wait_s = head_wait_s
         self.views = views
         self._github = github
         self._gate = gate
@@ -113,30 +136,35 @@ class DeliveryHandler:
             raise NoCredentials("no GitHub credentials: set ONDEMAND_GITHUB_TOKEN or an App")
         return self._gate
 
-    def handle(self, delivery_id: str, event: str, payload: dict[str, Any]) -> str:
-        """Process one delivery; returns what was done."""
+    def handle(
+        self, delivery_id: str, event: str, payload: dict[str, Any], received_at: datetime
+    ) -> str:
+        """Process one delivery recorded at `received_at`; returns what was done."""
         if event == "issue_comment":
-            return self.comment(CommentEvent.from_payload(delivery_id, payload))
+            return self.comment(CommentEvent.from_payload(delivery_id, payload), received_at)
         if event == "pull_request":
-            return self.pull_request(payload)
+            return self.pull_request(PullRequestPayload.model_validate(payload))
         return f"{event}: nothing to do"
 
     # -- pull_request -------------------------------------------------------------------
 
-    def pull_request(self, payload: dict[str, Any]) -> str:
-        repo = payload["repository"]["full_name"]
-        pr = payload["pull_request"]
-        number = int(pr["number"])
-        if payload.get("action") == "synchronize":
-            head = pr["head"]["sha"]
-            jobs = self.jobs.supersede(repo, number, head)
+    def pull_request(self, data: PullRequestPayload) -> str:
+        repo = data.repository.full_name
+        pr = data.pull_request
+        head = pr.head.sha
+        if data.action in HEAD_EVENTS:
+            self.heads.record(repo, pr.number, head, pr.updated_at, event=data.action, seen=False)
+        if data.action == "synchronize":
+            jobs = self.jobs.supersede(repo, pr.number, head)
             return f"push to {head[:7]}: {len(jobs)} job(s) superseded or cancelled"
-        jobs = self.jobs.cancel(repo, number, "pull request closed")
-        return f"closed: {len(jobs)} job(s) cancelled"
+        if data.action == "closed":
+            jobs = self.jobs.cancel(repo, pr.number, "pull request closed")
+            return f"closed: {len(jobs)} job(s) cancelled"
+        return f"{data.action}: head {head[:7]} recorded"
 
     # -- issue_comment ------------------------------------------------------------------
 
-    def comment(self, ev: CommentEvent) -> str:
+    def comment(self, ev: CommentEvent, received_at: datetime) -> str:
         commands = parse_comment(ev.body, self.backend_names, self.default_backends)
         if not commands:
             return "no command"
@@ -151,43 +179,71 @@ class DeliveryHandler:
                 return f"not allowed: {decision.reason}"
         self._react(ev, ACK_REACTION)
         pull: PullInfo | None = None
+        approval: Approval | None = None
         if any(isinstance(c, TestCommand | RetestCommand) for c in commands):
             pull = self.github.pull(ev.repo, ev.pr_number)
+            approval = self._approval(ev, pull, received_at)
         replies: list[str] = []
         outcomes: list[str] = []
         for command in commands:
-            text, outcome = self._one(ev, command, pull)
+            text, outcome = self._one(ev, command, pull, approval)
             outcomes.append(outcome)
             if text:
                 replies.append(text)
         if replies:
-            self._reply(ev, REPLY_SEPARATOR.join(replies))
+            self._reply(ev, join_replies(replies))
         return "; ".join(outcomes)
 
-    def _one(self, ev: CommentEvent, command: Command, pull: PullInfo | None) -> tuple[str, str]:
+    def _approval(self, ev: CommentEvent, pull: PullInfo, received_at: datetime) -> Approval:
+        """What the comment approves; while it approves nothing and is young, wait a little
+        for a `pull_request` event that may still be on its way (GitHub does not promise
+        order), then answer."""
+        changes = self.heads.changes(ev.repo, ev.pr_number)
+        approval = approved_head(changes, pull.head_sha, ev.written_at)
+        young = (utcnow() - received_at).total_seconds() < self.head_wait_s
+        if approval.sha is None and young and pull.state == "open":
+            raise RetryLater(HEAD_RETRY_S, f"waiting for the push of {pull.head_sha[:7]}")
+        if not self.heads.seen_before(ev.repo, ev.pr_number, pull.head_sha):
+            # GitHub's times are whole seconds: a read in the second of a push ties with it,
+            # and a push wins a tie (it was there to be read).
+            read_at = utcnow().replace(microsecond=0)
+            self.heads.record(
+                ev.repo, ev.pr_number, pull.head_sha, read_at, event="read", seen=True
+            )
+        return approval
+
+    def _one(
+        self,
+        ev: CommentEvent,
+        command: Command,
+        pull: PullInfo | None,
+        approval: Approval | None,
+    ) -> tuple[str, str]:
         if isinstance(command, CommandError):
             return render_command_error(command, self.views.backends()), "command error"
         if isinstance(command, HelpCommand):
             return render_help(self.views.backends(), self.default_backends), "help"
         if isinstance(command, CancelCommand):
             return self._cancel(ev, command)
-        assert pull is not None
+        assert pull is not None and approval is not None  # read for every test and retest
         if pull.state != "open":
             return f"#{ev.pr_number} is {pull.state}: nothing runs.", "pull request not open"
+        if approval.sha is None:
+            return render_not_approved(command, approval.head, approval.why), "head moved"
         if isinstance(command, TestCommand):
-            return self._test(ev, command, pull)
+            return self._test(ev, command, pull, approval.sha)
         if isinstance(command, RetestCommand):
-            return self._retest(ev, pull)
+            return self._retest(ev, pull, approval.sha)
         return "", "unknown command"
 
     def _new_job(
-        self, ev: CommentEvent, pull: PullInfo, target: Target, cmd: TestCommand
+        self, ev: CommentEvent, pull: PullInfo, sha: str, target: Target, cmd: TestCommand
     ) -> NewJob:
         return NewJob(
             repo=ev.repo,
             clone_url=pull.clone_url or ev.clone_url,
             pr_number=ev.pr_number,
-            sha=pull.head_sha,
+            sha=sha,
             op=target.op,
             backend=target.backend,
             bench=cmd.bench,
@@ -198,25 +254,27 @@ class DeliveryHandler:
             command_comment_id=ev.comment_id,
         )
 
-    def _test(self, ev: CommentEvent, cmd: TestCommand, pull: PullInfo) -> tuple[str, str]:
+    def _test(
+        self, ev: CommentEvent, cmd: TestCommand, pull: PullInfo, sha: str
+    ) -> tuple[str, str]:
         duplicates: list[str] = []
         created = 0
         for target in cmd.targets:
-            job, new = self.jobs.create_job(self._new_job(ev, pull, target, cmd))
+            job, new = self.jobs.create_job(self._new_job(ev, pull, sha, target, cmd))
             if new or job.command_comment_id == ev.comment_id:
                 created += 1  # (the second case: this very comment, processed again)
                 continue
             duplicates.append(render_duplicate(target, self._view(job)))
         return "\n\n".join(duplicates), f"{created} job(s) queued, {len(duplicates)} duplicate(s)"
 
-    def _retest(self, ev: CommentEvent, pull: PullInfo) -> tuple[str, str]:
+    def _retest(self, ev: CommentEvent, pull: PullInfo, sha: str) -> tuple[str, str]:
         again: list[Job] = []
         for last in self.jobs.latest_per_target(ev.repo, ev.pr_number):
             if last.status not in RETEST_STATUSES:
                 continue
             cmd = TestCommand((Target(last.op, last.backend),), last.bench, last.compare)
             job, _ = self.jobs.create_job(
-                self._new_job(ev, pull, Target(last.op, last.backend), cmd)
+                self._new_job(ev, pull, sha, Target(last.op, last.backend), cmd)
             )
             again.append(job)
         views = [self._view(job) for job in again]

@@ -1,6 +1,7 @@
 """The inbox worker: works through recorded deliveries in order, right after the webhook
-records them and again at start-up for any a crash left behind. GitHub being down delays a
-delivery (retried with the retry policy); it never loses one."""
+records them and again at start-up for any a crash left behind. GitHub being down, slow or
+rate-limiting delays a delivery (retried with the retry policy, for as long as it takes); only
+an answer that cannot change ends it unprocessed."""
 
 from __future__ import annotations
 
@@ -11,13 +12,12 @@ from ondemand.retry import RetryPolicy
 from service.db.engine import Database, utcnow
 from service.db.leases import LeasedRows
 from service.db.models import Delivery
-from service.receive.handle import DeliveryHandler
+from service.receive.handle import DeliveryHandler, RetryLater
 from service.report.github import GitHubError
 from service.worker import Worker
 
 log = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 8  # then the delivery is marked failed with its last error
 MAX_CRASHES = 3  # a delivery the handler crashes on (a bug) is given up after this many tries
 
 
@@ -63,10 +63,14 @@ class Inbox(Worker):
             return None
         try:
             outcome = self.handler.handle(
-                delivery.delivery_id, delivery.event, delivery.payload or {}
+                delivery.delivery_id, delivery.event, delivery.payload or {}, delivery.received_at
             )
+        except RetryLater as exc:
+            self.deliveries.retry(row_id, exc.after_s, str(exc))
+            log.info("delivery %s: %s; again in %.1fs", delivery.delivery_id, exc, exc.after_s)
+            return exc.after_s
         except GitHubError as exc:
-            if exc.permanent or delivery.attempts >= MAX_ATTEMPTS:
+            if exc.permanent:
                 self.deliveries.give_up(row_id, str(exc))
                 log.error("delivery %s failed: %s", delivery.delivery_id, exc)
                 return None

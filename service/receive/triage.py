@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-HANDLED_PR_ACTIONS = frozenset({"synchronize", "closed"})
+HANDLED_PR_ACTIONS = frozenset({"opened", "reopened", "synchronize", "closed"})
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -17,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service.db.engine import Database, utcnow
 from service.db.models import Delivery
+from service.receive.payloads import problem
 from service.receive.triage import Triage, triage
 from service.settings import Settings
 
@@ -33,6 +35,55 @@ def signature_ok(body: bytes, header: str | None, secrets: Sequence[str]) -> boo
         expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
         ok |= hmac.compare_digest(expected, given)
     return ok
+
+
+MAX_DEPTH = 64  # GitHub's payloads nest about 6 deep; storing a deeper one could overflow
+UNSUPPORTED_MEDIA = (
+    "the webhook content type must be application/json or application/x-www-form-urlencoded"
+)
+
+
+def parse_body(raw: bytes, media: str) -> tuple[dict[str, Any] | None, str]:
+    """The delivery's payload from its raw body, JSON or form-encoded (`payload=<json>`, the
+    default of repository and organization webhooks); (None, why) when it is not one."""
+    if media == "application/x-www-form-urlencoded":
+        try:
+            fields = parse_qs(raw.decode(), strict_parsing=True, max_num_fields=100)
+        except (ValueError, UnicodeDecodeError):
+            return None, "the form body cannot be read"
+        values = fields.get("payload")
+        if not values or len(values) != 1:
+            return None, "the form body has no single `payload` field"
+        text: str | bytes = values[0]
+    elif media == "application/json":
+        text = raw
+    else:
+        return None, UNSUPPORTED_MEDIA
+    try:
+        payload = json.loads(text)
+    except RecursionError:
+        return None, "the JSON is nested too deeply"
+    except (ValueError, UnicodeDecodeError):
+        return None, "the body is not JSON"
+    if not isinstance(payload, dict):
+        return None, "the body is not a JSON object"
+    if _too_deep(payload, MAX_DEPTH):
+        return None, f"the JSON is nested more than {MAX_DEPTH} levels deep"
+    return payload, ""
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether `value` nests containers more than `limit` deep (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -99,15 +150,17 @@ async def receive(
     if len(delivery_id) > 100 or len(event) > 100:
         return _error(400, "X-GitHub-Event or X-GitHub-Delivery header too long")
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media != "application/json":
-        return _error(415, "the webhook content type must be application/json")
-    try:
-        payload = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return _error(415, "the body is not JSON")
-    if not isinstance(payload, dict):
-        return _error(415, "the body is not a JSON object")
+    payload, why = parse_body(raw, media)
+    if payload is None:
+        log.warning("delivery %s %s refused: %s", delivery_id, event, why)
+        return _error(415 if why == UNSUPPORTED_MEDIA else 400, why)
     verdict = triage(event, payload, settings.bot_login)
+    if verdict.handled:
+        missing = problem(event, payload)
+        if missing is not None:
+            why = f"malformed {event} payload: {missing}"
+            log.warning("delivery %s %s refused: %s", delivery_id, event, why)
+            return _error(400, why)
     new = await run_in_threadpool(record_delivery, db, delivery_id, event, payload, verdict)
     if not new:
         return JSONResponse({"delivery": delivery_id, "status": "duplicate"})

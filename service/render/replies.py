@@ -8,17 +8,38 @@ from collections.abc import Sequence
 from service.receive.commands import (
     USAGE,
     CancelCommand,
+    Command,
     CommandError,
     Selector,
     Target,
     format_command,
 )
-from service.render.comment import summary
+from service.render.comment import COMMENT_BUDGET, summary
 from service.render.markdown import clip, code_span, escape_text, link, plural, short_sha
 from service.render.views import BackendInfo, JobView
 from workflows.models import JobStatus
 
 HELP_TITLE = "**On-demand kernel tests**"
+REPLY_SEPARATOR = "\n\n---\n\n"
+
+
+def join_replies(parts: Sequence[str], budget: int = COMMENT_BUDGET) -> str:
+    """The answers to one comment's commands as one reply within GitHub's comment limit: as
+    many whole answers as fit, then one line saying how many were left out."""
+    kept: list[str] = []
+    size = 0
+    for part in parts:
+        extra = len(part) + (len(REPLY_SEPARATOR) if kept else 0)
+        if size + extra > budget - 200:  # room for the closing line
+            break
+        kept.append(part)
+        size += extra
+    text = REPLY_SEPARATOR.join(kept)
+    left = len(parts) - len(kept)
+    if left:
+        more = plural(left, "more answer")
+        text += f"{REPLY_SEPARATOR}… {more} left out to fit GitHub's comment limit.\n"
+    return text
 
 
 def render_help(backends: Sequence[BackendInfo], default_backends: Sequence[str]) -> str:
@@ -125,6 +146,16 @@ def render_retest_summary(jobs: Sequence[JobView]) -> str:
     if len(jobs) > 50:
         lines.append(f"- … {len(jobs) - 50} more")
     return "\n".join(lines) + "\n"
+
+
+def render_not_approved(command: Command, head: str, why: str) -> str:
+    """A test or retest that runs nothing because the pull request changed after it was
+    written: an approval is for the code that was there, not for what came after."""
+    return (
+        f"⚠️ Nothing was run for {code_span(format_command(command), 200)}: this pull request "
+        f"changed after the command was written ({escape_text(why, 200)}). Its head is now "
+        f"`{escape_text(short_sha(head), 40)}`; to test that commit, post the command again.\n"
+    )
 
 
 def render_not_allowed(login: str, reason: str) -> str:

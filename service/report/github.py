@@ -1,6 +1,7 @@
 """The one GitHub client: PyGithub against `settings.github_api_url`, as a GitHub App
 (installation tokens, refreshed by PyGithub) or with a token. Errors become `GitHubError`
-saying whether and when to retry."""
+saying whether and when to retry; a rate limit (primary, secondary or abuse) pauses every call
+of this client until it is over, so no worker keeps calling GitHub inside the window."""
 
 from __future__ import annotations
 
@@ -19,21 +20,34 @@ T = TypeVar("T")
 TIMEOUT_S = 15
 # Answers that will not change on retry: the item is given up (logged), not retried forever.
 PERMANENT_STATUSES = frozenset({400, 401, 404, 410, 422})
+# GitHub's advice for a secondary rate limit that names no time: wait at least a minute.
+SECONDARY_LIMIT_WAIT_S = 60.0
+_RATE_LIMIT_WORDS = ("rate limit", "abuse")
 
 
 class GitHubError(Exception):
-    """A failed call: `status` None for network errors; `retry_after` seconds when GitHub said."""
+    """A failed call: `status` None for network errors; `retry_after` seconds when GitHub said
+    (or when its rate-limit rules say); `rate_limited` for any rate or abuse limit."""
 
-    def __init__(self, message: str, status: int | None, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        status: int | None,
+        retry_after: float | None = None,
+        rate_limited: bool = False,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
+        self.rate_limited = rate_limited
 
     @property
     def permanent(self) -> bool:
-        """A retry will get the same answer (a 403 that is not a rate limit: no permission)."""
-        no_permission = self.status == 403 and self.retry_after is None
-        return self.status in PERMANENT_STATUSES or no_permission
+        """A retry will get the same answer: a 4xx that is not a rate limit (a 403 that is not
+        one means no permission)."""
+        if self.rate_limited:
+            return False
+        return self.status in PERMANENT_STATUSES or self.status == 403
 
 
 @dataclass(frozen=True)
@@ -47,19 +61,36 @@ class PullInfo:
     clone_url: str
 
 
-def _retry_after(exc: GithubException, now: float) -> float | None:
-    headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
+def classify(
+    status: int,
+    message: str,
+    headers: dict[str, str],
+    now: float,
+    secondary_wait_s: float = SECONDARY_LIMIT_WAIT_S,
+) -> tuple[bool, float | None]:
+    """(rate limited, seconds to wait) for a failed answer, by GitHub's rules: `Retry-After`
+    when given; the reset time when no requests remain; at least a minute for a secondary or
+    abuse limit that says neither (a 403 or 429 whose message names the limit)."""
+    headers = {k.lower(): v for k, v in headers.items()}
+    wait: float | None = None
     if "retry-after" in headers:
-        try:
-            return max(0.0, float(headers["retry-after"]))
-        except ValueError:
-            return None
-    if headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
-        try:
-            return max(0.0, float(headers["x-ratelimit-reset"]) - now)
-        except ValueError:
-            return None
-    return None
+        wait = _seconds(headers["retry-after"])
+    elif headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
+        reset = _seconds(headers["x-ratelimit-reset"])
+        wait = None if reset is None else max(0.0, reset - now)
+    if status not in (403, 429):
+        return False, wait
+    named = any(word in message.lower() for word in _RATE_LIMIT_WORDS)
+    if wait is None and (named or status == 429):
+        wait = secondary_wait_s
+    return wait is not None, wait
+
+
+def _seconds(value: str) -> float | None:
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
 
 
 class GitHubClient:
@@ -73,15 +104,22 @@ class GitHubClient:
         app_id: int | None = None,
         private_key: str | None = None,
         timeout: int = TIMEOUT_S,
+        secondary_wait_s: float = SECONDARY_LIMIT_WAIT_S,
     ) -> None:
         if token is None and (app_id is None or private_key is None):
             raise ValueError("GitHub credentials: a token, or an App id and its private key")
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self.secondary_wait_s = secondary_wait_s
         self._token = token
         self._app_auth = Auth.AppAuth(app_id, private_key) if token is None else None
         self._clients: dict[str, Github] = {}
         self._lock = threading.Lock()
+        self._paused_until = 0.0  # time.monotonic() before which no call is made
+
+    def paused_for(self) -> float:
+        """Seconds left of a rate-limit pause (0 when calls may go out)."""
+        return max(0.0, self._paused_until - time.monotonic())
 
     @classmethod
     def from_settings(cls, settings: Settings) -> GitHubClient | None:
@@ -94,6 +132,7 @@ class GitHubClient:
             token=token,
             app_id=settings.github_app_id,
             private_key=settings.private_key(),
+            secondary_wait_s=settings.github_secondary_wait_s,
         )
 
     def _new(self, auth: Auth.Auth) -> Github:
@@ -132,16 +171,24 @@ class GitHubClient:
             self._clients[key] = client
         return client
 
-    @staticmethod
-    def _call(fn: Callable[[], T]) -> T:
+    def _call(self, fn: Callable[[], T]) -> T:
+        left = self.paused_for()
+        if left > 0:
+            raise GitHubError(f"rate limited: calls paused for {left:.0f}s", None, left, True)
         try:
             return fn()
         except GithubException as exc:
-            message = exc.data.get("message") if isinstance(exc.data, dict) else exc.data
+            data = exc.data.get("message") if isinstance(exc.data, dict) else exc.data
+            message = str(data or "")
+            headers = dict(exc.headers or {})
+            limited, wait = classify(
+                exc.status, message, headers, time.time(), self.secondary_wait_s
+            )
+            if limited and wait is not None:
+                with self._lock:
+                    self._paused_until = max(self._paused_until, time.monotonic() + wait)
             raise GitHubError(
-                f"GitHub answered {exc.status}: {message}",
-                exc.status,
-                _retry_after(exc, time.time()),
+                f"GitHub answered {exc.status}: {message}", exc.status, wait, limited
             ) from exc
         except requests.RequestException as exc:
             raise GitHubError(f"GitHub unreachable: {exc}", None) from exc

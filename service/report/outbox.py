@@ -1,14 +1,14 @@
 """The outbox worker: delivers reactions, replies, result comments and commit statuses to
-GitHub, in order per key, with the retry policy; honours `Retry-After` and rate-limit resets
-(pausing every call); never loses an item while GitHub is down and never posts a comment twice
-(a comment's GitHub id is stored the moment it exists; a retried create first looks for it)."""
+GitHub, in order per key, with the retry policy; waits out rate limits (the client pauses every
+call until `Retry-After` or the reset); never loses an item while GitHub is down or limiting,
+gives up only on answers that cannot change, and never posts a comment twice (a comment's
+GitHub id is stored the moment it exists; a retried create first looks for it)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 from collections.abc import Callable
-from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
@@ -23,7 +23,6 @@ from service.worker import Worker
 log = logging.getLogger(__name__)
 
 MAX_PERMANENT_ATTEMPTS = 3  # a 4xx that will not change: tried this often, then given up
-RATE_LIMIT_STATUSES = frozenset({403, 429})
 
 # compose(session, row) -> the result comment's current text, or None when it has none
 Compose = Callable[[Session, ResultComment], str | None]
@@ -48,16 +47,15 @@ class OutboxWorker(Worker):
         self.compose = compose
         self.policy = policy
         self.items = LeasedRows(db, OutboxItem)
-        self.paused_until: datetime | None = None
 
     def run_once(self) -> float | None:
         """Deliver every due item (the first undelivered of each key); returns seconds until the
         next one is due (None: nothing pending)."""
         if self.github is None:
             return None
-        now = utcnow()
-        if self.paused_until is not None and now < self.paused_until:
-            return (self.paused_until - now).total_seconds()
+        paused = self.github.paused_for()
+        if paused > 0:
+            return paused
         heads: dict[str, OutboxItem] = {}
         for item in self.items.pending():
             heads.setdefault(item.key, item)
@@ -73,8 +71,9 @@ class OutboxWorker(Worker):
             retry_in = self._deliver(item.id)
             if retry_in is not None:
                 next_due = retry_in if next_due is None else min(next_due, retry_in)
-            if self.paused_until is not None and utcnow() < self.paused_until:
-                return (self.paused_until - utcnow()).total_seconds()
+            paused = self.github.paused_for()
+            if paused > 0:
+                return paused
         return next_due
 
     def _deliver(self, item_id: int) -> float | None:
@@ -150,11 +149,7 @@ class OutboxWorker(Worker):
                 row.github_comment_id = comment_id
 
     def _failed(self, item: OutboxItem, exc: GitHubError) -> float | None:
-        rate_limited = exc.status in RATE_LIMIT_STATUSES and exc.retry_after is not None
         wait = self.policy.delay(item.attempts, exc.retry_after)
-        if exc.status == 429 or rate_limited:
-            wait = exc.retry_after if exc.retry_after is not None else 60.0
-            self.paused_until = utcnow() + timedelta(seconds=wait)
         if exc.permanent and item.attempts >= MAX_PERMANENT_ATTEMPTS:
             self.items.give_up(item.id, str(exc))
             log.error("outbox item %s (%s) given up: %s", item.id, item.kind, exc)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import pytest
 from fastapi import FastAPI, Request, Response
@@ -129,6 +131,13 @@ class Receiver:
             return list(self.received)
 
 
+def _payload(raw: bytes, content_type: str) -> dict[str, Any]:
+    """A delivery's payload, sent as JSON or form-encoded (`payload=<json>`)."""
+    if content_type.startswith("application/x-www-form-urlencoded"):
+        return dict(json.loads(parse_qs(raw.decode())["payload"][0]))
+    return dict(json.loads(raw))
+
+
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     """A webhook endpoint that verifies `X-Hub-Signature-256` against SECRET (401 if wrong)
@@ -150,7 +159,7 @@ def receiver() -> Iterator[Receiver]:
                     request.headers.get("x-github-delivery", ""),
                     ok,
                     dict(request.headers),
-                    await request.json(),
+                    _payload(raw, request.headers.get("content-type", "")),
                 )
             )
             rec.cond.notify_all()

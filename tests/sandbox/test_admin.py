@@ -122,7 +122,8 @@ def test_ondemand_sandbox_runs_as_a_process() -> None:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
-        assert hook == {"url": "http://127.0.0.1:9/hook", "has_secret": True}
+        want = {"url": "http://127.0.0.1:9/hook", "has_secret": True, "content_type": "json"}
+        assert hook == want
         with SandboxAdmin(url) as admin:
             admin.create_user("bot", "Bot")
             token = admin.create_token("bot")

@@ -68,3 +68,30 @@ def test_bad_fault_specs_are_refused(world: World) -> None:
     with pytest.raises(SandboxAdminError) as err:
         world.sandbox.admin.inject_fault(500, count=0)
     assert err.value.status == 422
+
+
+def test_secondary_limit_named_only_in_the_message(world: World) -> None:
+    """GitHub often answers a secondary limit with a 403 that has requests remaining and no
+    `Retry-After`: only the message says what it is."""
+    world.sandbox.admin.inject_fault(403, kind="secondary", method="POST")
+    issue = world.sandbox.github(world.bot_token).get_repo(REPO).get_issue(1)
+    with pytest.raises(GithubException) as err:
+        issue.create_comment("queued")
+    headers = {k.lower(): v for k, v in err.value.headers.items()}
+    assert err.value.status == 403
+    assert "secondary rate limit" in err.value.data["message"]
+    assert "retry-after" not in headers and int(headers["x-ratelimit-remaining"]) > 0
+
+
+def test_githubs_length_limits_answer_422(world: World) -> None:
+    repo = world.sandbox.github(world.bot_token).get_repo(REPO)
+    issue = repo.get_issue(1)
+    assert len(issue.create_comment("x" * 65536).body) == 65536
+    with pytest.raises(GithubException) as err:
+        issue.create_comment("x" * 65537)
+    assert err.value.status == 422 and "too long" in err.value.data["message"]
+    commit = repo.get_commit(world.repo.feature_sha)
+    assert commit.create_status("pending", description="d" * 140).state == "pending"
+    with pytest.raises(GithubException) as err:
+        commit.create_status("pending", description="d" * 141)
+    assert err.value.status == 422 and "description is too long" in err.value.data["message"]

@@ -140,3 +140,32 @@ def test_comments_on_plain_issues_carry_no_pull_request(world: World, receiver: 
     assert repo.get_issue(2).pull_request is None
     assert [p.number for p in repo.get_pulls()] == [1]
     assert admin.open_pull(REPO, head="feature", user="alice")["number"] == 3
+
+
+def test_form_encoded_deliveries_are_signed_over_the_form_body(
+    world: World, receiver: Receiver
+) -> None:
+    admin = world.sandbox.admin
+    admin.set_webhook(receiver.url, SECRET, content_type="form")
+    admin.comment(REPO, 1, "alice", "/test add:cpu & more")
+    (got,) = receiver.wait(1)
+    assert got.headers["content-type"] == "application/x-www-form-urlencoded"
+    assert got.signature_ok  # the HMAC covers the raw form body, not the JSON inside it
+    assert got.payload["comment"]["body"] == "/test add:cpu & more"
+
+
+def test_held_deliveries_go_out_late_reversed_and_twice(world: World, receiver: Receiver) -> None:
+    admin = world.sandbox.admin
+    admin.set_webhook(receiver.url, SECRET)
+    admin.hold_deliveries()
+    first = admin.comment(REPO, 1, "alice", "first")
+    second = admin.comment(REPO, 1, "alice", "second")
+    assert receiver.wait(1, timeout=0.5) == []  # nothing goes out while held
+    sent = admin.release_deliveries(reversed_order=True, duplicate=True)
+    got = receiver.wait(4)
+    assert [r.payload["comment"]["id"] for r in got] == [
+        second["id"], second["id"], first["id"], first["id"]
+    ]
+    assert [r.delivery for r in got] == sent and sent[0] == sent[1] != sent[2]
+    admin.comment(REPO, 1, "alice", "third")  # released: deliveries flow again
+    assert receiver.wait(5)[-1].payload["comment"]["body"] == "third"

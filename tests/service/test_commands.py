@@ -4,12 +4,15 @@ raise and that every command it accepts round-trips through its canonical form."
 from __future__ import annotations
 
 import re
+from html.parser import HTMLParser
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
 from service.receive.commands import (
+    MAX_COMMANDS,
     MAX_TARGETS,
     CancelCommand,
     Command,
@@ -72,7 +75,8 @@ def test_deployed_backends_have_the_expected_spellings() -> None:
         "/TEST add:nvidia",
         "/test add:nvidia,cuda",
         "/test add:nvidia add:nvidia",
-        "\t/test | | add:nvidia |",
+        "/test\t| | add:nvidia |",
+        "Looks good.\n\t/test add:nvidia",  # indented, but a paragraph's continuation line
     ],
 )
 def test_forgiving_separators_case_and_aliases_mean_one_target(body: str) -> None:
@@ -187,6 +191,39 @@ def test_quotes_fences_and_html_comments_are_not_commands() -> None:
     assert parse(body) == [TestCommand((Target("real", "cpu"),))]
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    /test add:cpu",  # an indented code block (4 spaces)
+        "\t/test add:cpu",  # a tab is 4 columns: code too
+        "Hello\n\n    /test add:cpu",  # after a blank line: code
+        "- item\n\n      /test add:cpu",  # code inside a list item
+        "text <!-- a comment\n/test add:cpu\n--> more",  # inside an inline HTML comment
+        "`code span\n/test add:cpu`",  # inside a code span over two lines
+        "> quote\n/test add:cpu",  # a lazy continuation of the quote
+        "~~/test add:cpu~~",  # struck out
+        "<div>\n/test add:cpu\n</div>",  # raw HTML block
+    ],
+)
+def test_what_github_does_not_show_as_text_is_not_a_command(body: str) -> None:
+    assert parse(body) == []
+
+
+def test_a_command_in_an_open_details_block_is_text() -> None:
+    body = "<details><summary>Log</summary>\n\n/test add:cpu\n\n</details>"
+    assert parse(body) == [TestCommand((Target("add", "cpu"),))]
+
+
+def test_a_comment_holds_a_bounded_number_of_commands() -> None:
+    body = "\n".join(f"/test op{i}:cpu" for i in range(MAX_COMMANDS + 150))
+    commands = parse(body)
+    assert len(commands) == MAX_COMMANDS + 1
+    assert all(isinstance(c, TestCommand) for c in commands[:MAX_COMMANDS])
+    rest = commands[-1]
+    assert isinstance(rest, CommandError)
+    assert "150 more command lines" in rest.message and str(MAX_COMMANDS) in rest.message
+
+
 def test_an_unclosed_fence_runs_to_the_end() -> None:
     assert parse("/test a:cpu\n```python\n/test b:cpu") == [TestCommand((Target("a", "cpu"),))]
 
@@ -284,7 +321,7 @@ def test_format_command_is_canonical() -> None:
 
 
 def test_command_lines_keeps_the_stripped_command_lines() -> None:
-    assert command_lines("x\n  /test a  \n> /test b\n/retest") == ["/test a", "/retest"]
+    assert command_lines("x\n  /test a  \n> /test b\n\n/retest") == ["/test a", "/retest"]
 
 
 # --- hypothesis ------------------------------------------------------------------------------
@@ -379,3 +416,77 @@ def test_messy_spellings_parse_to_the_same_targets(
     gap = data.draw(st.sampled_from([" ", "  ", " | ", "\t"]))
     cmd = one(f"/test |{gap}{gap.join(words)}")
     assert cmd == TestCommand(tuple(targets))
+
+
+# --- what is text, with a CommonMark renderer as the oracle -----------------------------------
+
+MARKDOWN_LINES = st.sampled_from(
+    [
+        "", "/test add:cpu", "/retest", "  /test mul:nvidia", "    /test code:cpu",
+        "\t/test tab:cpu", "> /test quoted:cpu", "```", "~~~", "<!--", "-->", "<details>",
+        "</details>", "text", "- item", "1. item", "   - /test listed:cpu", "`tick", "tock`",
+        "~~", "# /test heading:cpu", "/test struck:cpu ~~", "<!-- /test c:cpu -->", "***",
+        "---", "<div>", "</div>", "/test a:cpu <!--", "| a | b |", "|---|---|", "    ",
+    ]
+)  # fmt: skip
+
+
+class _RenderedText(HTMLParser):
+    """The lines of text a browser shows in paragraphs, headings and list items, outside
+    quotes; code, struck-out text and other hidden spans leave a placeholder."""
+
+    HIDDEN = frozenset({"code", "pre", "s", "del", "img"})
+    TEXT_BLOCKS = frozenset({"p", "h1", "h2", "h3", "h4", "h5", "h6", "li"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.lines: list[str] = []
+
+    def _in_text(self) -> bool:
+        blocks = [t for t in self.stack if t in self.TEXT_BLOCKS | {"blockquote", "div"}]
+        return bool(blocks) and blocks[-1] in self.TEXT_BLOCKS and "blockquote" not in self.stack
+
+    def handle_starttag(self, tag: str, attrs: object) -> None:
+        if tag in self.TEXT_BLOCKS or tag == "br":
+            self.lines.append("")
+        elif tag in self.HIDDEN and self._in_text() and self.lines:
+            self.lines[-1] += "\x00"
+        if tag not in ("br", "img", "hr", "input"):
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.stack:
+            while self.stack.pop() != tag:
+                pass
+        if tag in self.TEXT_BLOCKS:
+            self.lines.append("")
+
+    def handle_data(self, data: str) -> None:
+        if not self._in_text() or any(t in self.HIDDEN for t in self.stack):
+            return
+        first, *rest = data.split("\n")
+        self.lines[-1] += first
+        self.lines.extend(rest)
+
+
+def _shown_commands(body: str) -> list[str]:
+    """Rendered lines of text that start with a command and were written as a line that does
+    (a heading's `#` or a list's `-` makes a line that is not a command)."""
+    parser = _RenderedText()
+    parser.feed(MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(body))
+    written = [line.strip() for line in body.split("\n")]
+    shown = [line.strip() for line in parser.lines]
+    return [
+        line
+        for line in shown
+        if re.match(r"/(test|retest)(\s|$)", line) and any(w.startswith(line) for w in written)
+    ]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(MARKDOWN_LINES, max_size=14))
+def test_commands_are_the_lines_github_shows_as_text(lines: list[str]) -> None:
+    body = "\n".join(lines)
+    first_words = [line.split()[:2] for line in command_lines(body)]
+    assert first_words == [line.split()[:2] for line in _shown_commands(body)]

@@ -124,6 +124,7 @@ def make_flow(tmp_path: Path, *, app: bool = False, db_url: str | None = None) -
             github_api_url=gh_url,
             lease_seconds=30,
             retry_max_backoff_s=0.5,
+            github_secondary_wait_s=1.0,  # GitHub says a minute; compressed here
             **auth,
         )
         with live_service(settings) as svc:
@@ -218,6 +219,7 @@ def test_push_supersedes_and_close_cancels(flow: Flow) -> None:
     flow.admin.push(REPO, flow.pr, flow.next_head)
     flow.wait_until(lambda: all(j.status == JobStatus.superseded for j in flow.jobs()))
     assert all(j.reason == f"superseded by {flow.next_head[:7]}" for j in flow.jobs())
+    time.sleep(1.05)  # GitHub's clock counts seconds: approve the push a second after it
     flow.comment("/test add:cpu")  # the new head needs a new approval
     flow.wait_until(lambda: len(flow.jobs()) == 3)
     assert flow.jobs()[-1].sha == flow.next_head
@@ -331,3 +333,28 @@ def test_a_deleted_result_comment_is_posted_again(flow: Flow) -> None:
     flow.wait_until(flow.quiet)
     (again,) = [c for c in flow.bot_comments() if "ondemand:add:cpu" in c["body"]]
     assert again["id"] != first["id"] and "running" in again["body"]
+
+
+def test_a_secondary_rate_limit_delays_the_answer_but_never_drops_it(flow: Flow) -> None:
+    """403, requests remaining, no `Retry-After`: GitHub's usual secondary limit. Every POST
+    of a comment fails three times in a row; the help reply still arrives."""
+    flow.admin.inject_fault(
+        403, 3, path_prefix=f"/repos/{REPO}/issues/{flow.pr}/comments", method="POST",
+        kind="secondary",
+    )
+    flow.comment("/test help")
+    reply = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="On-demand", timeout=30)
+    assert "/test OP:BACKEND" in reply["body"]
+    with flow.svc.service.db.reads() as session:
+        items = session.scalars(select(OutboxItem).where(OutboxItem.kind == "reply")).all()
+    assert [i.attempts for i in items] == [4] and all(i.outcome for i in items)
+
+
+def test_a_comment_of_many_bad_commands_gets_one_reply_within_githubs_limit(flow: Flow) -> None:
+    flow.comment("\n".join(f"/test op{i}:tpu --bad-flag {'x' * 200}" for i in range(150)))
+    reply = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="could not run")
+    body = reply["body"]
+    assert len(body) <= 65536
+    # one comment holds 20 commands; the rest get one answer that says so
+    assert body.count("I could not run this command") == 21
+    assert "130 more command lines were not read" in body

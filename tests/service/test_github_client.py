@@ -10,7 +10,7 @@ import pytest
 
 from sandbox.app import create_app as create_sandbox
 from sandbox.client import SandboxAdmin
-from service.report.github import GitHubClient, GitHubError
+from service.report.github import GitHubClient, GitHubError, classify
 from tests.support.git import git
 from tests.support.keys import rsa_keypair
 from tests.support.live import live_server
@@ -84,6 +84,45 @@ def test_errors_carry_retry_advice(
     else:
         assert caught.value.retry_after == pytest.approx(expect_wait, abs=1)
     assert world.admin.comments(REPO, 1) == []  # the fault answered; nothing was posted
+
+
+def test_a_secondary_limit_named_only_in_its_message_waits_a_minute_and_pauses_all_calls(
+    world: World,
+) -> None:
+    """A 403 with requests remaining and no `Retry-After` is not "no permission" when its
+    message names a secondary limit: wait at least a minute, and call nothing meanwhile."""
+    world.admin.inject_fault(403, 1, kind="secondary")
+    with pytest.raises(GitHubError) as caught:
+        world.gh.create_comment(REPO, 1, "hello")
+    error = caught.value
+    assert error.status == 403 and error.rate_limited and not error.permanent
+    assert error.retry_after == 60
+    calls = len(world.admin.state()["api_calls"])
+    with pytest.raises(GitHubError) as paused:
+        world.gh.pull(REPO, 1)  # another kind of call: paused too, GitHub not asked
+    assert paused.value.rate_limited and 0 < (paused.value.retry_after or 0) <= 60
+    assert len(world.admin.state()["api_calls"]) == calls
+    assert 0 < world.gh.paused_for() <= 60
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "headers", "limited", "wait"),
+    [
+        (403, "Resource not accessible by integration", {}, False, None),
+        (403, "You have exceeded a secondary rate limit.", {}, True, 60.0),
+        (403, "You have triggered an abuse detection mechanism.", {}, True, 60.0),
+        (403, "API rate limit exceeded", {"X-RateLimit-Remaining": "0",
+                                          "X-RateLimit-Reset": "1030"}, True, 30.0),
+        (429, "Too many requests", {}, True, 60.0),
+        (429, "Too many requests", {"Retry-After": "5"}, True, 5.0),
+        (503, "Service Unavailable", {"Retry-After": "3"}, False, 3.0),
+        (422, "Validation Failed", {}, False, None),
+    ],
+)  # fmt: skip
+def test_classify_follows_githubs_rate_limit_rules(
+    status: int, message: str, headers: dict[str, str], limited: bool, wait: float | None
+) -> None:
+    assert classify(status, message, headers, now=1000.0) == (limited, wait)
 
 
 def test_missing_things_are_permanent_errors(world: World) -> None:

@@ -14,12 +14,14 @@ from hypothesis import strategies as st
 from service.receive.commands import CancelCommand, CommandError, Selector, Target
 from service.render import comment as comment_module
 from service.render.comment import (
+    COMMENT_BUDGET,
     INTERPRETER_NOTE,
     MAX_COMMENT_CHARS,
     render_comment,
     render_status,
 )
 from service.render.replies import (
+    join_replies,
     render_cancel_summary,
     render_command_error,
     render_duplicate,
@@ -794,3 +796,12 @@ def test_when_nothing_fits_the_comment_falls_back_to_headline_and_links(
         "too long for a comment" in text and "[job page](https://ondemand.example/jobs/42)" in text
     )
     assert "#### Accuracy" not in text
+
+
+def test_replies_are_joined_within_githubs_comment_limit() -> None:
+    parts = [f"answer {i}: " + "x" * 5000 for i in range(30)]
+    text = join_replies(parts)
+    assert len(text) <= COMMENT_BUDGET
+    kept = text.count("answer ")
+    assert 0 < kept < 30 and f"… {30 - kept} more answers left out" in text
+    assert join_replies(["a", "b"]) == "a\n\n---\n\nb"

@@ -117,7 +117,11 @@ def test_unprocessed_deliveries_are_processed_at_startup(tmp_path: Path) -> None
                     action="closed",
                     payload={
                         "action": "closed",
-                        "pull_request": {"number": 5},
+                        "pull_request": {
+                            "number": 5,
+                            "head": {"sha": "c" * 40},
+                            "updated_at": "2026-12-01T10:00:00Z",
+                        },
                         "repository": {"full_name": "octo/k"},
                     },
                     received_at=utcnow(),

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -31,7 +32,12 @@ def comment_payload(body: str = "just a remark", sender_type: str = "User") -> d
     return {
         "action": "created",
         "issue": {"number": 7, "pull_request": {"url": "x"}},
-        "comment": {"id": 99, "body": body, "user": {"login": "alice", "type": sender_type}},
+        "comment": {
+            "id": 99,
+            "body": body,
+            "created_at": "2026-12-01T10:00:00Z",
+            "user": {"login": "alice", "type": sender_type},
+        },
         "repository": {"full_name": "octo/kernels", "clone_url": "/tmp/x.git"},
         "sender": {"login": "alice", "type": sender_type},
     }
@@ -104,10 +110,9 @@ def test_signature_is_over_the_raw_body(svc: LiveService) -> None:
 def test_header_type_and_size_errors(svc: LiveService) -> None:
     assert post(svc, comment_payload(), event=None).status_code == 400
     assert post(svc, comment_payload(), delivery="").status_code == 400
-    form = post(svc, None, raw=b"payload=%7B%7D", content_type="application/x-www-form-urlencoded")
-    assert form.status_code == 415
-    assert post(svc, None, raw=b"{not json").status_code == 415
-    assert post(svc, None, raw=b"[1, 2]").status_code == 415
+    assert post(svc, None, raw=b"x=1", content_type="text/plain").status_code == 415
+    assert post(svc, None, raw=b"{not json").status_code == 400
+    assert post(svc, None, raw=b"[1, 2]").status_code == 400
     big = post(svc, None, raw=b'{"x": "' + b"a" * 5000 + b'"}')
     assert big.status_code == 413
     assert deliveries(svc) == 0
@@ -139,7 +144,7 @@ def test_redelivery_is_a_no_op(svc: LiveService) -> None:
             {**comment_payload("/test add:cpu"), "issue": {"number": 3}},
             "not a pull request",
         ),
-        ("pull_request", {"action": "opened", "pull_request": {"number": 1}}, "not handled"),
+        ("pull_request", {"action": "labeled", "pull_request": {"number": 1}}, "not handled"),
     ],
 )
 def test_ignored_events_are_recorded_and_answered(
@@ -185,3 +190,77 @@ def test_answers_fast_while_github_hangs(tmp_path: Path, hanging_github: str) ->
             time.sleep(0.05)
         assert len(retrying) == 5
         assert all("unreachable" in (r.last_error or "") for r in retrying)
+
+
+def form(payload: dict[str, Any]) -> bytes:
+    return urlencode({"payload": json.dumps(payload)}).encode()
+
+
+def test_form_encoded_deliveries_are_understood(svc: LiveService) -> None:
+    """GitHub's default content type for repository and organization webhooks."""
+    body = form(comment_payload("/test add:cpu"))
+    answer = post(svc, None, raw=body, content_type="application/x-www-form-urlencoded")
+    assert answer.status_code == 202, answer.text
+    with svc.service.db.reads() as session:
+        row = session.scalars(select(Delivery)).one()
+    assert row.payload is not None and row.payload["comment"]["body"] == "/test add:cpu"
+    # the signature covers the form body as sent, not the JSON inside it
+    inner = json.dumps(comment_payload("/test add:cpu")).encode()
+    wrong = post(
+        svc,
+        None,
+        raw=body,
+        content_type="application/x-www-form-urlencoded",
+        signature=sign(inner, "new-secret"),
+    )
+    assert wrong.status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("raw", "content_type", "fragment"),
+    [
+        (b"[" * 200_000 + b"]" * 200_000, "application/json", "nested too deeply"),
+        (b'{"a":' * 100 + b"1" + b"}" * 100, "application/json", "nested more than"),
+        (b"payload=%7B&payload=%7B", "application/x-www-form-urlencoded", "single `payload`"),
+        (b"other=1", "application/x-www-form-urlencoded", "single `payload`"),
+        (b"payload=%ff%fe", "application/x-www-form-urlencoded", "not JSON"),
+        (b"\xff\xfe", "application/json", "not JSON"),
+    ],
+)
+def test_malformed_bodies_get_4xx_and_nothing_is_stored(
+    tmp_path: Path, raw: bytes, content_type: str, fragment: str
+) -> None:
+    settings = service_settings(f"sqlite:///{tmp_path / 'bad.db'}")
+    with live_service(settings) as svc:
+        answer = post(svc, None, raw=raw, content_type=content_type)
+        assert answer.status_code == 400 and fragment in answer.json()["detail"], answer.text
+        assert deliveries(svc) == 0
+
+
+@pytest.mark.parametrize(
+    ("event", "payload", "fragment"),
+    [
+        ("issue_comment", {**comment_payload("/test x:cpu"), "repository": {}}, "repository"),
+        (
+            "issue_comment",
+            {**comment_payload("/test x:cpu"), "comment": {"body": "/test x:cpu"}},
+            "comment.id",
+        ),
+        (
+            "issue_comment",
+            {**comment_payload("/test x:cpu"), "sender": {"login": ""}},
+            "sender.login",
+        ),
+        (
+            "pull_request",
+            {"action": "synchronize", "pull_request": {"number": 1}, "repository": {}},
+            "pull_request.head",
+        ),
+    ],
+)
+def test_payloads_missing_what_the_service_reads_are_refused_at_once(
+    svc: LiveService, event: str, payload: dict[str, Any], fragment: str
+) -> None:
+    answer = post(svc, payload, event=event)
+    assert answer.status_code == 400 and fragment in answer.json()["detail"], answer.text
+    assert deliveries(svc) == 0  # never stored, so never retried with tracebacks

@@ -1,0 +1,88 @@
+"""The parts of GitHub's webhook payloads the service reads, as typed models: a delivery that
+lacks one is refused at the door (400, one log line) instead of failing later in the inbox.
+Everything else in a payload is ignored."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Account(_Model):
+    login: str = Field(min_length=1, max_length=100)
+    type: str = "User"
+
+
+class Repository(_Model):
+    full_name: str = Field(pattern=r"^[^/\s]+/[^/\s]+$", max_length=200)
+    clone_url: str = ""
+    private: bool = False
+
+
+class Comment(_Model):
+    id: int
+    body: str
+    created_at: datetime
+    user: Account | None = None
+
+
+class Issue(_Model):
+    number: int
+    pull_request: dict[str, Any] | None = None
+
+
+class CommentPayload(_Model):
+    """`issue_comment` on a pull request."""
+
+    action: str
+    issue: Issue
+    comment: Comment
+    repository: Repository
+    sender: Account
+
+
+class Ref(_Model):
+    sha: str = Field(min_length=7, max_length=64)
+    ref: str = ""
+
+
+class PullRequest(_Model):
+    number: int
+    head: Ref
+    updated_at: datetime
+
+
+class PullRequestPayload(_Model):
+    """`pull_request` opened, reopened, synchronize or closed."""
+
+    action: str
+    pull_request: PullRequest
+    repository: Repository
+    sender: Account | None = None
+
+
+MODELS: dict[str, type[_Model]] = {
+    "issue_comment": CommentPayload,
+    "pull_request": PullRequestPayload,
+}
+
+
+def problem(event: str, payload: dict[str, Any]) -> str | None:
+    """What a payload of `event` lacks that the service needs, or None when it is whole."""
+    model = MODELS.get(event)
+    if model is None:
+        return None
+    try:
+        model.model_validate(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "payload"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        return f"{where}: {first['msg']}{more}"
+    return None
