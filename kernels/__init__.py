@@ -1,39 +1,41 @@
-"""The Triton kernel library: adaptive_max_pool3d forward and backward, with vendor dispatch.
+"""The Triton kernel library: one function per operator of `kernels.registry`, with vendor dispatch.
 
 `kernels.runtime` is imported first: on a machine without a GPU it sets TRITON_INTERPRET=1
 before any `@triton.jit` function is defined, so the kernels run through Triton's
 interpreter (Triton reads the variable when it decorates a kernel, so importing `triton`
-earlier does no harm). The operators below call the active implementation (generic, or the
-vendor's override); `use_kernels()` / `enable()` make PyTorch's own operators use them.
+earlier does no harm). Each operator here (`kernels.adaptive_max_pool3d`, ...) calls the
+active implementation (generic, or the vendor's override); `use_kernels()` / `enable()` make
+PyTorch's own operators use them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import torch
+from collections.abc import Callable
+from typing import Any
 
 from kernels import runtime
 from kernels.registration import disable, enable, enabled, use_kernels
+from kernels.registry import OPERATORS, Operator
 
 
-def adaptive_max_pool3d(
-    input: torch.Tensor, output_size: int | Sequence[int | None]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Adaptive 3-D max pooling: (values, int64 flat D·H·W indices), as PyTorch computes them."""
-    return runtime.function("adaptive_max_pool3d")(input, output_size)
+def _export(op: Operator) -> Callable[..., Any]:
+    """`kernels.<op>`: the active implementation of `op`, looked up at each call."""
+    name = op.name
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return runtime.function(name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = op.doc
+    return call
 
 
-def adaptive_max_pool3d_backward(
-    grad_output: torch.Tensor, input: torch.Tensor, indices: torch.Tensor
-) -> torch.Tensor:
-    """Gradient of adaptive_max_pool3d with respect to its input (deterministic)."""
-    return runtime.function("adaptive_max_pool3d_backward")(grad_output, input, indices)
+for _op in OPERATORS:
+    globals()[_op.name] = _export(_op)
+del _op
 
-
-__all__ = [
-    "adaptive_max_pool3d",
-    "adaptive_max_pool3d_backward",
+__all__ = [  # the operators' names are bound above, from the registry
+    *(op.name for op in OPERATORS),
     "disable",
     "enable",
     "enabled",

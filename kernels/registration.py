@@ -1,32 +1,34 @@
 """Registration of the kernels as PyTorch's own `aten` operators for this process's device.
 
-`enable()` registers `aten::adaptive_max_pool3d` and `aten::adaptive_max_pool3d_backward` for
-the device's dispatch key (CUDA, PrivateUse1 for MUSA, CPU) through `torch.library`, so
+`enable()` registers, for every registry operator that names an `aten` operator, our function
+for the device's dispatch key (CUDA, PrivateUse1 for MUSA, CPU) through `torch.library`, so
 `F.adaptive_max_pool3d(..., return_indices=True)` and autograd's backward run our kernels;
-`disable()` restores PyTorch's kernels; `use_kernels()` does both around a block.
+`disable()` restores PyTorch's kernels; `use_kernels()` does both around a block. Each call
+goes through `runtime.function`, so the active vendor's override runs.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 
-from kernels import runtime
+from kernels import registry, runtime
 
 _library: torch.library.Library | None = None
 
 
-def _forward(input: torch.Tensor, output_size: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-    return runtime.function("adaptive_max_pool3d")(input, list(output_size))
+def _dispatcher(name: str) -> Callable[..., Any]:
+    """A kernel for torch.library that calls operator `name`'s active implementation."""
 
+    def call(*args: Any) -> Any:
+        return runtime.function(name)(*args)
 
-def _backward(
-    grad_output: torch.Tensor, input: torch.Tensor, indices: torch.Tensor
-) -> torch.Tensor:
-    return runtime.function("adaptive_max_pool3d_backward")(grad_output, input, indices)
+    call.__name__ = call.__qualname__ = name
+    return call
 
 
 def enabled() -> bool:
@@ -44,8 +46,9 @@ def enable() -> None:
     with warnings.catch_warnings():
         # PyTorch warns that a kernel it already has is being overridden: that is the point.
         warnings.simplefilter("ignore", UserWarning)
-        library.impl("adaptive_max_pool3d", _forward, key)
-        library.impl("adaptive_max_pool3d_backward", _backward, key)
+        for op in registry.OPERATORS:
+            if op.aten is not None:
+                library.impl(op.aten, _dispatcher(op.name), key)
     _library = library
 
 

@@ -1,25 +1,25 @@
 """Which vendor and device this process runs on, and which implementation of each op is active.
 
-Detection (once, at import): `KERNELS_VENDOR` wins when set (`nvidia`, `mthreads`, `cpu`);
-otherwise torch_musa with a MUSA device means `mthreads`, CUDA means `nvidia`, and anything
-else `cpu`. The device is whatever torch can reach (`musa`, `cuda` or `cpu`), independent of
-the vendor, so forcing `mthreads` on a CUDA or CPU machine runs the Moore Threads kernels
-there. On the `cpu` device Triton runs through its interpreter: this module sets
-`TRITON_INTERPRET=1` before any kernel is defined (Triton reads the variable when `@triton.jit`
-decorates a function, and `kernels/__init__.py` imports this module before the operators).
+Detection (once, at import): `KERNELS_VENDOR` wins when set (a name in `kernels.registry`);
+otherwise the first registry vendor whose device type torch can reach (its plugin, such as
+torch_musa, imported first), and `cpu` when none. The device is whatever torch can reach,
+independent of the vendor, so forcing `mthreads` on a CUDA or CPU machine runs the Moore
+Threads kernels there. On the `cpu` device Triton runs through its interpreter: this module
+sets `TRITON_INTERPRET=1` before any kernel is defined (Triton reads the variable when
+`@triton.jit` decorates a function, and `kernels/__init__.py` imports this module first).
 
 Vendor overrides: a function in `kernels.backends._<vendor>.ops` replaces the generic function
-of the same name in `kernels.ops`. `implementation(name)` gives the dotted path of the active
-function (for test reports); `function(name, impl)` returns the generic, a vendor's, or the
-active one; `force(vendor)` switches the active vendor for a block (tests, benchmarks).
+of the same name. `implementation(name)` gives the dotted path of the active function (for
+test reports); `function(name, impl)` returns the generic, a vendor's, or the active one;
+`force(vendor)` switches the active vendor for a block (tests, benchmarks).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
@@ -27,27 +27,27 @@ from typing import Any
 
 import torch
 
-VENDORS: tuple[str, ...] = ("nvidia", "mthreads", "cpu")
-OPERATORS: tuple[str, ...] = ("adaptive_max_pool3d", "adaptive_max_pool3d_backward")
-_OPERATOR_SET = frozenset(OPERATORS)
-_DISPATCH_KEYS: dict[str, str] = {"cuda": "CUDA", "musa": "PrivateUse1", "cpu": "CPU"}
+from kernels import registry
+
+VENDORS: tuple[str, ...] = tuple(v.name for v in registry.VENDORS)
+OPERATORS: tuple[str, ...] = tuple(op.name for op in registry.OPERATORS)
 
 
-def _musa_available() -> bool:
-    try:
-        import torch_musa  # noqa: F401  (registers the musa device with torch)
-    except ImportError:
-        return False
-    musa = getattr(torch, "musa", None)
-    return bool(musa is not None and musa.is_available())
+def _reachable(entry: registry.Vendor) -> bool:
+    """Whether torch can reach a device of this vendor's type (importing its plugin first)."""
+    if entry.device_type == "cpu":
+        return True
+    if entry.plugin is not None:
+        try:
+            importlib.import_module(entry.plugin)  # registers the device type with torch
+        except ImportError:
+            return False
+    backend = getattr(torch, entry.device_type, None)
+    return bool(backend is not None and backend.is_available())
 
 
 def _detect_device() -> str:
-    if _musa_available():
-        return "musa"
-    if torch.cuda.is_available():
-        return "cuda"
-    return "cpu"
+    return next(v.device_type for v in registry.VENDORS if _reachable(v))
 
 
 def _detect_vendor(device_type: str) -> str:
@@ -56,7 +56,22 @@ def _detect_vendor(device_type: str) -> str:
         if forced not in VENDORS:
             raise ValueError(f"KERNELS_VENDOR={forced!r} is not one of {', '.join(VENDORS)}")
         return forced
-    return {"musa": "mthreads", "cuda": "nvidia"}.get(device_type, "cpu")
+    return registry.vendor_of_device(device_type).name
+
+
+def _drop_unasserted_overflow_checks() -> None:
+    """Triton's interpreter computes an overflow check for every 32-bit integer add, subtract
+    and multiply, then drops it: it asserts only in debug mode, which its options never turn
+    on. Half of a kernel's interpretation time; skipped while the assertion stays off."""
+    try:
+        from triton.runtime import interpreter
+
+        options = interpreter.interpreter_builder.options
+        if options.sanitize_overflow and not options.debug:
+            off = dataclasses.replace(options, sanitize_overflow=False)
+            interpreter.interpreter_builder.options = off
+    except (ImportError, AttributeError, TypeError):  # another Triton: leave it as it is
+        return
 
 
 device: str = _detect_device()
@@ -65,6 +80,7 @@ _active_vendor: str = detected_vendor
 interpreted: bool = device == "cpu"
 if interpreted:
     os.environ["TRITON_INTERPRET"] = "1"
+    _drop_unasserted_overflow_checks()
 
 
 def vendor() -> str:
@@ -74,41 +90,41 @@ def vendor() -> str:
 
 def forced() -> bool:
     """True when the active vendor is not the one the hardware has (override or `force`)."""
-    natural = {"musa": "mthreads", "cuda": "nvidia"}.get(device, "cpu")
-    return _active_vendor != natural
+    return _active_vendor != registry.vendor_of_device(device).name
 
 
 def dispatch_key() -> str:
     """The torch dispatch key of this process's device (CUDA, PrivateUse1 for MUSA, or CPU)."""
-    return _DISPATCH_KEYS[device]
+    return registry.vendor_of_device(device).dispatch_key
 
 
-def _check_operator(name: str) -> None:
-    if name not in _OPERATOR_SET:
-        raise KeyError(f"unknown operator {name!r}; known: {', '.join(OPERATORS)}")
-
-
+_generic_modules: dict[str, ModuleType] = {}
 _vendor_modules: dict[str, ModuleType | None] = {}
 _forced_wrappers: dict[tuple[Callable[..., Any], str], Callable[..., Any]] = {}
+
+
+def _generic_module(name: str) -> ModuleType:
+    """The module of operator `name`'s generic implementation (looked up once: calls are hot)."""
+    module = _generic_modules.get(name)
+    if module is None:
+        module = importlib.import_module(registry.operator(name).module)
+        _generic_modules[name] = module
+    return module
 
 
 def _vendor_ops(vendor_name: str) -> ModuleType | None:
     """The vendor's ops package, or None if it has none (looked up once: calls are hot)."""
     if vendor_name not in _vendor_modules:
+        package = f"{registry.vendor(vendor_name).package}.ops"
         try:
-            module: ModuleType | None = importlib.import_module(
-                f"kernels.backends._{vendor_name}.ops"
-            )
+            module: ModuleType | None = importlib.import_module(package)
         except ModuleNotFoundError as error:
-            if not (error.name and error.name.startswith("kernels.backends")):
-                raise
+            missing = error.name or ""
+            if not (package == missing or package.startswith(missing + ".")):
+                raise  # the package exists but something it imports does not
             module = None
         _vendor_modules[vendor_name] = module
     return _vendor_modules[vendor_name]
-
-
-def _generic_ops() -> ModuleType:
-    return sys.modules.get("kernels.ops") or importlib.import_module("kernels.ops")
 
 
 def function(name: str, impl: str = "active") -> Callable[..., Any]:
@@ -118,8 +134,7 @@ def function(name: str, impl: str = "active") -> Callable[..., Any]:
     version asked for by name while another vendor is active runs under `force(vendor)`, so
     `function(op, "mthreads")` runs the Moore Threads kernel on any device (benchmarks).
     """
-    _check_operator(name)
-    generic = getattr(_generic_ops(), name)
+    generic = getattr(_generic_module(name), name)
     if impl == "generic":
         return generic
     vendor_name = _active_vendor if impl == "active" else impl
@@ -155,8 +170,7 @@ def implementation(name: str) -> str:
 def set_vendor(vendor_name: str) -> None:
     """Make `vendor_name`'s overrides active for the rest of the process."""
     global _active_vendor
-    if vendor_name not in VENDORS:
-        raise ValueError(f"unknown vendor {vendor_name!r}; known: {', '.join(VENDORS)}")
+    registry.vendor(vendor_name)  # ValueError naming the known vendors
     _active_vendor = vendor_name
 
 

@@ -5,7 +5,8 @@ form (plus achieved bandwidth) and can write it as markdown and as JSON for the 
 JSON schema is in `docs/benchmark-json.md`. Modules, one job each:
 
 - `sizes`: the shapes and dtypes a run covers (`tiny`, `large`);
-- `definition`: what an operator benchmark is (`OpBenchmark`, `Case`, `Prepared`);
+- `definition`: what an operator benchmark is (`OpBenchmark`, `Case`, `Prepared`), and
+  each operator's definition found through `kernels.registry`;
 - `adaptive_max_pool3d`, `adaptive_max_pool3d_backward`: one definition per operator;
 - `implementations`: picks the generic, Moore Threads or active implementation via
   `kernels.runtime`, and describes the device;

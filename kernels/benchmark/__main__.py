@@ -50,8 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--impl",
         choices=IMPLS,
         default="active",
-        help="active: what kernels.runtime dispatches to on this device; generic or mthreads: "
-        "force that implementation (default: active)",
+        help="active: what kernels.runtime dispatches to on this device; generic, or a vendor "
+        "with overrides (mthreads): force that implementation (default: active)",
     )
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the JSON result here")
     parser.add_argument("--markdown", type=Path, metavar="PATH", help="write the table here")

@@ -1,4 +1,8 @@
-"""What an operator benchmark is: cases, the prepared callables of one case, and the registry."""
+"""What an operator benchmark is: cases, the prepared callables of one case, and discovery.
+
+An operator's benchmark definition is the module `kernels.registry` names for it (usually
+`kernels.benchmark.<op>`), holding `BENCHMARK`, an `OpBenchmark`.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,11 @@ from typing import Any
 
 import torch
 
+from kernels import registry
 from kernels.benchmark.sizes import DTYPES, Shape, Spatial
 
-# The operators that have a benchmark definition: module kernels.benchmark.<name> with BENCHMARK.
-KNOWN_OPS: tuple[str, ...] = ("adaptive_max_pool3d", "adaptive_max_pool3d_backward")
+# The operators that have a benchmark definition, in the registry's order.
+KNOWN_OPS: tuple[str, ...] = tuple(op.name for op in registry.OPERATORS if op.benchmark)
 
 
 class KernelMismatch(Exception):
@@ -67,7 +72,7 @@ def load(op: str) -> OpBenchmark:
     """The benchmark definition of `op`; ValueError naming the known operators otherwise."""
     if op not in KNOWN_OPS:
         raise ValueError(f"no benchmark for operator {op!r}; known: {', '.join(KNOWN_OPS)}")
-    module = importlib.import_module(f"kernels.benchmark.{op}")
+    module = importlib.import_module(str(registry.operator(op).benchmark))
     bench: OpBenchmark = module.BENCHMARK
     return bench
 

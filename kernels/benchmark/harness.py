@@ -10,8 +10,9 @@ Every other run flushes in two launches instead of one. On the H200 a one-kernel
 depends on the parity of the launches before it: 4 µs kernels take 0.4–0.5 µs longer after an
 odd count than after an even one (two-kernel ops take the sum, so never change), and with one
 flush launch per run every run of a timing had the same parity: the median was one state or
-the other by chance. Alternating the parity makes it the median over both (scripts/
-launch_parity_probe.py). Host time per call is a separate number (scripts/host_probe.py).
+the other by chance. Alternating the parity makes it the median over both (a probe of both
+states is in docs/notes/kernel-performance-journal.md). Host time per call is a separate
+number (tools/host_probe.py).
 Under the Triton interpreter it is a host clock over a few repetitions: those numbers are
 not performance.
 """

@@ -6,6 +6,7 @@ on a machine without a GPU before Triton is loaded.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 from collections.abc import Callable
@@ -14,9 +15,23 @@ from typing import Any
 
 import torch
 
-from kernels import runtime
+from kernels import registry, runtime
 
-IMPLS: tuple[str, ...] = ("active", "generic", "mthreads")
+
+def _has_overrides(vendor: registry.Vendor) -> bool:
+    """Whether the vendor's backend package has operator overrides (an `ops` package)."""
+    try:
+        return importlib.util.find_spec(f"{vendor.package}.ops") is not None
+    except ModuleNotFoundError:  # no backend package at all
+        return False
+
+
+# What `--impl` takes: the active implementation, the generic one, or a vendor's overrides.
+IMPLS: tuple[str, ...] = (
+    "active",
+    "generic",
+    *(v.name for v in registry.VENDORS if _has_overrides(v)),
+)
 
 
 @dataclass(frozen=True)
@@ -79,13 +94,13 @@ def check_reference_is_pytorch() -> None:
 def select(op: str, impl: str) -> tuple[Callable[..., Any], str]:
     """The function to time for `op` and its dotted path.
 
-    `generic` is the vendor-neutral op; `mthreads` forces the Moore Threads vendor for the rest
+    `generic` is the vendor-neutral op; a vendor (`mthreads`) forces that vendor for the rest
     of the process (its ops may check the active vendor) and takes its version, or the generic
     one when it has none; `active` is what the runtime dispatches to here.
     """
     if impl not in IMPLS:
         raise ValueError(f"unknown implementation {impl!r}; known: {', '.join(IMPLS)}")
-    if impl == "mthreads":
-        runtime.set_vendor("mthreads")
+    if impl not in ("active", "generic"):
+        runtime.set_vendor(impl)
     fn = runtime.function(op, impl)
     return fn, f"{fn.__module__}.{fn.__qualname__}"

@@ -1,6 +1,11 @@
-"""Generic Triton operators, one per module; vendor versions live in kernels/backends/."""
+"""Generic Triton operators, one module (or package) each, named as the operator.
 
-from kernels.ops.adaptive_max_pool3d import adaptive_max_pool3d
-from kernels.ops.adaptive_max_pool3d_backward import adaptive_max_pool3d_backward
+Each holds the operator's public function (`kernels.ops.<op>.<op>`, what `kernels.registry`
+names) and, for an operator with several kernels, its ordered dispatch table and one module
+per kernel. Vendor versions live in kernels/backends/. Import an operator through `kernels`
+(`kernels.<op>`, the active implementation) or `kernels.runtime.function`.
+"""
 
-__all__ = ["adaptive_max_pool3d", "adaptive_max_pool3d_backward"]
+from kernels import runtime  # first: it sets up Triton's interpreter before any kernel exists
+
+__all__ = ["runtime"]

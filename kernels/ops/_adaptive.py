@@ -1,19 +1,24 @@
-"""Shared host-side pieces of the adaptive 3-D pooling operators: argument checks and window math.
+"""What the adaptive 3-D pooling kernels share: argument checks, window arithmetic on the host
+and in Triton, and the problem each operator's plan is made for.
 
 Adaptive pooling maps output o of an axis of input size I and output size O to the window
 [floor(o·I/O), ceil((o+1)·I/O)); conversely input p lies in the windows of the outputs
 floor(p·O/I) ≤ o < ceil((p+1)·O/I). Both counts are bounded, which keeps every kernel loop
 bounded. The checks raise before any kernel runs, with PyTorch's wording where it has one.
+The `@triton.jit` helpers at the end are inlined by Triton where a kernel calls them.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import torch
+import triton
+import triton.language as tl
 
 FLOAT_DTYPES: tuple[torch.dtype, ...] = (
     torch.float16,
@@ -174,6 +179,13 @@ def dividing_windows(in_dhw: Sequence[int], out_dhw: Sequence[int]) -> tuple[int
     return kd, kh, kw
 
 
+def slice_tile(h: int, w: int, elements: int, row_width: int) -> tuple[int, int]:
+    """(BH, BW): about `elements` elements of one depth slice of H×W a program, as wide along
+    W as the row allows, up to `row_width` (the backward's disjoint and rows kernels)."""
+    bw = min(next_pow2(w), row_width)
+    return min(next_pow2(h), max(1, elements // bw)), bw
+
+
 def covering_bounds(in_size: int, out_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Per input position along one axis: the first output whose window covers it, and one
     past the last (int64, on the CPU): the backward kernels' candidate outputs."""
@@ -184,7 +196,7 @@ def covering_bounds(in_size: int, out_size: int) -> tuple[torch.Tensor, torch.Te
 def divisor(d: int) -> tuple[int, int]:
     """(magic, shift) with x // d == umulhi(2x, magic) >> shift for 0 <= x < 2^31: a division
     by a value fixed at planning time as a multiply-high and a shift in the kernel
-    (`_jit_helpers.div_by`) instead of a runtime division's few dozen instructions.
+    (`div_by` below) instead of a runtime division's few dozen instructions.
     Granlund and Montgomery's round-up method for 31-bit numerators: the magic fits in 32 bits.
     """
     if not 1 <= d <= INT32_LIMIT:
@@ -223,3 +235,127 @@ class PlanCache:
         if len(self._plans) >= self._limit:
             self._plans.clear()
         self._plans[key] = plan
+
+
+def accumulator(dtype: torch.dtype) -> tl.dtype:
+    """The type compares and sums run in: fp64 for fp64, else fp32 (exact for every input)."""
+    return tl.float64 if dtype == torch.float64 else tl.float32
+
+
+@dataclass(frozen=True)
+class Forward:
+    """What a forward plan depends on: the 5-D input's shape, strides and dtype, the output
+    size, and the largest window along each axis (the bound of every kernel's loops)."""
+
+    x: torch.Tensor
+    out: Spatial
+    windows: Spatial
+
+    @classmethod
+    def of(cls, x: torch.Tensor, out: Spatial) -> Forward:
+        """The problem of pooling the 5-D `x` to `out`."""
+        d, h, w = x.shape[2:]
+        return cls(x, out, (max_window(d, out[0]), max_window(h, out[1]), max_window(w, out[2])))
+
+    @property
+    def elements(self) -> int:
+        """Elements in the largest window."""
+        return math.prod(self.windows)
+
+    @property
+    def acc(self) -> tl.dtype:
+        return accumulator(self.x.dtype)
+
+
+@dataclass(frozen=True)
+class Backward:
+    """What a backward plan depends on: the 5-D gradient and indices (any strides) and the
+    5-D input gradient to write (contiguous, as PyTorch allocates it)."""
+
+    grad: torch.Tensor
+    idx: torch.Tensor
+    gin: torch.Tensor
+
+    @property
+    def in_dhw(self) -> Spatial:
+        d, h, w = self.gin.shape[2:]
+        return d, h, w
+
+    @property
+    def out_dhw(self) -> Spatial:
+        od, oh, ow = self.grad.shape[2:]
+        return od, oh, ow
+
+    @property
+    def planes(self) -> int:
+        """(n, c) planes."""
+        return int(self.gin.shape[0] * self.gin.shape[1])
+
+    @property
+    def candidates(self) -> Spatial:
+        """Per axis, how many outputs' windows one input element can lie in."""
+        (d, h, w), (od, oh, ow) = self.in_dhw, self.out_dhw
+        return max_window(od, d), max_window(oh, h), max_window(ow, w)
+
+    @property
+    def acc(self) -> tl.dtype:
+        return accumulator(self.gin.dtype)
+
+
+@triton.jit
+def window(o, in_size, out_size):
+    """Output `o`'s window along one axis: [floor(o·I/O), ceil((o+1)·I/O))."""
+    return (o * in_size) // out_size, ((o + 1) * in_size + out_size - 1) // out_size
+
+
+@triton.jit
+def div_by(x, divisor, WIDE: tl.constexpr):
+    """x // d for x >= 0, `divisor` the tuple (d, magic, shift) of `divisor(d)`: a
+    multiply-high and a shift where x is 32-bit (x < 2^31), a division where WIDE."""
+    if WIDE:
+        return x // divisor[0]
+    else:
+        hi = tl.umulhi(x.to(tl.uint32) * 2, divisor[1].to(tl.uint32))
+        return (hi >> divisor[2]).to(x.dtype)
+
+
+@triton.jit
+def unflatten3(j, MID, LAST):
+    """A flat number over three axes (last fastest) -> its three coordinates."""
+    last = j % LAST
+    rest = j // LAST
+    return rest // MID, rest % MID, last
+
+
+@triton.jit
+def unflatten4(j, B, C, D):
+    """A flat number over four axes (last fastest) -> its four coordinates."""
+    rest, c, d = unflatten3(j, C, D)
+    return rest // B, rest % B, c, d
+
+
+@triton.jit
+def keep_first_max(v, step, best, best_step, nan_step):
+    """One step of a scan-order walk: `>` keeps the first maximum; NaN tracked apart (the
+    last NaN's step)."""
+    take = v > best
+    return (
+        tl.where(take, v, best),
+        tl.where(take, step, best_step),
+        tl.where(v != v, step, nan_step),
+    )
+
+
+@triton.jit
+def merge_lanes(best, pos, BIG: tl.constexpr, AXIS: tl.constexpr):
+    """Lanes' running (maximum, position) pairs -> one per row along AXIS, as PyTorch picks:
+    the last NaN if any lane holds one, else the first maximum (smallest position; lanes
+    still at BIG saw nothing)."""
+    nan = best != best
+    nan_pos = tl.max(tl.where(nan, pos, -1), axis=AXIS)
+    clean = tl.where(nan, float("-inf"), best)
+    top = tl.max(clean, axis=AXIS)
+    hit = (clean == tl.expand_dims(top, AXIS)) & (pos != BIG)
+    first = tl.min(tl.where(hit, pos, BIG), axis=AXIS)
+    has_nan = nan_pos >= 0
+    return tl.where(has_nan, float("nan"), top), tl.where(has_nan, nan_pos, first)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from kernels import runtime
+from kernels import registry, runtime
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -14,5 +14,5 @@ def _record_implementations(record_testsuite_property: Callable[[str, object], N
     """Record which implementation of each operator ran, for the runner's JUnit report."""
     record_testsuite_property("kernels.vendor", runtime.vendor())
     record_testsuite_property("kernels.device", runtime.device)
-    for op in runtime.OPERATORS:
-        record_testsuite_property(f"implementation.{op}", runtime.implementation(op))
+    for op in registry.OPERATORS:
+        record_testsuite_property(f"implementation.{op.name}", runtime.implementation(op.name))

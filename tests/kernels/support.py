@@ -7,11 +7,14 @@ upcast (exactly) for the reference, so both see the same numbers.
 from __future__ import annotations
 
 import zlib
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 
 from kernels import runtime
+from kernels.backends._cpu.heuristics import INTERPRETER
+from kernels.backends._nvidia.heuristics import for_device
 
 DEVICE = runtime.device
 ON_GPU = DEVICE in ("cuda", "musa")
@@ -39,6 +42,11 @@ TOLERANCE: dict[torch.dtype, tuple[float, float]] = {
 }
 
 
+# The heuristics of an H200 (132 multiprocessors), built without one, and the interpreter's.
+H200 = for_device(SimpleNamespace(multi_processor_count=132, total_memory=141 * 10**9))
+HEURISTICS = {"h200": H200, "interpreter": INTERPRETER}
+
+
 def seeded(*key: object) -> torch.Generator:
     """A CPU generator seeded from the test's parameters: reruns draw the same data."""
     return torch.Generator().manual_seed(zlib.crc32(repr(key).encode()))
@@ -47,6 +55,25 @@ def seeded(*key: object) -> torch.Generator:
 def randn(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
     """Random normal data made on the CPU, then moved to the device under test."""
     return torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype).to(DEVICE)
+
+
+def ties_and_nans(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    """Random values with every other H row rounded (ties inside windows and across chunk
+    borders) and 3% NaN, in `dtype` on the test device."""
+    x = torch.randn(shape, generator=gen, dtype=torch.float64)
+    x[..., ::2, :] = x[..., ::2, :].round()
+    x[torch.rand(shape, generator=gen) < 0.03] = float("nan")
+    return x.to(dtype).to(DEVICE)
+
+
+def restrided(x: torch.Tensor, axes: tuple[int, int]) -> torch.Tensor:
+    """The same values laid out with `axes` swapped in memory (other strides)."""
+    return x.transpose(*axes).contiguous().transpose(*axes)
+
+
+def meta(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A tensor with a shape, strides and dtype but no data: for planning, not running."""
+    return torch.empty(shape, dtype=dtype, device="meta")
 
 
 def reference_forward(

@@ -1,26 +1,32 @@
-"""Accuracy of kernels.adaptive_max_pool3d against PyTorch on the CPU in float64."""
+"""Accuracy of kernels.adaptive_max_pool3d against PyTorch on the CPU in float64.
+
+Three kinds of test: the upstream shape grid and edge cases through the default plan; each
+kernel forced on small shapes, every dtype, with ties and NaN (exactness per kernel); and the
+dispatch table's choices for a device the test does not need (plans only, nothing launched).
+"""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import kernels
-from kernels import runtime
-from kernels.ops._adaptive import PlanCache, Spatial, max_window
-from kernels.ops._forward_columns import ColumnRows, column_rows
-from kernels.ops._forward_global import GlobalSplit
-from kernels.ops._forward_tiles import TileShape, tile_shape
+from kernels import dispatch, registry
+from kernels.heuristics import Heuristics, current
+from kernels.ops._adaptive import Forward, PlanCache, as_5d
 from kernels.ops.adaptive_max_pool3d import (
-    ChunkTiles,
-    ForwardConfig,
-    LaneBlock,
-    PairTiles,
+    DISPATCH,
+    chunked,
+    column_max,
+    global_split,
+    lane_window,
+    pair_window,
+    select,
+    window_tile,
 )
 from tests.kernels.support import (
     ALL_DTYPES,
@@ -28,17 +34,24 @@ from tests.kernels.support import (
     BIG_SHAPE,
     BIG_WINDOW_D,
     DEVICE,
+    H200,
+    HEURISTICS,
     UPSTREAM_OUTPUTS,
     UPSTREAM_SHAPES,
     assert_forward_matches,
     big_memory_gpu,
+    meta,
     randn,
+    restrided,
     seeded,
+    ties_and_nans,
 )
 
 pytestmark = pytest.mark.adaptive_max_pool3d
 
-forward = runtime.function("adaptive_max_pool3d")
+OP = "adaptive_max_pool3d"
+forward = kernels.runtime.function(OP)
+MODULE = importlib.import_module(registry.operator(OP).module)
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
@@ -51,25 +64,95 @@ def test_upstream_shapes(
     assert_forward_matches(forward(x, output_size), x, output_size)
 
 
-@pytest.mark.parametrize(
-    ("shape", "output_size"),
-    [
-        ((2, 3, 5, 9, 13), (2, 4, 5)),  # non-cubic, nothing divides
-        ((1, 2, 6, 4, 11), (4, 7, 3)),  # upsampling along H, overlapping windows elsewhere
-        ((1, 1, 3, 2, 5), (7, 5, 9)),  # upsampling on every axis
-        ((2, 2, 1, 1, 1), (2, 3, 1)),  # a single input element per plane
-        ((1, 3, 17, 33, 65), (1, 1, 1)),  # global pooling over rows past one chunk
-        ((1, 1, 4, 70, 300), (2, 3, 2)),  # windows wider than one chunk along W and H
-        ((3, 6, 7, 8), (2, 3, 4)),  # unbatched (C, D, H, W)
-    ],
-    ids=str,
-)
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+OTHER_CASES = [
+    ((2, 3, 5, 9, 13), (2, 4, 5)),  # non-cubic, nothing divides
+    ((1, 2, 6, 4, 11), (4, 7, 3)),  # upsampling along H, overlapping windows elsewhere
+    ((1, 1, 3, 2, 5), (7, 5, 9)),  # upsampling on every axis
+    ((2, 2, 1, 1, 1), (2, 3, 1)),  # a single input element per plane
+    ((1, 3, 17, 33, 65), (1, 1, 1)),  # global pooling over rows past one chunk
+    ((1, 1, 4, 70, 300), (2, 3, 2)),  # windows wider than one chunk along W and H
+    ((3, 6, 7, 8), (2, 3, 4)),  # unbatched (C, D, H, W)
+]
+# The dtypes in turn: each shape once, every dtype on some (each kernel takes every dtype
+# in test_each_kernel).
+OTHER = [(s, o, ALL_DTYPES[i % len(ALL_DTYPES)]) for i, (s, o) in enumerate(OTHER_CASES)]
+
+
+@pytest.mark.parametrize(("shape", "output_size", "dtype"), OTHER, ids=str)
 def test_other_shapes(
     shape: tuple[int, ...], output_size: tuple[int, int, int], dtype: torch.dtype
 ) -> None:
     x = randn(shape, dtype, seeded(shape, output_size, dtype))
     assert_forward_matches(forward(x, output_size), x, output_size)
+
+
+# Each kernel forced on small shapes it can take: divisible, non-divisible (one unbatched)
+# and, where a kernel takes it, upsampling along W (global pooling: two plane sizes).
+DIVISIBLE = ((1, 2, 4, 6, 8), (2, 3, 2))
+UNBATCHED = ((2, 5, 6, 9), (2, 4, 4))  # nothing divides
+UPSAMPLING = ((2, 3, 4, 5), (2, 2, 7))  # along W
+KERNEL_SHAPES: dict[str, list[tuple[tuple[int, ...], tuple[int, int, int]]]] = {
+    "global_split": [((2, 3, 4, 6, 8), (1, 1, 1)), ((3, 9, 10, 11), (1, 1, 1))],
+    "pair_window": [((2, 3, 4, 6, 8), (2, 3, 4)), ((3, 5, 7, 12), (2, 4, 6))],
+    "column_max": [((2, 3, 4, 8, 16), (2, 4, 4)), ((2, 7, 10, 14), (3, 4, 5)), UPSAMPLING],
+    "window_tile": [((1, 2, 4, 8, 16), (2, 4, 4)), ((2, 3, 4, 6), (2, 2, 4)), UPSAMPLING],
+    "lane_window": [DIVISIBLE, UNBATCHED, ((1, 1, 2, 3, 4), (3, 4, 5))],
+    "chunked": [DIVISIBLE, UNBATCHED, ((1, 1, 2, 3, 4), (3, 4, 5))],
+}
+KERNEL_CASES = [(k, s, o) for k, cases in KERNEL_SHAPES.items() for s, o in cases]
+
+
+def default_config(name: str, x: torch.Tensor, output_size: tuple[int, int, int]) -> object:
+    """Kernel `name`'s default config for `x` on this device, whatever the dispatch picks."""
+    problem = Forward.of(as_5d(x), output_size)
+    return dispatch.named(DISPATCH, name).kernel.default(problem, current())
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize(("kernel", "shape", "output_size"), KERNEL_CASES, ids=str)
+def test_each_kernel(
+    kernel: str, shape: tuple[int, ...], output_size: tuple[int, int, int], dtype: torch.dtype
+) -> None:
+    """Every kernel, forced, gives PyTorch's values and indices: ties, NaN, every dtype."""
+    x = ties_and_nans(shape, dtype, seeded(kernel, shape, dtype))
+    config = default_config(kernel, x, output_size)
+    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
+
+
+@pytest.mark.parametrize("kernel", [k for k in KERNEL_SHAPES if k != "global_split"])
+def test_each_kernel_with_other_strides(kernel: str) -> None:
+    """The same values laid out with D and W swapped in memory (global_split needs
+    contiguous planes: the dispatch sends other layouts elsewhere)."""
+    shape, output_size = KERNEL_SHAPES[kernel][0]
+    x = restrided(ties_and_nans(shape, torch.float16, seeded(kernel, "strided")), (-3, -1))
+    config = default_config(kernel, x, output_size)
+    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
+
+
+SMALL_TILES = [
+    # Windows split over several chunks, and programs that take one output each.
+    (chunked.Config(1, 2, 4, 1, 2, 2, 1), (1, 1, 5, 6, 9), (2, 4, 4)),
+    (chunked.Config(1, 1, 1, 2, 4, 4, 1), (1, 1, 2, 3, 4), (2, 2, 3)),
+    (lane_window.Config(8, 1), (1, 2, 2, 3, 41), (1, 2, 2)),  # rows of 21: past the unroll
+    (window_tile.Config(1, 2, 2, 2, 2, 1), (1, 1, 3, 5, 5), (2, 2, 2)),  # H and W chunks
+    (window_tile.Config(2, 1, 4, 4, 4, 1), (1, 3, 2, 8, 16), (2, 4, 4)),  # two rows a program
+    (window_tile.Config(1, 1, 2, 1, 4, 1), (1, 1, 2, 3, 8), (1, 1, 1)),  # global, in chunks
+    (global_split.Config(3, 16, 1), (2, 3, 5, 6, 7), (1, 1, 1)),
+    (global_split.Config(7, 32, 2), (2, 3, 5, 6, 7), (1, 1, 1)),
+    (column_max.Config(2, 1), (1, 3, 2, 3, 1), (2, 2, 1)),  # rows of one column
+    (column_max.Config(4, 2, unroll_d=True), (1, 2, 5, 6, 9), (2, 4, 4)),
+    (pair_window.Config(1, 2, 4, 1), (1, 1, 3, 5, 12), (2, 3, 6)),
+]
+
+
+@pytest.mark.parametrize(("config", "shape", "output_size"), SMALL_TILES, ids=str)
+def test_small_tiles(
+    config: object, shape: tuple[int, ...], output_size: tuple[int, int, int]
+) -> None:
+    """Tiles a device would take, smaller than the shape: several chunks, programs and parts,
+    with ties across their borders."""
+    x = ties_and_nans(shape, torch.float32, seeded(config, shape))
+    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
@@ -96,9 +179,7 @@ def test_output_size_forms() -> None:
     assert_forward_matches(forward(x, (6, 4, 10)), x, (6, 4, 10))
 
 
-@pytest.mark.parametrize(
-    "dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64], ids=str
-)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
 def test_ties_pick_the_first_maximum(dtype: torch.dtype) -> None:
     gen = seeded("ties", dtype)
     x = torch.randint(0, 3, (2, 3, 9, 10, 11), generator=gen).to(dtype).to(DEVICE)
@@ -191,15 +272,28 @@ def test_bad_input(make: Callable[[], object], error: type[Exception], match: st
         make()
 
 
+def test_kernels_refuse_what_they_cannot_run() -> None:
+    x = randn((1, 1, 2, 40, 4), torch.float32, seeded("refuse"))
+    with pytest.raises(ValueError, match="column_max kernel does not take windows"):
+        forward(x, (1, 2, 2), config=column_max.Config(1, 1))
+    # More warps than rows: Triton 3.6 cannot keep the final gather inside a warp.
+    with pytest.raises(ValueError, match="needs num_warps <= rows"):
+        forward(x, (1, 8, 2), config=column_max.Config(2, 4))
+    with pytest.raises(ValueError, match="pair_window kernel needs W = 2·OW"):
+        forward(x, (1, 8, 1), config=pair_window.Config(1, 1, 1, 1))
+    with pytest.raises(ValueError, match="global_split kernels need global pooling"):
+        forward(x, (1, 8, 1), config=global_split.Config(0, 16, 1))
+
+
 def test_use_kernels_routes_torch_through_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[int, ...]] = []
-    generic = kernels.ops.adaptive_max_pool3d
+    generic = MODULE.adaptive_max_pool3d
 
     def spy(input: torch.Tensor, output_size: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         calls.append(tuple(input.shape))
         return generic(input, output_size)
 
-    monkeypatch.setattr(kernels.ops, "adaptive_max_pool3d", spy)
+    monkeypatch.setattr(MODULE, "adaptive_max_pool3d", spy)
     x = randn((2, 3, 7, 9, 8), torch.float32, seeded("use"))
     with kernels.use_kernels():
         got = F.adaptive_max_pool3d(x, (3, 4, 3), return_indices=True)
@@ -210,269 +304,103 @@ def test_use_kernels_routes_torch_through_the_kernel(monkeypatch: pytest.MonkeyP
     assert not kernels.enabled()
 
 
-@pytest.mark.parametrize(
-    "config",
-    [
-        ChunkTiles(1, 2, 4, 1, 2, 2, 1),
-        ChunkTiles(1, 1, 1, 2, 4, 4, 1),
-        LaneBlock(8, 1),
-    ],
-    ids=["small-chunks", "one-output-per-program", "small-window-kernel"],
-)
-@pytest.mark.parametrize(
-    ("shape", "output_size"),
-    [
-        ((1, 2, 5, 6, 9), (2, 4, 4)),
-        ((1, 1, 8, 6, 10), (1, 1, 1)),
-        ((1, 1, 2, 3, 4), (3, 4, 5)),
-        ((1, 2, 2, 3, 41), (1, 2, 2)),  # rows of 21: past the unrolled width
-    ],
-    ids=str,
-)
-def test_device_tiling(
-    shape: tuple[int, ...], output_size: tuple[int, int, int], config: ForwardConfig
-) -> None:
-    """The one-row-per-program tiling of a device, with windows split over several chunks."""
-    x = randn(shape, torch.float32, seeded("tiling", shape, output_size))
-    x[..., ::3, :, :] = x[..., ::3, :, :].round()  # ties across chunk borders
+@pytest.mark.parametrize("kernel", list(KERNEL_SHAPES))
+def test_64_bit_offsets_path(kernel: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The int64 arithmetic a >2^31-element tensor needs, forced on a small one."""
+    module = dispatch.named(DISPATCH, kernel).kernel
+    monkeypatch.setattr(module, "fits_int32", lambda *values: False, raising=False)
+    monkeypatch.setattr(chunked, "fits_int32", lambda *values: False)  # the shared bound
+    monkeypatch.setattr(MODULE, "_PLANS", PlanCache())  # no plan made with 32-bit offsets
+    shape, output_size = KERNEL_SHAPES[kernel][0]
+    x = ties_and_nans(shape, torch.float16, seeded(kernel, "wide"))
+    config = default_config(kernel, x, output_size)
+    launch = MODULE.launch_for(as_5d(x), output_size, config)
+    assert getattr(launch, "parts", launch).constants["WIDE"]
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
 
 
-def assert_matches_with_strides(
-    x: torch.Tensor,
-    output_size: tuple[int, int, int],
-    config: ForwardConfig | None,
-    axes: tuple[int, int],
-) -> None:
-    """The forward under `config` matches PyTorch on `x` and on a copy with the same values
-    laid out with `axes` swapped in memory (other strides)."""
-    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
-    strided = x.transpose(*axes).contiguous().transpose(*axes)
-    assert_forward_matches(forward(strided, output_size, config=config), strided, output_size)
-
-
-def ties_and_nans(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
-    """Random values with every other H row rounded (ties inside windows and across chunk
-    borders) and 3% NaN, in `dtype` on the test device."""
-    x = torch.randn(shape, generator=gen, dtype=torch.float64)
-    x[..., ::2, :] = x[..., ::2, :].round()
-    x[torch.rand(shape, generator=gen) < 0.03] = float("nan")
-    return x.to(dtype).to(DEVICE)
-
-
-def largest_windows(shape: tuple[int, ...], output_size: tuple[int, int, int]) -> Spatial:
-    """The largest window along each of the last three axes."""
-    d, h, w = (max_window(i, o) for i, o in zip(shape[-3:], output_size, strict=True))
-    return d, h, w
-
-
-TILE_CASES = [
-    *((dtype, None) for dtype in ALL_DTYPES),  # the planned sides
-    (torch.float32, TileShape(1, 2, 2, 2, 2, 1)),  # windows split into chunks on H and W
-    (torch.bfloat16, TileShape(1, 2, 2, 2, 2, 1)),
-    (torch.float16, TileShape(2, 1, 4, 4, 4, 1)),  # two (plane, od) rows per program
+# What the dispatch table picks, and the tiles, for the benchmark's sizes and a few others;
+# on the H200 these are the choices its sweeps made (the interpreter's tiles differ).
+H200_PLANS = [
+    ((1, 1, 8, 8, 8), (4, 4, 4), torch.float16, pair_window.Config(1, 4, 4, 1)),
+    ((2, 3, 16, 16, 16), (8, 8, 8), torch.float32, pair_window.Config(1, 8, 8, 1)),
+    ((1, 1, 32, 32, 32), (16, 16, 16), torch.float16, pair_window.Config(1, 4, 16, 1)),
+    ((2, 8, 8, 8, 8), (4, 4, 4), torch.bfloat16, pair_window.Config(1, 4, 4, 1)),
+    ((8, 64, 16, 56, 56), (8, 28, 28), torch.float16, pair_window.Config(1, 32, 32, 8)),
+    ((8, 64, 16, 56, 56), (8, 28, 28), torch.float32, pair_window.Config(1, 16, 32, 4)),
+    ((8, 64, 16, 56, 56), (1, 1, 1), torch.float16, global_split.Config(0, 2048, 8)),
+    ((8, 64, 16, 56, 56), (7, 7, 7), torch.float16, column_max.Config(8, 4, False)),
+    ((8, 64, 16, 56, 56), (7, 7, 7), torch.float32, column_max.Config(4, 4, True)),
+    ((8, 64, 16, 56, 56), (5, 9, 11), torch.bfloat16, column_max.Config(8, 4, False)),
+    ((8, 64, 16, 56, 56), (5, 9, 11), torch.float32, column_max.Config(4, 4, True)),
+    ((4, 32, 32, 64, 64), (16, 32, 32), torch.float16, pair_window.Config(1, 32, 32, 8)),
+    ((4, 32, 32, 64, 64), (10, 20, 20), torch.float16, column_max.Config(8, 2, True)),
+    ((4, 32, 32, 64, 64), (10, 20, 20), torch.float32, column_max.Config(4, 4, True)),
+    ((8, 64, 16, 56, 56), (16, 28, 20), torch.float16, lane_window.Config(256, 8)),  # 2 rows
+    ((8, 64, 16, 64, 64), (4, 2, 16), torch.float16, window_tile.Config(1, 1, 32, 16, 4, 1)),
+    ((8, 64, 16, 96, 64), (8, 4, 16), torch.float16, lane_window.Config(256, 8)),  # 192
+    ((1, 1, 2, 2, 300), (1, 1, 100), torch.float32, lane_window.Config(256, 8)),  # W > 256
+    ((2, 4, 16, 24, 24), (2, 2, 3), torch.float32, chunked.Config(1, 1, 2, 8, 16, 8, 8)),
 ]
 
 
-@pytest.mark.parametrize(("dtype", "sides"), TILE_CASES, ids=str)
-@pytest.mark.parametrize(
-    ("shape", "output_size"),
-    [
-        ((1, 2, 5, 6, 9), (2, 4, 4)),  # overlapping windows on every axis
-        ((1, 1, 4, 6, 8), (1, 1, 1)),  # global pooling
-        ((2, 3, 4, 8, 16), (2, 4, 4)),  # W windows of 4: vector loads
-        ((3, 4, 7, 9), (4, 5, 6)),  # unbatched, upsampling along W
-    ],
-    ids=str,
-)
-def test_window_tile_kernel(
+@pytest.mark.parametrize(("shape", "output_size", "dtype", "config"), H200_PLANS, ids=str)
+def test_h200_plans(
+    shape: tuple[int, ...], output_size: tuple[int, int, int], dtype: torch.dtype, config: object
+) -> None:
+    route, chosen, _ = select(meta(shape, dtype), output_size, None, H200)
+    assert (route.name, chosen) == (config.kernel, config)  # type: ignore[attr-defined]
+
+
+# (shape, output size, strided, the kernel on a device and under the interpreter)
+ROUTES = [
+    ((1, 1, 4, 4, 8), (2, 2, 4), False, "pair_window"),
+    ((1, 1, 4, 4, 9), (2, 2, 3), False, "column_max"),
+    ((1, 2, 4, 4, 16), (2, 2, 4), False, "column_max"),  # aligned W windows of 4 too
+    ((1, 2, 4, 4, 16), (2, 2, 4), True, "column_max"),
+    ((1, 1, 4, 34, 16), (1, 2, 4), False, "window_tile"),  # H windows of 17, 272 elements
+    ((1, 1, 1, 34, 16), (1, 2, 4), False, "lane_window"),  # ... 68 (chunked if interpreted)
+    ((1, 1, 1, 34, 2), (1, 2, 2), False, "lane_window"),  # W windows of 1
+    ((1, 1, 2, 4, 9), (2, 2, 3), False, "lane_window"),  # windows of 2 (D, H) rows
+    ((1, 1, 2, 2, 300), (1, 1, 100), False, "lane_window"),  # rows of more than 256 columns
+    ((1, 2, 8, 8, 16), (1, 1, 1), False, "global_split"),  # contiguous planes
+    ((1, 2, 8, 8, 16), (1, 1, 1), True, "chunked"),  # strided planes, 1024-element windows
+]
+
+
+@pytest.mark.parametrize("heuristics", ["h200", "interpreter"])
+@pytest.mark.parametrize(("shape", "output_size", "strided", "kernel"), ROUTES, ids=str)
+def test_routes(
     shape: tuple[int, ...],
     output_size: tuple[int, int, int],
-    dtype: torch.dtype,
-    sides: TileShape | None,
+    strided: bool,
+    kernel: str,
+    heuristics: str,
 ) -> None:
-    """The window-tile kernel, whole or with windows split over chunks: ties, NaN, strides."""
-    x = ties_and_nans(shape, dtype, seeded("tiles", shape, dtype))
-    config = sides or tile_shape(largest_windows(shape, output_size), output_size)
-    assert_matches_with_strides(x, output_size, config, (-3, -1))
+    """The dispatch table's order: global_split for contiguous planes; for windows of up to
+    512 elements pair_window where W = 2·OW, column_max on rows of up to 256 columns with
+    windows of at least 4 (D, H) rows, at most 16 along H, window_tile where windows of 256
+    or more divide W into aligned power-of-two widths, lane_window; else chunked. Under the
+    interpreter the window-walking kernels take windows of up to 32 elements only."""
+    h: Heuristics = HEURISTICS[heuristics]
+    x = restrided(meta(shape), (1, -1)) if strided else meta(shape)
+    route, _, problem = select(x, output_size, None, h)
+    small_only = kernel in ("lane_window", "pair_window") and problem.elements > h.lane_window
+    assert route.name == ("chunked" if small_only else kernel)
 
 
-@pytest.mark.parametrize(
-    "split",
-    [None, GlobalSplit(3, 16, 1), GlobalSplit(7, 32, 2)],
-    ids=["planned-split", "three-parts", "seven-parts"],
-)
-@pytest.mark.parametrize("shape", [(2, 3, 5, 6, 7), (3, 9, 10, 11)], ids=str)
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
-def test_global_pooling_split(
-    shape: tuple[int, ...], dtype: torch.dtype, split: GlobalSplit | None
-) -> None:
-    """Global pooling split into parts per plane: ties and NaN across part borders."""
-    gen = seeded("global", shape, dtype)
-    x = torch.randn(shape, generator=gen, dtype=torch.float64).clamp(max=1.0)  # many ties at 1
-    x[torch.rand(shape, generator=gen) < 0.01] = float("nan")
-    x = x.to(dtype).to(DEVICE)
-    assert_forward_matches(forward(x, (1, 1, 1), config=split), x, (1, 1, 1))
+def test_pair_window_tiles_shrink_for_few_outputs() -> None:
+    """On the H200 the pair_window tile halves (down to 64 outputs) until the launch has a
+    program per multiprocessor (128); the benchmark's large rows keep the swept tiles."""
 
+    def outputs_a_program(shape: tuple[int, ...], output_size: tuple[int, int, int]) -> int:
+        config = pair_window.default(Forward.of(meta(shape), output_size), H200)
+        return config.boh * config.bow
 
-@pytest.mark.parametrize(
-    "config", [None, ColumnRows(2, 1), ColumnRows(4, 2, unroll_d=True)], ids=str
-)
-@pytest.mark.parametrize(
-    ("shape", "output_size"),
-    [
-        ((1, 2, 5, 6, 9), (2, 4, 4)),  # overlapping windows on every axis
-        ((2, 3, 4, 8, 16), (2, 4, 4)),  # divisible: windows of 2×2×4
-        ((2, 2, 7, 10, 14), (3, 4, 5)),  # windows of 3 or 4 on every axis, like 56 -> 11
-        ((3, 4, 7, 9), (4, 5, 6)),  # unbatched, upsampling along W
-        ((1, 3, 2, 3, 1), (2, 2, 1)),  # rows of one column
-    ],
-    ids=str,
-)
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
-def test_column_max_kernel(
-    shape: tuple[int, ...],
-    output_size: tuple[int, int, int],
-    dtype: torch.dtype,
-    config: ColumnRows | None,
-) -> None:
-    """The column-maxima kernel (whole rows, then a gather per window): ties inside and across
-    windows, NaN, other strides, rows that do not fill the last program."""
-    x = ties_and_nans(shape, dtype, seeded("columns", shape, dtype))
-    kd, kh, _ = largest_windows(shape, output_size)
-    config = config or column_rows(shape[-1], x.element_size(), kd * kh)
-    assert_matches_with_strides(x, output_size, config, (-3, -1))
-
-
-def test_column_max_kernel_refuses_what_it_cannot_run() -> None:
-    x = randn((1, 1, 2, 40, 4), torch.float32, seeded("columns-refuse"))
-    with pytest.raises(ValueError, match="column-maxima kernel does not take windows"):
-        forward(x, (1, 2, 2), config=ColumnRows(1, 1))
-    # More warps than rows: Triton 3.6 cannot keep the final gather inside a warp.
-    with pytest.raises(ValueError, match="needs num_warps <= rows"):
-        forward(x, (1, 8, 2), config=ColumnRows(2, 4))
-
-
-def test_64_bit_offsets_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The int64 arithmetic a >2^31-element tensor needs, forced on a small one."""
-    module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
-    monkeypatch.setattr(module, "fits_int32", lambda *values: False)
-    monkeypatch.setattr(module, "_PLANS", PlanCache())  # no plan made with 32-bit offsets
-    x = randn((2, 3, 9, 10, 11), torch.float16, seeded("wide"))
-    x[0, 1, 2:5] = float("nan")
-    assert_forward_matches(forward(x, (4, 3, 5)), x, (4, 3, 5))
-    y = x[..., :10]  # windows two wide along W: the whole-row kernel
-    assert_forward_matches(forward(y, (4, 3, 5)), y, (4, 3, 5))
-    tiles_module = importlib.import_module("kernels.ops._forward_tiles")
-    monkeypatch.setattr(tiles_module, "fits_int32", lambda *values: False)
-    config = TileShape(1, 2, 2, 2, 2, 1)
-    assert_forward_matches(forward(x, (4, 3, 5), config=config), x, (4, 3, 5))
-    global_module = importlib.import_module("kernels.ops._forward_global")
-    monkeypatch.setattr(global_module, "fits_int32", lambda *values: False)
-    split = GlobalSplit(3, 16, 1)
-    assert_forward_matches(forward(x, (1, 1, 1), config=split), x, (1, 1, 1))
-    columns_module = importlib.import_module("kernels.ops._forward_columns")
-    monkeypatch.setattr(columns_module, "fits_int32", lambda *values: False)
-    rows = ColumnRows(1, 1)
-    assert_forward_matches(forward(x, (4, 3, 5), config=rows), x, (4, 3, 5))
-
-
-@pytest.mark.parametrize(
-    "config",
-    [None, PairTiles(1, 2, 4, 1)],
-    ids=["default", "several-tiles"],
-)
-@pytest.mark.parametrize(
-    ("shape", "output_size"),
-    [((2, 3, 4, 6, 8), (2, 3, 4)), ((1, 2, 5, 7, 12), (3, 4, 6)), ((3, 6, 10, 18), (2, 3, 9))],
-    ids=str,
-)
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
-def test_pair_windows(
-    shape: tuple[int, ...],
-    output_size: tuple[int, int, int],
-    dtype: torch.dtype,
-    config: ForwardConfig | None,
-) -> None:
-    """Windows two wide along W (whole-row loads split in registers): ties, NaN, strides."""
-    gen = seeded("pairs", shape, dtype)
-    x = torch.randint(0, 4, shape, generator=gen).to(torch.float64)
-    x[torch.rand(shape, generator=gen) < 0.05] = float("nan")
-    x = x.to(dtype).to(DEVICE)
-    assert_matches_with_strides(x, output_size, config, (-3, -2))
-
-
-def test_forward_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default plan takes the whole-row kernel exactly when W = 2·OW, the column-maxima
-    kernel for other small windows of at least 4 (D, H) rows (at most 16 along H) on rows of
-    up to 256 columns, then the window-tile kernel where windows of 256 elements or more
-    divide W into aligned power-of-two widths of 4 or more, the split reduction for global
-    pooling of contiguous planes."""
-    module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
-    seen: list[str] = []
-
-    class Spy(module.Launch):  # type: ignore[name-defined,misc]
-        def __init__(self, kernel: Any, *args: Any) -> None:
-            seen.append(kernel.fn.__name__)
-            super().__init__(kernel, *args)
-
-    monkeypatch.setattr(module, "Launch", Spy)
-    for name in ("_forward_tiles", "_forward_global", "_forward_columns"):
-        monkeypatch.setattr(importlib.import_module(f"kernels.ops.{name}"), "Launch", Spy)
-
-    def plan(
-        shape: tuple[int, ...], output_size: tuple[int, int, int], strided: bool = False
-    ) -> None:
-        x = randn(shape, torch.float32, seeded("pick"))
-        if strided:
-            x = x.transpose(1, -1).contiguous().transpose(1, -1)
-        module.plan_forward(x, output_size, None)
-
-    plan((1, 1, 4, 4, 8), (2, 2, 4))
-    plan((1, 1, 4, 4, 9), (2, 2, 3))
-    plan((1, 2, 4, 4, 16), (2, 2, 4))  # aligned W windows of 4: columns beat window tiles
-    plan((1, 2, 4, 4, 16), (2, 2, 4), strided=True)
-    plan((1, 1, 4, 34, 16), (1, 2, 4))  # H windows of 17 rows, 272 elements: window tiles
-    plan((1, 1, 1, 34, 16), (1, 2, 4))  # ... 68: one lane a window (chunks if interpreted)
-    plan((1, 1, 1, 34, 2), (1, 2, 2))  # ... W windows of 1: one lane a window
-    plan((1, 1, 2, 4, 9), (2, 2, 3))  # windows of 2 (D, H) rows: one lane a window
-    plan((1, 1, 2, 2, 300), (1, 1, 100))  # rows of more than 256 columns: one lane a window
-    # Global pooling of contiguous planes: the split reduction; of strided ones (windows of
-    # more than 512 elements), the chunks.
-    plan((1, 2, 8, 8, 16), (1, 1, 1))
-    plan((1, 2, 8, 8, 16), (1, 1, 1), strided=True)
-    assert seen == [
-        "_pair_window_kernel",
-        "_column_max_kernel",
-        "_column_max_kernel",
-        "_column_max_kernel",
-        "_window_tile_kernel",
-        "_adaptive_max_pool3d_kernel" if runtime.interpreted else "_small_window_kernel",
-        "_small_window_kernel",
-        "_small_window_kernel",
-        "_small_window_kernel",
-        "_global_parts_kernel",
-        "_global_merge_kernel",
-        "_adaptive_max_pool3d_kernel",
-    ]
-
-
-def test_pair_tiles_shrink_for_few_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On a device the whole-row kernel's tile halves (down to 64 outputs) until the launch
-    has MIN_PAIR_PROGRAMS programs; the benchmark's large rows keep the swept tiles."""
-    monkeypatch.setattr(runtime, "interpreted", False)
-    module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
-
-    def outputs_a_program(oh: int, ow: int, element_size: int, outputs: int) -> int:
-        tiles = module.pair_tiles(oh, ow, element_size=element_size, outputs=outputs)
-        return int(tiles.boh * tiles.bow)
-
-    assert module.MIN_PAIR_PROGRAMS == 128
-    assert outputs_a_program(16, 16, 4, 4096) == 64  # (1,1,32,32,32) -> (16,16,16)
-    assert outputs_a_program(16, 16, 2, 4096) == 64
-    assert outputs_a_program(32, 32, 4, 128 * 256) == 256  # halved once: 128 programs
-    assert outputs_a_program(28, 28, 4, 8 * 64 * 8 * 28 * 28) == 512  # large rows: swept tiles
-    assert outputs_a_program(28, 28, 2, 8 * 64 * 8 * 28 * 28) == 1024
+    assert H200.min_pair_programs == 128
+    assert outputs_a_program((1, 1, 32, 32, 32), (16, 16, 16)) == 64
+    assert outputs_a_program((1, 1, 64, 64, 64), (32, 32, 32)) == 256  # halved once
+    assert outputs_a_program((8, 64, 16, 56, 56), (8, 28, 28)) == 512
 
 
 @pytest.mark.gpu

@@ -1,12 +1,13 @@
 """Accuracy of adaptive_max_pool3d_backward (generic and Moore Threads) against PyTorch in float64.
 
 Both implementations run on every device: the Moore Threads one through
-`runtime.function(op, "mthreads")`, which forces the mthreads vendor for the call.
+`runtime.function(op, "mthreads")`, which forces the mthreads vendor for the call. As for the
+forward: the upstream grid and edge cases through the default plans, each kernel forced on
+small shapes in every dtype, and the dispatch tables' choices as plans only.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import logging
 import os
@@ -14,29 +15,45 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import kernels
-from kernels import runtime
+from kernels import dispatch, registry, runtime
+from kernels.heuristics import current
 from kernels.ops._adaptive import PlanCache, max_window, window_end, window_start
-from kernels.ops.adaptive_max_pool3d_backward import BackwardConfig
+from kernels.ops.adaptive_max_pool3d_backward import (
+    DISPATCH,
+    disjoint,
+    fill_scatter,
+    plan_with,
+    problem,
+    rows,
+    select,
+    small_input,
+    zeroed_scatter,
+)
 from tests.kernels.support import (
     ALL_DTYPES,
     BIG_OUTPUT,
     BIG_SHAPE,
     BIG_WINDOW_D,
     DEVICE,
+    H200,
     HALF_DTYPES,
+    HEURISTICS,
     ON_GPU,
     UPSTREAM_OUTPUTS,
     UPSTREAM_SHAPES,
     assert_backward_matches,
     big_memory_gpu,
+    meta,
     randn,
     reference_forward,
+    restrided,
     seeded,
 )
 
@@ -46,6 +63,9 @@ OP = "adaptive_max_pool3d_backward"
 IMPLS = ["generic", "mthreads"]
 MTHREADS_LOG = "KERNELS_MTHREADS ADAPTIVE_MAX_POOL3D_BACKWARD"
 REPO = Path(__file__).resolve().parents[2]
+GENERIC = importlib.import_module(registry.operator(OP).module)
+MTHREADS = importlib.import_module(f"{registry.vendor('mthreads').package}.ops.{OP}")
+expand, gather = MTHREADS.expand, MTHREADS.gather
 
 
 def backward(impl: str) -> Callable[..., torch.Tensor]:
@@ -61,10 +81,6 @@ def case(
     _, indices = reference_forward(x, output_size)
     grad = randn(tuple(indices.shape), dtype, gen)
     return grad, x, indices.to(DEVICE)
-
-
-def dtypes_of(impl: str) -> list[torch.dtype]:
-    return ALL_DTYPES if impl == "generic" else HALF_DTYPES
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -88,18 +104,122 @@ OTHER_CASES = [
     ((1, 1, 4, 70, 300), (2, 3, 2)),  # rows wider than one tile
     ((3, 6, 7, 8), (2, 3, 4)),  # unbatched (C, D, H, W)
     ((2, 4, 6, 8), (2, 3, 4)),  # unbatched, divisible
-    ((1, 2, 8, 64, 72), (4, 16, 18)),  # divisible, past SMALL_INPUT: the disjoint kernel
+    ((1, 2, 8, 64, 72), (4, 16, 18)),  # divisible, past the small_input limit
 ]
+# The dtypes in turn: each shape once, every dtype several times.
+OTHER = [(s, o, HALF_DTYPES[i % 3]) for i, (s, o) in enumerate(OTHER_CASES)]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
-@pytest.mark.parametrize(("shape", "output_size"), OTHER_CASES, ids=str)
+@pytest.mark.parametrize(("shape", "output_size", "dtype"), OTHER, ids=str)
 def test_other_shapes(
     shape: tuple[int, ...], output_size: tuple[int, int, int], dtype: torch.dtype, impl: str
 ) -> None:
     grad, x, indices = case(shape, output_size, dtype)
     assert_backward_matches(backward(impl)(grad, x, indices), grad, x, indices)
+
+
+def run_forced(
+    kernel: Any, grad: torch.Tensor, x: torch.Tensor, indices: torch.Tensor, config: Any = None
+) -> torch.Tensor:
+    """The gradient computed by `kernel` (a kernel module, generic or vendor's), forced, with
+    `config` or its default config on this device."""
+    h = current()
+
+    def launch(p: Any) -> Any:
+        return kernel.plan(p, config or kernel.default(p, h), h)
+
+    plan = plan_with(grad, x, indices, launch)
+    assert plan is not None
+    return plan(grad, indices)
+
+
+# Each kernel forced on small shapes it can take (the generic ones in every dtype, the Moore
+# Threads ones in the dtypes MUSA has): divisible and non-divisible where it takes both.
+GENERIC_SHAPES: dict[str, list[tuple[tuple[int, ...], tuple[int, int, int]]]] = {
+    "small_input": [((1, 2, 4, 6, 8), (2, 3, 4)), ((2, 5, 6, 9), (5, 3, 3))],
+    "disjoint": [((1, 2, 4, 6, 8), (2, 3, 4)), ((2, 3, 4, 4), (1, 2, 2))],
+    "fill_scatter": [((1, 2, 6, 9, 12), (2, 3, 3)), ((1, 2, 3, 5, 7), (2, 3, 4))],
+    "zeroed_scatter": [((2, 4, 6, 8), (2, 3, 4)), ((1, 2, 3, 5, 7), (2, 3, 4))],
+    "rows": [((2, 2, 4, 4), (1, 2, 2)), ((1, 1, 2, 3, 4), (3, 5, 7))],
+}
+MTHREADS_SHAPES: dict[str, list[tuple[tuple[int, ...], tuple[int, int, int]]]] = {
+    "expand": [((1, 2, 4, 6, 8), (2, 3, 4)), ((2, 3, 4, 4), (1, 2, 2))],
+    "gather": [((2, 4, 6, 8), (2, 3, 4)), ((1, 1, 2, 3, 4), (3, 5, 7))],
+}
+KERNELS = {
+    **{k: dispatch.named(DISPATCH, k).kernel for k in GENERIC_SHAPES},
+    **{k: dispatch.named(MTHREADS.DISPATCH, k).kernel for k in MTHREADS_SHAPES},
+}
+KERNEL_CASES = [
+    (kernel, shape, output_size, dtype)
+    for shapes, dtypes in ((GENERIC_SHAPES, ALL_DTYPES), (MTHREADS_SHAPES, HALF_DTYPES))
+    for kernel, cases in shapes.items()
+    for shape, output_size in cases
+    for dtype in dtypes
+]
+
+
+@pytest.mark.parametrize(("kernel", "shape", "output_size", "dtype"), KERNEL_CASES, ids=str)
+def test_each_kernel(
+    kernel: str, shape: tuple[int, ...], output_size: tuple[int, int, int], dtype: torch.dtype
+) -> None:
+    grad, x, indices = case(shape, output_size, dtype, kernel)
+    got = run_forced(KERNELS[kernel], grad, x, indices)
+    assert_backward_matches(got, grad, x, indices)
+
+
+@pytest.mark.parametrize("kernel", list(KERNELS))
+def test_each_kernel_with_other_strides(kernel: str) -> None:
+    """The gradient and indices laid out with other strides (the same values)."""
+    shape, output_size = {**GENERIC_SHAPES, **MTHREADS_SHAPES}[kernel][-1]
+    grad, x, indices = case(shape, output_size, torch.float32, "strided")
+    grad_t, indices_t = restrided(grad, (-1, -3)), restrided(indices, (-2, -3))
+    got = run_forced(KERNELS[kernel], grad_t, x, indices_t)
+    assert_backward_matches(got, grad, x, indices)
+
+
+SMALL_TILES = [
+    # Several programs, tiles and row groups per depth slice, where the device has them.
+    ("small_input", small_input.Config(64, 1), (1, 2, 4, 6, 8), (2, 3, 4)),
+    ("disjoint", disjoint.Config(2, 4, 1), (1, 1, 4, 6, 8), (2, 3, 4)),
+    ("disjoint", disjoint.Config(2, 4, 1, vector_stores=False), (1, 1, 4, 6, 8), (2, 3, 4)),
+    ("rows", rows.Config(2, 4), (1, 1, 3, 5, 9), (2, 3, 4)),
+    ("rows", rows.Config(4, 8), (1, 1, 2, 3, 4), (3, 5, 7)),
+    ("zeroed_scatter", zeroed_scatter.tiles(16), (1, 1, 3, 5, 7), (2, 3, 4)),
+    ("expand", expand.Config(1, 2, 4, 1), (1, 1, 4, 6, 8), (2, 3, 4)),
+    ("gather", gather.Config(1, 2, 4, 1), (1, 1, 2, 3, 4), (3, 5, 7)),
+]
+
+
+@pytest.mark.parametrize(("kernel", "config", "shape", "output_size"), SMALL_TILES, ids=str)
+def test_small_tiles(
+    kernel: str, config: Any, shape: tuple[int, ...], output_size: tuple[int, int, int]
+) -> None:
+    grad, x, indices = case(shape, output_size, torch.float32, "small tiles")
+    assert_backward_matches(run_forced(KERNELS[kernel], grad, x, indices, config), grad, x, indices)
+
+
+@pytest.mark.parametrize(
+    ("tile", "box"),
+    [(40, 0), (10**6, 32)],
+    ids=["rows-of-a-slice", "a-plane-32-outputs-at-a-time"],
+)
+@pytest.mark.parametrize(
+    ("shape", "output_size"),
+    [((1, 1, 2, 4, 12), (1, 2, 3)), ((1, 1, 3, 5, 7), (2, 3, 4))],
+    ids=str,
+)
+def test_fill_scatter_tiles(
+    shape: tuple[int, ...], output_size: tuple[int, int, int], tile: int, box: int
+) -> None:
+    """Fill-scatter tiles of a few rows (split H), and a whole plane walked 32 outputs at a
+    time."""
+    grad, x, indices = case(shape, output_size, torch.float32, "fill tiles")
+    config = fill_scatter.tiles(problem(grad, x, indices), current(), tile)
+    config = fill_scatter.Config(tile, box or config.box, config.zero_block, config.num_warps)
+    got = run_forced(fill_scatter, grad, x, indices, config)
+    assert_backward_matches(got, grad, x, indices)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -121,7 +241,7 @@ def test_channels_last_3d_input(
 def test_non_contiguous_grad_and_indices(output_size: tuple[int, int, int], impl: str) -> None:
     grad, x, indices = case((2, 3, 6, 8, 12), output_size, torch.float32, "strided")
     # Same values, other strides: transposed copies and an expanded (stride 0) channel.
-    grad_t = grad.transpose(2, 4).contiguous().transpose(2, 4)
+    grad_t = restrided(grad, (2, 4))
     indices_t = indices.permute(0, 1, 3, 2, 4).contiguous().permute(0, 1, 3, 2, 4)
     assert not grad_t.is_contiguous() and not indices_t.is_contiguous()
     assert_backward_matches(backward(impl)(grad_t, x, indices_t), grad, x, indices)
@@ -172,13 +292,19 @@ def test_ties_through_forward(dtype: torch.dtype, impl: str) -> None:
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
-def test_bitwise_deterministic(dtype: torch.dtype, impl: str) -> None:
-    # Upsampling makes every element gather from several windows: the sum order must not move.
-    grad, x, indices = case((1, 2, 4, 5, 6), (7, 9, 11), dtype, "det")
+@pytest.mark.parametrize(
+    ("shape", "output_size", "dtype"),
+    [((1, 1, 2, 3, 4), (3, 5, 7), torch.float16), ((1, 2, 3, 5, 7), (2, 3, 4), torch.bfloat16)],
+    ids=["upsampling", "overlaps"],
+)
+def test_bitwise_deterministic(
+    shape: tuple[int, ...], output_size: tuple[int, int, int], dtype: torch.dtype, impl: str
+) -> None:
+    """Elements that gather from several windows (rows, gather, the scatters): the order of
+    the sum must not move."""
+    grad, x, indices = case(shape, output_size, dtype, "det")
     first = backward(impl)(grad, x, indices)
-    for _ in range(2):
-        assert torch.equal(first, backward(impl)(grad, x, indices))
+    assert torch.equal(first, backward(impl)(grad, x, indices))
 
 
 def test_mthreads_logs_when_it_runs(caplog: pytest.LogCaptureFixture) -> None:
@@ -199,12 +325,19 @@ def test_mthreads_falls_back_for_float64(caplog: pytest.LogCaptureFixture) -> No
 def test_mthreads_falls_back_unless_forced(caplog: pytest.LogCaptureFixture) -> None:
     if DEVICE == "musa":
         pytest.skip("on a MUSA device the Moore Threads kernel is the natural one")
-    module = importlib.import_module("kernels.backends._mthreads.ops." + OP)
     grad, x, indices = case((1, 2, 8, 8, 8), (4, 4, 4), torch.float32, "unforced")
     with runtime.force("cpu"), caplog.at_level(logging.DEBUG, logger="kernels.backends._mthreads"):
-        got = module.adaptive_max_pool3d_backward(grad, x, indices)
+        got = MTHREADS.adaptive_max_pool3d_backward(grad, x, indices)
     assert MTHREADS_LOG not in caplog.text
     assert_backward_matches(got, grad, x, indices)
+
+
+def test_mthreads_falls_back_past_the_grid_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(MTHREADS, "_GRID_YZ_LIMIT", 0)
+    monkeypatch.setattr(MTHREADS, "_PLANS", PlanCache())
+    grad, x, indices = case((1, 2, 4, 6, 8), (2, 3, 4), torch.float32, "grid")
+    assert MTHREADS.launch_for(problem(grad, x, indices)) is None
+    assert_backward_matches(backward("mthreads")(grad, x, indices), grad, x, indices)
 
 
 @pytest.mark.parametrize("vendor", ["cpu", "mthreads"])
@@ -231,13 +364,13 @@ def test_autograd_through_use_kernels(vendor: str, caplog: pytest.LogCaptureFixt
 
 def test_enable_and_disable(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    generic = kernels.ops.adaptive_max_pool3d_backward
+    generic = GENERIC.adaptive_max_pool3d_backward
 
     def spy(grad: torch.Tensor, x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
         calls.append("ours")
         return generic(grad, x, indices)
 
-    monkeypatch.setattr(kernels.ops, "adaptive_max_pool3d_backward", spy)
+    monkeypatch.setattr(GENERIC, "adaptive_max_pool3d_backward", spy)
     grad, x, indices = case((1, 2, 6, 6, 6), (3, 3, 3), torch.float32, "enable")
     with runtime.force("cpu"):
         kernels.enable()
@@ -287,6 +420,17 @@ def test_bad_input(
         backward(impl)(*args)
 
 
+def test_kernels_refuse_what_they_cannot_run() -> None:
+    grad, x, indices = case((1, 1, 3, 5, 7), (2, 2, 2), torch.float32, "refuse")
+    with pytest.raises(ValueError, match="disjoint kernel needs every axis to divide"):
+        GENERIC.adaptive_max_pool3d_backward(grad, x, indices, config=disjoint.Config(4, 8, 1))
+    with pytest.raises(ValueError, match="small_input kernel needs windows that tile"):
+        GENERIC.adaptive_max_pool3d_backward(grad, x, indices, config=small_input.Config(64, 1))
+    grad, x, indices = case((1, 1, 4, 6, 12), (2, 2, 2), torch.float32, "refuse")  # KW = 6
+    with pytest.raises(ValueError, match="expand kernel needs 2"):
+        run_forced(expand, grad, x, indices)
+
+
 @pytest.mark.skipif(not ON_GPU, reason="needs a second device type: only a GPU host has one")
 def test_mixed_devices() -> None:
     grad, x, indices = case((1, 2, 4, 4, 4), (2, 2, 2), torch.float32, "devices")
@@ -332,7 +476,7 @@ def test_runtime_reports_and_forces() -> None:
         runtime.set_vendor("amd-ish")
 
 
-def test_kernels_vendor_environment_variable() -> None:
+def test_kernels_vendor_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     """KERNELS_VENDOR picks the vendor in a fresh process; a bad value is refused."""
     code = f"from kernels import runtime; print(runtime.vendor(), runtime.implementation({OP!r}))"
     env = {**os.environ, "KERNELS_VENDOR": "mthreads", "PYTHONPATH": str(REPO)}
@@ -344,52 +488,32 @@ def test_kernels_vendor_environment_variable() -> None:
         "mthreads",
         "kernels.backends._mthreads.ops.adaptive_max_pool3d_backward.adaptive_max_pool3d_backward",
     ]
-    env["KERNELS_VENDOR"] = "nope"
-    bad = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=120
-    )
-    assert bad.returncode != 0 and "KERNELS_VENDOR='nope'" in bad.stderr
+    monkeypatch.setenv("KERNELS_VENDOR", "nope")
+    with pytest.raises(ValueError, match="KERNELS_VENDOR='nope'"):
+        runtime._detect_vendor(runtime.device)
 
 
-@pytest.mark.parametrize(
-    "config",
-    [
-        BackwardConfig(2, 4, 1, scatter=False, small=False),
-        BackwardConfig(4, 8, 1, disjoint=False, scatter=False),
-    ],
-    ids=str,
-)
-@pytest.mark.parametrize(
-    ("shape", "output_size"),
-    [((1, 1, 5, 6, 9), (2, 4, 4)), ((1, 1, 4, 6, 8), (2, 3, 4)), ((1, 1, 2, 3, 4), (3, 4, 5))],
-    ids=str,
-)
-def test_device_tiling(
-    shape: tuple[int, ...], output_size: tuple[int, int, int], config: BackwardConfig
-) -> None:
-    """The disjoint and row kernels with small tiles: several per row and per plane."""
-    grad, x, indices = case(shape, output_size, torch.float32, "tiling")
-    got = kernels.ops.adaptive_max_pool3d_backward(grad, x, indices, config=config)
-    assert_backward_matches(got, grad, x, indices)
+WIDE_KERNELS = [*GENERIC_SHAPES, *MTHREADS_SHAPES]
 
 
-@pytest.mark.parametrize("impl", IMPLS)
-@pytest.mark.parametrize("output_size", [(4, 3, 5), (3, 5, 2), (1, 1, 1)], ids=str)
-def test_64_bit_offsets_path(
-    output_size: tuple[int, int, int], impl: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.parametrize("kernel", WIDE_KERNELS)
+def test_64_bit_offsets_path(kernel: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The int64 arithmetic a >2^31-element tensor needs, forced on a small one."""
-    for name in (
-        "kernels.ops.adaptive_max_pool3d_backward",
-        "kernels.ops._backward_scatter",
-        f"kernels.backends._mthreads.ops.{OP}",
-    ):
-        module = importlib.import_module(name)
-        monkeypatch.setattr(module, "fits_int32", lambda *values: False)
-        if hasattr(module, "_PLANS"):  # no plan made with 32-bit offsets
-            monkeypatch.setattr(module, "_PLANS", PlanCache())
-    grad, x, indices = case((2, 3, 9, 10, 15), output_size, torch.float16, "wide")
-    assert_backward_matches(backward(impl)(grad, x, indices), grad, x, indices)
+    for package in (GENERIC, MTHREADS):  # every module of both that decides it
+        for name in ("_scatter", "_launch", *KERNELS):
+            module = sys.modules.get(f"{package.__name__}.{name}")
+            if module is not None and hasattr(module, "fits_int32"):
+                monkeypatch.setattr(module, "fits_int32", lambda *values: False)
+    shape, output_size = {**GENERIC_SHAPES, **MTHREADS_SHAPES}[kernel][-1]
+    grad, x, indices = case(shape, output_size, torch.float16, "wide")
+    p = problem(grad, x, indices)
+    if kernel == "small_input":  # it has no 64-bit path: the plan must not take it
+        assert select(p)[0].name != "small_input"
+        return
+    module = KERNELS[kernel]
+    launch = module.plan(p, module.default(p, current()), current())
+    assert getattr(launch, "launch", launch).constants["WIDE"]  # zeroed: a wrapped Launch
+    assert_backward_matches(run_forced(module, grad, x, indices), grad, x, indices)
 
 
 @pytest.mark.gpu
@@ -416,92 +540,75 @@ def test_past_2_31_elements(impl: str) -> None:
         assert torch.equal(got[:, :, start : start + BIG_WINDOW_D], want)
 
 
-KERNEL_CASES = [
-    # (shape, output_size, the kernel the default plan launches on inputs past SMALL_INPUT)
-    ((2, 3, 5, 12, 24), (1, 1, 1), "_fill_scatter_backward_kernel"),  # global, windows not 2^k
-    ((1, 2, 3, 6, 48), (1, 2, 3), "_fill_scatter_backward_kernel"),  # windows (3, 3, 16)
-    ((1, 2, 4, 9, 12), (2, 3, 3), "_fill_scatter_backward_kernel"),  # divisible, windows of 3
-    ((1, 2, 16, 8, 16), (7, 4, 4), "_fill_scatter_backward_kernel"),  # overlaps on D only
-    ((1, 2, 16, 11, 20), (7, 7, 7), "_scatter_outputs_kernel"),  # overlaps on every axis
-    ((1, 2, 9, 13, 28), (5, 9, 11), "_scatter_outputs_kernel"),  # overlaps on every axis
-    ((2, 64, 3, 4, 5), (2, 3, 4), "_fill_scatter_backward_kernel"),  # ... with 128 planes
-    ((1, 2, 4, 6, 5), (4, 4, 9), "_scatter_outputs_kernel"),  # three candidates along W
-    ((2, 64, 4, 6, 5), (4, 4, 9), "_fill_scatter_backward_kernel"),  # ... with 128 planes
-    ((1, 1, 3, 2, 5), (7, 5, 9), "_rows_backward_kernel"),  # steep upsampling: many candidates
-    ((1, 1, 4, 6, 8), (2, 3, 4), "_disjoint_backward_kernel"),  # 2^k windows
+def meta_problem(
+    shape: tuple[int, ...], output_size: tuple[int, int, int], dtype: torch.dtype = torch.float32
+) -> Any:
+    """The problem of a backward of these sizes, with no data (plans only)."""
+    out = (*shape[:-3], *output_size)
+    return problem(meta(out, dtype), meta(shape, dtype), meta(out, torch.int64))
+
+
+# The kernel each plan takes (inputs past the small_input limit, where it applies, on
+# both heuristics), and the Moore Threads override's.
+ROUTES = [
+    ((2, 3, 5, 12, 24), (1, 1, 1), "fill_scatter", "fill_scatter"),  # global, windows not 2^k
+    ((1, 2, 3, 6, 48), (1, 2, 3), "fill_scatter", "fill_scatter"),  # windows (3, 3, 16)
+    ((1, 2, 4, 9, 12), (2, 3, 3), "fill_scatter", "fill_scatter"),  # divisible, windows of 3
+    ((1, 2, 16, 8, 16), (7, 4, 4), "fill_scatter", "fill_scatter"),  # overlaps on D only
+    ((1, 2, 16, 11, 20), (7, 7, 7), "zeroed_scatter", "zeroed_scatter"),  # every axis
+    ((1, 2, 9, 13, 28), (5, 9, 11), "zeroed_scatter", "zeroed_scatter"),  # every axis
+    ((2, 64, 3, 4, 5), (2, 3, 4), "fill_scatter", "fill_scatter"),  # ... with 128 planes
+    ((1, 2, 4, 6, 5), (4, 4, 9), "zeroed_scatter", "zeroed_scatter"),  # 3 candidates along W
+    ((2, 64, 4, 6, 5), (4, 4, 9), "fill_scatter", "fill_scatter"),  # ... with 128 planes
+    ((1, 1, 3, 2, 5), (7, 5, 9), "rows", "gather"),  # steep upsampling: many candidates
+    ((1, 1, 4, 6, 8), (2, 3, 4), "disjoint", "expand"),  # 2^k windows
+    ((1, 1, 4, 6, 24), (2, 3, 2), "fill_scatter", "fill_scatter"),  # divisible, KW = 12
 ]
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
-@pytest.mark.parametrize(("shape", "output_size", "kernel"), KERNEL_CASES, ids=str)
-def test_kernel_dispatch(
-    shape: tuple[int, ...], output_size: tuple[int, int, int], kernel: str, dtype: torch.dtype
+@pytest.mark.parametrize("heuristics", ["h200", "interpreter"])
+@pytest.mark.parametrize(("shape", "output_size", "generic", "vendor"), ROUTES, ids=str)
+def test_routes(
+    shape: tuple[int, ...],
+    output_size: tuple[int, int, int],
+    generic: str,
+    vendor: str,
+    heuristics: str,
 ) -> None:
-    """Each specialized kernel is the one the default plan takes (small inputs aside: the
-    small-input kernel is switched off here, as larger inputs have it), and it is exact."""
-    module = importlib.import_module("kernels.ops.adaptive_max_pool3d_backward")
-    grad, x, indices = case(shape, output_size, dtype, "dispatch")
-    config = dataclasses.replace(module.backward_config(*shape[-3:]), small=False)
-    launch = module._plan_launch(grad, indices, torch.empty_like(x), config)
-    assert launch.kernel.fn.__name__ == kernel
-    got = module.adaptive_max_pool3d_backward(grad, x, indices, config=config)
-    assert_backward_matches(got, grad, x, indices)
+    """The dispatch tables' order: small_input (here switched off by its size limit),
+    disjoint, the zeroed scatter where windows overlap on several axes and planes are few,
+    fill_scatter where overlaps are bounded, rows (gather for Moore Threads) beyond."""
+    h = HEURISTICS[heuristics]
+    p = meta_problem(shape, output_size)
+    tables = (DISPATCH, MTHREADS.DISPATCH)
+    large = {"small_input"}  # as on inputs past its limit
+    chosen = [next(r for r in t if r.name not in large and r.when(p, h)).name for t in tables]
+    assert chosen == [generic, vendor]
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
-@pytest.mark.parametrize(
-    ("shape", "output_size"),
-    [
-        ((1, 1, 8, 8, 8), (4, 4, 4)),
-        ((2, 3, 6, 9, 12), (2, 3, 4)),  # windows of 3
-        ((3, 5, 12, 24), (1, 1, 1)),  # global, unbatched
-        ((2, 8, 7, 10, 15), (7, 5, 3)),  # windows (1, 2, 5)
-    ],
-    ids=str,
-)
-def test_small_input_kernel(
-    shape: tuple[int, ...], output_size: tuple[int, int, int], dtype: torch.dtype
+H200_PLANS = [
+    ((1, 1, 8, 8, 8), (4, 4, 4), torch.float16, small_input.Config(512, 4)),
+    ((2, 3, 16, 16, 16), (8, 8, 8), torch.float32, small_input.Config(512, 4)),
+    ((8, 64, 16, 56, 56), (8, 28, 28), torch.float16, disjoint.Config(64, 64, 8)),
+    ((8, 64, 16, 56, 56), (1, 1, 1), torch.float16, fill_scatter.Config(50176, 1024, 2048, 8)),
+    ((8, 64, 16, 56, 56), (1, 1, 1), torch.float32, fill_scatter.Config(8192, 512, 1024, 4)),
+    ((8, 64, 16, 56, 56), (7, 7, 7), torch.float32, fill_scatter.Config(16384, 1024, 2048, 8)),
+    ((8, 64, 16, 56, 56), (5, 9, 11), torch.float16, fill_scatter.Config(50176, 512, 2048, 8)),
+    ((8, 64, 16, 56, 56), (5, 9, 11), torch.float32, fill_scatter.Config(16384, 256, 2048, 8)),
+    ((4, 32, 32, 64, 64), (16, 32, 32), torch.bfloat16, disjoint.Config(64, 64, 8)),
+    ((4, 32, 32, 64, 64), (10, 20, 20), torch.float16, fill_scatter.Config(32768, 256, 2048, 8)),
+    ((4, 32, 32, 64, 64), (10, 20, 20), torch.float32, fill_scatter.Config(16384, 256, 2048, 8)),
+    ((2, 64, 4, 6, 5), (4, 4, 9), torch.float32, fill_scatter.Config(120, 256, 1024, 4)),
+    ((1, 2, 16, 11, 20), (7, 7, 7), torch.float16, zeroed_scatter.Config(512, 4)),
+    ((1, 1, 3, 2, 5), (7, 5, 9), torch.float32, rows.Config(2, 8)),
+]
+
+
+@pytest.mark.parametrize(("shape", "output_size", "dtype", "config"), H200_PLANS, ids=str)
+def test_h200_plans(
+    shape: tuple[int, ...], output_size: tuple[int, int, int], dtype: torch.dtype, config: Any
 ) -> None:
-    """Small inputs whose axes all divide take the lane-per-element kernel, with any strides
-    of the gradient and indices, and it is exact."""
-    module = importlib.import_module("kernels.ops.adaptive_max_pool3d_backward")
-    grad, x, indices = case(shape, output_size, dtype, "small")
-    five = (lambda t: t[None]) if x.dim() == 4 else (lambda t: t)
-    launch = module._plan_launch(five(grad), five(indices), five(torch.empty_like(x)), None)
-    assert launch.kernel.fn.__name__ == "_small_backward_kernel"
-    assert_backward_matches(module.adaptive_max_pool3d_backward(grad, x, indices), grad, x, indices)
-    grad_t = grad.transpose(-1, -3).contiguous().transpose(-1, -3)  # other strides, same values
-    indices_t = indices.transpose(-2, -3).contiguous().transpose(-2, -3)
-    got = module.adaptive_max_pool3d_backward(grad_t, x, indices_t)
-    # The reference gets contiguous indices: PyTorch 2.13's CPU backward misreads strided ones.
-    assert_backward_matches(got, grad_t, x, indices)
-
-
-@pytest.mark.parametrize(
-    "config",
-    [
-        BackwardConfig(4, 16, 1),
-        BackwardConfig(4, 16, 1, scatter=False),
-        BackwardConfig(4, 16, 1, scatter_first=True, scatter_tile=40, zeroed=False),
-        BackwardConfig(4, 16, 1, scatter_first=True, zeroed=True),
-        BackwardConfig(2, 4, 1, disjoint=False, scatter=False),
-        BackwardConfig(
-            4, 16, 1, scatter_first=True, scatter_tile=10**6, zeroed=False, scatter_box=32
-        ),
-    ],
-    ids=str,
-)
-@pytest.mark.parametrize(
-    ("shape", "output_size"),
-    [((1, 1, 2, 6, 48), (1, 1, 1)), ((1, 1, 2, 6, 48), (1, 2, 3)), ((1, 1, 5, 9, 13), (3, 5, 6))],
-    ids=str,
-)
-def test_kernels_with_small_tiles(
-    shape: tuple[int, ...], output_size: tuple[int, int, int], config: BackwardConfig
-) -> None:
-    """Several tiles and row groups per slice, fill-and-scatter tiles of a few rows (split H),
-    a whole plane walked 32 outputs at a time, the zeroed scatter where
-    it is not the default, and the row kernel when the others are off."""
-    grad, x, indices = case(shape, output_size, torch.float32, "small tiles")
-    got = kernels.ops.adaptive_max_pool3d_backward(grad, x, indices, config=config)
-    assert_backward_matches(got, grad, x, indices)
+    """The kernel and tiles an H200 takes for the benchmark's sizes and a few others: the
+    choices its sweeps made."""
+    route, chosen = select(meta_problem(shape, output_size, dtype), None, H200)
+    assert (route.name, chosen) == (config.kernel, config)

@@ -1,5 +1,9 @@
-"""The benchmark harness, run as the runner runs it: `python -m kernels.benchmark` in a
-subprocess on this machine (Triton interpreter), then its JSON and markdown checked."""
+"""The benchmark harness, run as the runner runs it: `python -m kernels.benchmark` on this
+machine (Triton interpreter), then its JSON and markdown checked.
+
+Every command line runs in one fresh process (a driver that runs the module as `python -m`
+does, once per command line): a process start costs more than a tiny run.
+"""
 
 from __future__ import annotations
 
@@ -33,31 +37,72 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kernels.benchmark", *args],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+# Runs `python -m kernels.benchmark ARGS` for each named command line in one process: stdout,
+# stderr and exit status each, as JSON on the last line. `wrong` replaces the kernel with one
+# that drops every gradient; `mthreads` runs after the others (it forces the vendor).
+DRIVER = r"""
+import contextlib, io, json, runpy, sys
+import torch
+from kernels.benchmark import implementations
+
+def wrong(grad_output, input, indices):
+    return torch.zeros_like(input)
+
+results = {}
+for name, argv in json.loads(sys.argv[1]).items():
+    out, err = io.StringIO(), io.StringIO()
+    select = implementations.select
+    if name == "wrong":
+        implementations.select = lambda op, impl: (wrong, "tests.wrong")
+    sys.argv = ["kernels.benchmark", *argv]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_module("kernels.benchmark", run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else 1
+    implementations.select = select
+    results[name] = {"returncode": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
+print(json.dumps(results))
+"""
 
 
-@pytest.fixture(scope="module", params=OPS)
-def cli_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every command line the tests check, run once."""
+    out = tmp_path_factory.mktemp("bench")
+    tiny = ["--sizes", "tiny", "--dtypes", "float32", "--host-reps", "1"]
+    argv: dict[str, list[str]] = {
+        op: ["--op", op, *tiny, "--json", f"{out}/{op}.json", "--markdown", f"{out}/{op}.md"]
+        for op in OPS
+    }
+    argv["large"] = ["--op", OPS[0], "--sizes", "large", "--json", str(out / "large.json")]
+    argv["bad_dtype"] = ["--op", OPS[0], "--dtypes", "float8"]
+    argv["bad_op"] = ["--op", "| adaptive_max_pool3d"]
+    argv["wrong"] = ["--op", OPS[1], "--dtypes", "float32", "--json", str(out / "wrong.json")]
+    argv["mthreads"] = ["--op", OPS[1], "--impl", "mthreads", "--dtypes", "float16",
+                        "--host-reps", "1", "--json", str(out / "mthreads.json")]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, json.dumps(argv)],
+        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    results: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    for name, result in results.items():
+        path = out / f"{name}.json"
+        result["json"] = json.loads(path.read_text()) if path.exists() else None
+        markdown = out / f"{name}.md"
+        result["markdown"] = markdown.read_text() if markdown.exists() else None
+    return results
+
+
+@pytest.fixture(params=OPS)
+def cli_run(request: pytest.FixtureRequest, runs: dict[str, Any]) -> Any:
     """One CPU run per operator: tiny sizes, one dtype, JSON and markdown files."""
     op = request.param
-    out = tmp_path_factory.mktemp(op)
-    proc = run_cli(
-        "--op", op, "--sizes", "tiny", "--dtypes", "float32", "--host-reps", "1",
-        "--json", str(out / "bench.json"), "--markdown", str(out / "bench.md"),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads((out / "bench.json").read_text())
-    markdown = (out / "bench.md").read_text()
-    return op, proc, data, markdown
+    run = runs[op]
+    assert run["returncode"] == 0, run["stderr"]
+    return op, run, run["json"], run["markdown"]
 
 
 def _table_rows(markdown: str, first_header: str) -> list[list[str]]:
@@ -131,8 +176,8 @@ def test_runner_drops_exactly_our_extra_keys(cli_run: Any) -> None:
 
 
 def test_markdown_table_matches_the_json(cli_run: Any) -> None:
-    op, proc, data, markdown = cli_run
-    assert proc.stdout == markdown  # the same table goes to stdout
+    op, run, data, markdown = cli_run
+    assert run["stdout"] == markdown  # the same table goes to stdout
     assert "not performance" in markdown
     assert re.search(rf"`kernels\.ops\.{op}\.{op}`", markdown)  # the function that ran
     header = next(line for line in markdown.splitlines() if line.startswith("| dtype |"))
@@ -159,65 +204,41 @@ def test_markdown_table_matches_the_json(cli_run: Any) -> None:
 
 
 def test_cpu_run_says_its_timings_are_not_performance_and_draws_no_bar(cli_run: Any) -> None:
-    _, proc, _, _ = cli_run
-    assert "not performance" in proc.stderr
-    assert "━" not in proc.stderr  # stderr is a pipe here: no progress bar
+    _, run, _, _ = cli_run
+    assert "not performance" in run["stderr"]
+    assert "━" not in run["stderr"]  # stderr is not a terminal here: no progress bar
 
 
-def test_large_sizes_are_refused_under_the_interpreter(tmp_path: Path) -> None:
-    proc = run_cli("--op", "adaptive_max_pool3d", "--sizes", "large", "--json", str(tmp_path / "x"))
-    assert proc.returncode == 2
-    assert "--sizes large needs a GPU" in proc.stderr
-    assert not (tmp_path / "x").exists()
+def test_large_sizes_are_refused_under_the_interpreter(runs: dict[str, Any]) -> None:
+    run = runs["large"]
+    assert run["returncode"] == 2
+    assert "--sizes large needs a GPU" in run["stderr"]
+    assert run["json"] is None
 
 
-def test_bad_arguments_get_a_clear_error() -> None:
-    proc = run_cli("--op", "adaptive_max_pool3d", "--dtypes", "float8")
-    assert proc.returncode == 2
-    assert "unknown dtype 'float8'" in proc.stderr
-    proc = run_cli("--op", "| adaptive_max_pool3d")
-    assert proc.returncode == 2
-    assert "invalid choice" in proc.stderr
+def test_bad_arguments_get_a_clear_error(runs: dict[str, Any]) -> None:
+    assert runs["bad_dtype"]["returncode"] == 2
+    assert "unknown dtype 'float8'" in runs["bad_dtype"]["stderr"]
+    assert runs["bad_op"]["returncode"] == 2
+    assert "invalid choice" in runs["bad_op"]["stderr"]
 
 
-WRONG_KERNEL = """
-import sys
-import torch
-from kernels.benchmark import __main__ as cli, implementations
-
-def wrong(grad_output, input, indices):
-    return torch.zeros_like(input)  # drops every gradient
-
-implementations.select = lambda op, impl: (wrong, "tests.wrong")
-sys.exit(cli.main(sys.argv[1:]))
-"""
+def test_a_wrong_kernel_fails_the_run_before_any_timing(runs: dict[str, Any]) -> None:
+    run = runs["wrong"]
+    assert run["returncode"] == 1
+    assert "kernel result differs from PyTorch's" in run["stderr"]
+    assert "(1, 1, 8, 8, 8) → (4, 4, 4)" in run["stderr"]
+    assert run["json"] is None
+    assert run["stdout"] == ""
 
 
-def test_a_wrong_kernel_fails_the_run_before_any_timing(tmp_path: Path) -> None:
-    target = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [sys.executable, "-c", WRONG_KERNEL, "--op", "adaptive_max_pool3d_backward",
-         "--dtypes", "float32", "--json", str(target)],
-        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 1
-    assert "kernel result differs from PyTorch's" in proc.stderr
-    assert "(1, 1, 8, 8, 8) → (4, 4, 4)" in proc.stderr
-    assert not target.exists()
-    assert proc.stdout == ""
-
-
-def test_impl_mthreads_runs_the_moore_threads_kernel(tmp_path: Path) -> None:
-    target = tmp_path / "bench.json"
-    proc = run_cli(
-        "--op", "adaptive_max_pool3d_backward", "--impl", "mthreads", "--dtypes", "float16",
-        "--host-reps", "1", "--json", str(target),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(target.read_text())
+def test_impl_mthreads_runs_the_moore_threads_kernel(runs: dict[str, Any]) -> None:
+    run = runs["mthreads"]
+    assert run["returncode"] == 0, run["stderr"]
+    data = run["json"]
     assert (data["impl"], data["vendor"]) == ("mthreads", "mthreads")
     assert len(data["rows"]) == len(TINY)
-    assert "`kernels.backends._mthreads.ops.adaptive_max_pool3d_backward." in proc.stdout
+    assert "`kernels.backends._mthreads.ops.adaptive_max_pool3d_backward." in run["stdout"]
 
 
 def test_mthreads_is_selected_through_the_runtime() -> None:

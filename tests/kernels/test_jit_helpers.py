@@ -9,9 +9,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.ops._adaptive import divisor
-from kernels.ops._backward_scatter import divisor_words
-from kernels.ops._jit_helpers import div_by
+from kernels.ops._adaptive import div_by, divisor
+from kernels.ops.adaptive_max_pool3d_backward._scatter import divisor_words
 from tests.kernels.support import DEVICE
 
 

@@ -13,18 +13,16 @@ import pytest
 import torch
 
 from kernels import launch as launch_module
+from kernels.heuristics import Heuristics
 from kernels.launch import Launch
-from kernels.ops.adaptive_max_pool3d_backward import BackwardConfig
-from tests.kernels.support import randn, reference_forward, seeded
+from kernels.ops import adaptive_max_pool3d as forward_module
+from kernels.ops import adaptive_max_pool3d_backward as backward_module
+from kernels.ops._adaptive import Forward
+from tests.kernels.support import HEURISTICS, meta
 
 pytestmark = [pytest.mark.adaptive_max_pool3d, pytest.mark.adaptive_max_pool3d_backward]
 
-# kernels.ops exports the operators under their modules' names: import the modules by path.
-forward_module = importlib.import_module("kernels.ops.adaptive_max_pool3d")
-forward_tiles_module = importlib.import_module("kernels.ops._forward_tiles")
-forward_global_module = importlib.import_module("kernels.ops._forward_global")
-forward_columns_module = importlib.import_module("kernels.ops._forward_columns")
-backward_module = importlib.import_module("kernels.ops.adaptive_max_pool3d_backward")
+MTHREADS = importlib.import_module("kernels.backends._mthreads.ops.adaptive_max_pool3d_backward")
 
 
 class Compiled:
@@ -104,70 +102,58 @@ def test_under_the_interpreter_every_call_binds(monkeypatch: pytest.MonkeyPatch)
     assert len(kernel.calls) == 2
 
 
-NOT_SMALL = BackwardConfig(4, 8, 1, small=False)  # as on inputs past the small-input kernel's
-BACKWARD_CASES = [
-    ((1, 2, 4, 6, 8), (2, 3, 4), None),  # small input: a lane per element
-    ((1, 2, 4, 6, 8), (2, 3, 4), NOT_SMALL),  # disjoint
-    ((1, 2, 5, 12, 24), (1, 1, 1), NOT_SMALL),  # fill-and-scatter
-    ((1, 2, 9, 13, 28), (5, 9, 11), None),  # zeroed scatter
-    ((1, 1, 3, 2, 5), (7, 5, 9), None),  # rows
-    ((1, 1, 5, 9, 13), (3, 5, 6), BackwardConfig(4, 8, 1, scatter=False)),  # rows, overlaps
-]
-
-
-@pytest.mark.parametrize(("shape", "output_size", "config"), BACKWARD_CASES, ids=str)
-def test_every_backward_plan_can_launch_directly(
-    shape: tuple[int, ...], output_size: tuple[int, int, int], config: BackwardConfig | None
-) -> None:
-    x = randn(shape, torch.float32, seeded(shape, "launch"))
-    _, idx = reference_forward(x, output_size)
-    grad = torch.ones(idx.shape, dtype=x.dtype)
-    plan = backward_module._plan_launch(grad, idx, torch.empty_like(x), config)
-    launch = getattr(plan, "launch", plan)  # the zeroed scatter wraps its Launch
-    assert_direct(launch, n_tensors=3)
-
-
-FORWARD_CASES = [
-    ((1, 2, 4, 6, 8), (2, 3, 4), False),  # pair windows
-    ((1, 2, 5, 7, 9), (2, 3, 4), False),  # column maxima
-    ((1, 2, 4, 8, 16), (2, 4, 4), False),  # column maxima, aligned W windows
-    ((1, 1, 4, 34, 16), (1, 2, 4), False),  # window tiles (H windows of 17 rows)
-    ((1, 1, 1, 34, 2), (1, 2, 2), False),  # lane per window (H windows of 17 rows)
-    ((1, 2, 8, 9, 9), (1, 1, 1), False),  # global pooling: parts, then the merge
-    ((1, 2, 8, 9, 9), (1, 1, 1), True),  # chunked (planes not contiguous)
-]
+# A shape each kernel takes, for every kernel of every dispatch table.
+FORWARD_CASES = {
+    "global_split": ((1, 2, 8, 9, 9), (1, 1, 1)),
+    "pair_window": ((1, 2, 4, 6, 8), (2, 3, 4)),
+    "column_max": ((1, 2, 5, 7, 9), (2, 3, 4)),
+    "window_tile": ((1, 1, 4, 34, 16), (1, 2, 4)),
+    "lane_window": ((1, 1, 1, 34, 2), (1, 2, 2)),
+    "chunked": ((1, 2, 8, 9, 9), (1, 1, 2)),
+}
+BACKWARD_CASES = {
+    "small_input": ((1, 2, 4, 6, 8), (2, 3, 4)),
+    "disjoint": ((1, 2, 4, 6, 8), (2, 3, 4)),
+    "fill_scatter": ((1, 2, 5, 12, 24), (1, 1, 1)),
+    "zeroed_scatter": ((1, 2, 9, 13, 28), (5, 9, 11)),
+    "rows": ((1, 1, 3, 2, 5), (7, 5, 9)),
+    "expand": ((1, 2, 4, 6, 8), (2, 3, 4)),
+    "gather": ((1, 1, 3, 2, 5), (7, 5, 9)),
+}
 # Tensors a kernel takes before its scalars, where not three.
-TENSORS = {"_global_merge_kernel": 4}
+TENSORS = {"global_split_merge_kernel": 4}
 
 
-@pytest.mark.parametrize(("shape", "output_size", "strided"), FORWARD_CASES, ids=str)
-def test_every_forward_plan_can_launch_directly(
-    shape: tuple[int, ...],
-    output_size: tuple[int, int, int],
-    strided: bool,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    seen: list[Launch] = []
+def test_every_kernel_is_covered() -> None:
+    assert [r.name for r in forward_module.DISPATCH] == list(FORWARD_CASES)
+    tables = (*backward_module.DISPATCH, *MTHREADS.DISPATCH)
+    assert {r.name for r in tables} == set(BACKWARD_CASES)
 
-    class Spy(Launch):
-        def __init__(self, *args: Any) -> None:
-            super().__init__(*args)
-            seen.append(self)
 
-    for module in (
-        forward_module,
-        forward_tiles_module,
-        forward_global_module,
-        forward_columns_module,
-    ):
-        monkeypatch.setattr(module, "Launch", Spy)
-    x = randn(shape, torch.float32, seeded(shape))
-    if strided:
-        x = x.transpose(1, -1).contiguous().transpose(1, -1)
-    forward_module.plan_forward(x, output_size, None)
-    assert len(seen) == (2 if output_size == (1, 1, 1) and not strided else 1)
-    for launch in seen:
-        assert_direct(launch, n_tensors=TENSORS.get(launch.kernel.fn.__name__, 3))
+@pytest.mark.parametrize("heuristics", ["h200", "interpreter"])
+@pytest.mark.parametrize("kernel", list(FORWARD_CASES))
+def test_every_forward_plan_can_launch_directly(kernel: str, heuristics: str) -> None:
+    """Each kernel's default plan, as a device or the interpreter makes it: its scalars and
+    constants cover the kernel's signature exactly (nothing is launched)."""
+    h: Heuristics = HEURISTICS[heuristics]
+    shape, output_size = FORWARD_CASES[kernel]
+    route = next(r for r in forward_module.DISPATCH if r.name == kernel)
+    p = Forward.of(meta(shape), output_size)
+    launch = route.kernel.plan(p, route.kernel.default(p, h), h)
+    for part in (launch.parts, launch.merge) if kernel == "global_split" else (launch,):
+        assert_direct(part, n_tensors=TENSORS.get(part.kernel.fn.__name__, 3))
+
+
+@pytest.mark.parametrize("heuristics", ["h200", "interpreter"])
+@pytest.mark.parametrize("kernel", list(BACKWARD_CASES))
+def test_every_backward_plan_can_launch_directly(kernel: str, heuristics: str) -> None:
+    h: Heuristics = HEURISTICS[heuristics]
+    shape, output_size = BACKWARD_CASES[kernel]
+    out = (*shape[:2], *output_size)
+    p = backward_module.problem(meta(out), torch.empty(shape), meta(out, torch.int64))
+    route = next(r for r in (*backward_module.DISPATCH, *MTHREADS.DISPATCH) if r.name == kernel)
+    launch = route.kernel.plan(p, route.kernel.default(p, h), h)
+    assert_direct(getattr(launch, "launch", launch), n_tensors=3)  # zeroed: a wrapped Launch
 
 
 def assert_direct(launch: Launch, n_tensors: int) -> None:

@@ -1,1 +1,1 @@
-"""Moore Threads (MUSA) specializations of the generic operators."""
+"""Moore Threads (MUSA): an override of the backward (`ops/`), and heuristics (`heuristics.py`)."""

@@ -1,0 +1,1 @@
+"""The CPU through Triton's interpreter: no operator overrides; the interpreter's heuristics."""

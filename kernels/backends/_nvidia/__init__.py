@@ -1,0 +1,1 @@
+"""NVIDIA (CUDA): no operator overrides; the generic kernels' heuristics for CUDA devices."""

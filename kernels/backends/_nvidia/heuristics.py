@@ -1,0 +1,91 @@
+"""The generic kernels' heuristics on a CUDA device, from an H200 sweep scaled by the device.
+
+Counts of programs scale with the multiprocessors: the largest power of two at most the
+multiprocessor count (128 on the H200's 132) is where the sweeps put a program a
+multiprocessor; the other values are what the sweeps found best on the H200 (the kernel
+modules' docstrings and docs/notes/kernel-performance-journal.md give the measurements).
+The device's memory size enters no rule: every benchmark size fits many times over.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from kernels.heuristics import Heuristics, pow2_floor
+
+
+def heuristics() -> Heuristics:
+    """The heuristics of the current CUDA device."""
+    return for_device(torch.cuda.get_device_properties(torch.cuda.current_device()))
+
+
+def for_device(properties: Any) -> Heuristics:
+    """The heuristics of a device whose properties give `multi_processor_count` (torch's CUDA
+    device properties, torch_musa's, or a stand-in in a test)."""
+    programs = pow2_floor(int(properties.multi_processor_count))
+    return Heuristics(
+        # Windows of at most 512 elements take a small-window kernel (lane_window beat the chunked
+        # kernel 2.4x at 125-element windows).
+        lane_window=512,
+        small_window=512,
+        # Windows of fewer (D, H) rows leave the column_max kernel's final gather most of the
+        # work: (8,64,16,56,56) -> (16,28,20), 2 rows, took 4.7x the floor in fp16 against
+        # lane_window's 2.9x; (8,50,50), 4 rows, 4.4x against 5.3x.
+        min_column_rows=4,
+        # Where column_max does not apply (H windows past 16 rows), window_tile beats
+        # lane_window on large windows only (fp16, x the floor): (8,64,16,64,64) -> (4,2,16),
+        # 512 elements, 3.18 against 4.80; (8,64,16,96,64) -> (8,4,16), 192, 3.32 against 2.04.
+        min_tile_window=256,
+        pack_rows=False,
+        trim_blocks=False,
+        # 1024 outputs a program in 2-byte dtypes, 512 in fp32; halved while a launch would
+        # have fewer programs than multiprocessors (fp32 (1,1,32,32,32) -> (16,16,16): 16
+        # programs of 256 outputs, 1.37x PyTorch; 64 of 64, 2.10x).
+        pair_outputs=(1024, 512),
+        min_pair_programs=programs,
+        # 256 outputs a program: more warps in flight per window element than four a thread.
+        lane_outputs=256,
+        max_warps=8,
+        # (8,64,16,56,56) -> (7,7,7), (5,9,11) and (4,32,32,64,64) -> (10,20,20): 4-byte
+        # dtypes best with 2 columns a thread and the whole walk unrolled (1.88-2.12x the
+        # floor, against 2.10-2.29x rolled); 2-byte dtypes with 8 columns a thread and the
+        # walk unrolled up to 16 rows (2.94x against 3.28x), else 4 columns a thread and only
+        # the H rows unrolled (2.80-2.99x; unrolling all 32 rows: 3.5-3.7x).
+        column_elements=(512, 256),
+        column_unroll_steps=(16, 32),
+        column_per_thread=(8, 4, 2),
+        chunk_elements=2048,
+        # (8,64,16,56,56) -> (7,7,7): about 2048 elements a load and one warp (3.4x the floor
+        # in fp16 and 2.2x in fp32, against 6.7x and 3.3x for lane_window).
+        tile_elements=2048,
+        tile_warps=1,
+        # 2048 lanes a load with 8 warps; planes split until 16 programs a multiprocessor.
+        global_block=2048,
+        global_programs=16 * programs,
+        global_warps=8,
+        # The benchmark's tiny sizes have 512 to 32768 elements; above 64 k the disjoint
+        # kernel's coalesced output reads matter more than latency. 512 elements a program
+        # (four a thread) was 0-0.1 us ahead of one a thread.
+        small_input=65536,
+        max_candidates=8,
+        many_planes=programs,
+        small_block=512,
+        backward_elements=4096,
+        backward_row_width=128,
+        # A whole (n, c) plane a program where there are enough planes of at most 128 KB (no
+        # output read by two programs; the 100 KB fp16 planes of the large sizes did best so),
+        # else 64 KB tiles (256 KB fp16 planes and 200-512 KB fp32 planes did best so).
+        plane_bytes=128 * 1024,
+        tile_bytes=64 * 1024,
+        fill_elements=None,
+        # Each output's candidate checks hold registers: with more than two candidates, four
+        # outputs a thread took 136 registers, one program a multiprocessor (sm_90); two a
+        # thread did best where a program walks a whole plane.
+        fill_box_per_warp=(128, 64, 32),
+        fill_box=None,
+        fill_zero_per_warp=256,
+        fill_zero_block=None,
+        zeroed_block=512,
+    )

@@ -1,0 +1,158 @@
+"""adaptive_max_pool3d: the generic Triton kernels (values and int64 argmax indices).
+
+Semantics are PyTorch's: the index is the flat offset in the D·H·W volume, the first maximum
+wins a tie (smallest offset, PyTorch scans d, h, w in order), and a NaN wins over any number
+(the last NaN in scan order, as PyTorch's CPU kernel keeps it). Comparisons run in fp32 (fp64
+for fp64 input), which is exact for every input dtype. Every kernel's loops run over the
+largest window of each axis, which the host computes, so they are bounded.
+
+The plan takes the first route of DISPATCH whose condition holds, one kernel module each (the
+thresholds are the device's `Heuristics`); a `config` given by the caller names its kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from kernels import dispatch
+from kernels.dispatch import Route
+from kernels.heuristics import Heuristics, current
+from kernels.launch import Launch
+from kernels.ops._adaptive import (
+    Forward,
+    PlanCache,
+    as_5d,
+    check_input,
+    output_size3,
+    signature,
+)
+from kernels.ops.adaptive_max_pool3d import (
+    chunked,
+    column_max,
+    global_split,
+    lane_window,
+    pair_window,
+    window_tile,
+)
+
+# The plan takes the first route whose condition holds (thresholds: the device's Heuristics).
+DISPATCH: tuple[Route[Forward], ...] = (
+    # Global pooling of contiguous planes: each plane split into parts, then a merge.
+    Route("global_split", lambda p, h: global_split.fits(p), global_split),
+    # Small windows two wide along W: whole input rows loaded, split in registers.
+    Route(
+        "pair_window",
+        lambda p, h: p.elements <= h.lane_window and pair_window.fits(p),
+        pair_window,
+    ),
+    # Small windows of enough (D, H) rows on rows that fit a program: a running max a column.
+    Route(
+        "column_max",
+        lambda p, h: (
+            p.elements <= h.small_window
+            and p.windows[0] * p.windows[1] >= h.min_column_rows
+            and column_max.fits(p)
+        ),
+        column_max,
+    ),
+    # Larger small windows tiling W in aligned power-of-two widths: whole windows as vectors.
+    Route(
+        "window_tile",
+        lambda p, h: (
+            h.min_tile_window <= p.elements <= h.small_window and window_tile.vectorizes(p)
+        ),
+        window_tile,
+    ),
+    # Other small windows: a lane per output walks its window.
+    Route("lane_window", lambda p, h: p.elements <= h.lane_window, lane_window),
+    # Anything else: windows reduced chunk by chunk.
+    Route("chunked", dispatch.always, chunked),
+)
+
+ForwardConfig = (
+    global_split.Config
+    | pair_window.Config
+    | column_max.Config
+    | window_tile.Config
+    | lane_window.Config
+    | chunked.Config
+)
+ForwardLaunch = Launch | global_split.GlobalLaunch
+_PLANS = PlanCache()
+
+
+def adaptive_max_pool3d(
+    input: torch.Tensor,
+    output_size: int | Sequence[int | None],
+    *,
+    config: ForwardConfig | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Adaptive 3-D max pooling of a 4-D (C,D,H,W) or 5-D (N,C,D,H,W) tensor of any strides.
+
+    Returns (values, int64 indices), both contiguous, shaped like PyTorch's. `config` (for
+    tuning and tests) overrides the plan's choice: its type names the kernel, its fields the
+    tiles.
+    """
+    try:
+        sizes = output_size if isinstance(output_size, int) else tuple(output_size)
+        key: tuple[object, ...] | None = (signature(input), sizes, config)
+        hash(key)
+    except (AttributeError, TypeError):  # not a tensor, or odd sizes: the checks say so
+        key = None
+    plan = _PLANS.get(key)
+    if plan is None:
+        check_input(input)
+        plan = plan_forward(input, output_size3(output_size, input), config)
+        _PLANS.put(key, plan)
+    return plan(input)
+
+
+def select(
+    x: torch.Tensor,
+    output_size: tuple[int, int, int],
+    config: ForwardConfig | None = None,
+    heuristics: Heuristics | None = None,
+) -> tuple[Route[Forward], ForwardConfig, Forward]:
+    """The route and config the plan takes for the 5-D `x` (no launch is built)."""
+    problem = Forward.of(x, output_size)
+    route, cfg = dispatch.select(DISPATCH, problem, heuristics or current(), config)
+    return route, cfg, problem
+
+
+def launch_for(
+    x: torch.Tensor,
+    output_size: tuple[int, int, int],
+    config: ForwardConfig | None = None,
+    heuristics: Heuristics | None = None,
+) -> ForwardLaunch:
+    """The launch of the plan for the 5-D `x`: launch(x, out, indices)."""
+    h = heuristics or current()
+    route, cfg, problem = select(x, output_size, config, h)
+    launch: ForwardLaunch = route.kernel.plan(problem, cfg, h)
+    return launch
+
+
+def plan_forward(
+    input: torch.Tensor, output_size: tuple[int, int, int], config: ForwardConfig | None
+) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """A launcher for inputs like this one: plan(input) -> (values, indices)."""
+    shape = (*input.shape[:-3], *output_size)
+    dtype, device = input.dtype, input.device
+
+    def new() -> tuple[torch.Tensor, torch.Tensor]:
+        out = torch.empty(shape, dtype=dtype, device=device)
+        return out, torch.empty(shape, dtype=torch.int64, device=device)
+
+    if any(size == 0 for size in shape):
+        return lambda x: new()
+    launch = launch_for(as_5d(input), output_size, config)
+    unbatched = input.dim() == 4
+
+    def run(input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out, indices = new()
+        launch(input[None] if unbatched else input, out, indices)
+        return out, indices
+
+    return run

@@ -1,0 +1,243 @@
+"""The column_max kernel of adaptive_max_pool3d: small windows of any alignment.
+
+A program owns BR output rows, each a flat (plane, od, oh) with its own D and H windows. Per
+step of the window walk it loads, for every row, one whole input row (d, h, all W columns):
+contiguous vectors of up to 16 bytes a thread, as a copy reads. It keeps a running maximum
+per column, and the walk step that set it, with elementwise work only. Once at the end each
+output gathers its window's columns from those column maxima (`tl.gather`) and reduces them.
+
+The lane_window kernel instead gives each lane one output, so a warp's load reads a few
+bytes from each of 32 windows KW elements apart; here every load is a full-width vector and
+the per-output work happens once per row, not once per element.
+
+Semantics are PyTorch's: within a box window scan order is flat order, so the first maximum
+is the one with the smallest position and the last NaN the one with the largest. A row or
+column past a window's end is read as its last one again (clamped, not masked), which
+changes neither the maximum nor, mapped back the same way, the position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import triton
+import triton.language as tl
+
+from kernels.heuristics import Heuristics
+from kernels.launch import Launch
+from kernels.ops._adaptive import (
+    Forward,
+    fits_int32,
+    keep_first_max,
+    next_pow2,
+    span,
+    unflatten3,
+    vector_width,
+    window,
+)
+
+NAME = "column_max"
+
+# The walk over a window's H rows is unrolled, so the loads of a step are issued together.
+MAX_KH = 16
+# Columns a program row may hold (swept up to 64; wider rows leave each thread more of the
+# final gather), and gathered (output, column) pairs per column.
+MAX_COLUMNS = 256
+MAX_GATHER = 4
+
+
+@triton.jit
+def _walk_rows(rows, kd, state, ACC: tl.constexpr, KH: tl.constexpr, VEC: tl.constexpr):
+    """The KH rows of depth step `kd` of every program row: loads first, then the compares.
+    `rows` = (x_ptr, row offsets, d_start, d_last, h_start, h_last, sxd, sxh, column offsets,
+    load mask); `state` = the running (best, best_step, nan_step)."""
+    x_ptr, x_rows, d_start, d_last, h_start, h_last, sxd, sxh, col_offs, load_ok = rows
+    best, best_step, nan_step = state
+    d_offs = x_rows + (tl.minimum(d_start + kd, d_last) * sxd) * VEC
+    for kh in tl.static_range(KH):
+        h_offs = (tl.minimum(h_start + kh, h_last) * sxh) * VEC
+        v = tl.load(x_ptr + ((d_offs + h_offs)[:, None] + col_offs), mask=load_ok)
+        best, best_step, nan_step = keep_first_max(
+            v.to(ACC), kd * KH + kh, best, best_step, nan_step
+        )
+    return best, best_step, nan_step
+
+
+@triton.jit
+def _position(step, rows_at, col, HW, W, KH: tl.constexpr):
+    """A walk step (kd·KH + kh) of column `col` back to its flat position, clamped as the
+    walk clamped; `rows_at` = (d_start, d_last, h_start, h_last)."""
+    d_start, d_last, h_start, h_last = rows_at
+    d = tl.minimum(d_start + step // KH, d_last)
+    return d * HW + tl.minimum(h_start + step % KH, h_last) * W + col
+
+
+@triton.jit
+def column_max_kernel(
+    x_ptr,
+    out_ptr,
+    idx_ptr,
+    C,
+    D,
+    H,
+    W,
+    HW,
+    OD,
+    OH,
+    OW,
+    x_strides,
+    rows,
+    W_vec,
+    ACC: tl.constexpr,
+    BR: tl.constexpr,
+    BW: tl.constexpr,
+    BOW: tl.constexpr,
+    KD: tl.constexpr,
+    KH: tl.constexpr,
+    KWP: tl.constexpr,
+    VEC: tl.constexpr,
+    UNROLL_D: tl.constexpr,
+    WIDE: tl.constexpr,
+):
+    sxn, sxc, sxd, sxh, sxw = x_strides
+    IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
+    BIG: tl.constexpr = 2**62 if WIDE else 2**31 - 1
+    r = tl.program_id(0).to(IDX) * BR + tl.arange(0, BR)
+    r_ok = r < rows
+    plane, od, oh = unflatten3(r, OD, OH)
+    # The host passes the strides above W (and W as W_vec) divided by VEC, so the compiler
+    # can prove every row start VEC-aligned and load it as whole vectors.
+    x_rows = ((plane // C).to(tl.int64) * sxn + (plane % C).to(tl.int64) * sxc) * VEC
+    d_start, d_end = window(od, D, OD)
+    h_start, h_end = window(oh, H, OH)
+    d_last = d_end - 1
+    h_last = h_end - 1
+    w = tl.arange(0, BW)
+    load_ok = r_ok[:, None] & (w < W_vec * VEC)[None, :]
+    col_offs = (w * sxw)[None, :]
+
+    rows_of = (x_ptr, x_rows, d_start, d_last, h_start, h_last, sxd, sxh, col_offs, load_ok)
+    state = (
+        tl.full([BR, BW], float("-inf"), ACC),
+        tl.zeros([BR, BW], dtype=tl.int32),  # the first row's step until one beats it
+        tl.full([BR, BW], -1, tl.int32),  # the last NaN's step
+    )
+    if UNROLL_D:
+        for kd in tl.static_range(KD):
+            state = _walk_rows(rows_of, kd, state, ACC, KH, VEC)
+    else:
+        for kd in range(KD):
+            state = _walk_rows(rows_of, kd, state, ACC, KH, VEC)
+    best, best_step, nan_step = state
+
+    # Each output's window columns (KWP a window, the last repeated past its end).
+    j = tl.arange(0, BOW * KWP)
+    ow = (j // KWP).to(IDX)
+    w_start, w_end = window(ow, W, OW)
+    col = tl.minimum(tl.minimum(w_start + j % KWP, w_end - 1), W - 1).to(tl.int32)
+    cols = tl.broadcast_to(col[None, :], (BR, BOW * KWP))
+    value = tl.reshape(tl.gather(best, cols, 1), (BR, BOW, KWP))
+    step = tl.gather(best_step, cols, 1)
+    nan = tl.gather(nan_step, cols, 1)
+
+    rows_at = (d_start[:, None], d_last[:, None], h_start[:, None], h_last[:, None])
+    col = col.to(IDX)[None, :]
+    pos = tl.reshape(_position(step, rows_at, col, HW, W, KH), (BR, BOW, KWP))
+    nan_pos = _position(nan, rows_at, col, HW, W, KH)
+    nan_pos = tl.reshape(tl.where(nan >= 0, nan_pos, -1), (BR, BOW, KWP))
+    top = tl.max(value, axis=2)
+    first = tl.min(tl.where(value == top[:, :, None], pos, BIG), axis=2)
+    last_nan = tl.max(nan_pos, axis=2)
+    has_nan = last_nan >= 0
+    top = tl.where(has_nan, float("nan"), top)
+    first = tl.where(has_nan, last_nan, first)
+
+    o = tl.arange(0, BOW)
+    out_offs = r.to(tl.int64)[:, None] * OW + o[None, :]
+    live = r_ok[:, None] & (o < OW)[None, :]
+    tl.store(out_ptr + out_offs, top.to(out_ptr.dtype.element_ty), mask=live)
+    tl.store(idx_ptr + out_offs, first.to(tl.int64), mask=live)
+
+
+@dataclass(frozen=True)
+class Config:
+    """BR output rows a program, each a whole input row a step."""
+
+    kernel: ClassVar[str] = NAME
+    br: int
+    num_warps: int
+    unroll_d: bool = False  # unroll the depth walk too: every load of a window in flight
+
+
+def fits(p: Forward) -> bool:
+    """Whether the kernel can pool rows of W columns into OW with these largest windows: a
+    row fits a program and H windows are short enough to unroll (the dispatch table decides
+    whether it should)."""
+    w, ow, windows = p.x.shape[-1], p.out[2], p.windows
+    return (
+        windows[1] <= MAX_KH
+        and next_pow2(w) <= MAX_COLUMNS
+        and next_pow2(ow) * next_pow2(windows[2]) <= MAX_GATHER * next_pow2(w)
+    )
+
+
+def default(p: Forward, h: Heuristics) -> Config:
+    """Rows a program and warps for rows of W columns and windows of KD·KH rows: a program
+    holds `h.column_elements` input elements a step; the depth walk is unrolled up to
+    `h.column_unroll_steps` rows; warps keep each thread near `h.column_per_thread` columns
+    (at most one warp a row: see `plan`)."""
+    columns = next_pow2(p.x.shape[-1])
+    size = p.x.element_size()
+    steps = p.windows[0] * p.windows[1]
+    unroll_d = steps <= h.narrow(h.column_unroll_steps, size)
+    rows = max(1, h.narrow(h.column_elements, size) // columns)
+    if h.pack_rows:  # no more rows than the output has
+        rows = min(rows, next_pow2(p.x.shape[0] * p.x.shape[1] * p.out[0] * p.out[1]))
+    narrow_unrolled, narrow_rolled, wide = h.column_per_thread
+    per_thread = wide if size >= 4 else narrow_unrolled if unroll_d else narrow_rolled
+    warps = max(1, min(h.max_warps, rows, rows * columns // (32 * per_thread)))
+    return Config(rows, warps, unroll_d)
+
+
+def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
+    """Launch of the column_max kernel."""
+    x, windows = p.x, p.windows
+    if not fits(p):
+        raise ValueError(
+            f"the column_max kernel does not take windows {windows} of W={x.shape[-1]}"
+        )
+    if cfg.num_warps > cfg.br:
+        # Triton 3.6 asserts (OptimizeThreadLocality) on a gather it cannot keep inside a warp:
+        # every warp must own whole rows.
+        raise ValueError(f"the column_max kernel needs num_warps <= rows, got {cfg}")
+    n, c, d, h_, w = x.shape
+    od, oh, ow = p.out
+    rows = n * c * od * oh
+    bw, bow = next_pow2(w), next_pow2(ow)
+    vec = vector_width(x, bw)
+    wide = not fits_int32(
+        span(x.shape[2:], x.stride()[2:]),
+        d * h_ * w,
+        (od + 1) * d,
+        (oh + 1) * h_,
+        (bow + 1) * w,
+        rows + cfg.br,
+    )
+    sxn, sxc, sxd, sxh, sxw = x.stride()
+    strides = (sxn // vec, sxc // vec, sxd // vec, sxh // vec, sxw)
+    scalars = (c, d, h_, w, h_ * w, od, oh, ow, strides, rows, w // vec)
+    constants = {
+        "ACC": p.acc,
+        "BR": cfg.br,
+        "BW": bw,
+        "BOW": bow,
+        "KD": windows[0],
+        "KH": windows[1],
+        "KWP": next_pow2(windows[2]),
+        "VEC": vec,
+        "UNROLL_D": cfg.unroll_d,
+        "WIDE": wide,
+        "num_warps": cfg.num_warps,
+    }
+    return Launch(column_max_kernel, (triton.cdiv(rows, cfg.br),), scalars, constants)

@@ -1,0 +1,161 @@
+"""What the two scatter kernels of adaptive_max_pool3d_backward share (fill_scatter and
+zeroed_scatter): the sum of an element's gradients over the overlapping windows that chose
+it, and the host's table of window bounds and divisors.
+
+Deterministic without atomics: an element chosen by several overlapping windows is written
+once, by the first of them in (od, oh, ow) order, with the sum of all their gradients in that
+order (fp32, fp64 for fp64) — the same additions, in the same order, as the rows kernel.
+Only axes whose windows overlap (I % O != 0) have such neighbours; the dispatch table bounds
+their count and sends shapes with too many (steep upsampling) to the rows kernel.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.ops._adaptive import (
+    INT32_LIMIT,
+    covering_bounds,
+    div_by,
+    divisor,
+    fits_int32,
+)
+
+# After the bounds, the table holds (magic, shift) pairs (`_adaptive.divisor`) for these
+# divisors, in this order: the kernels divide by them without a runtime division.
+DIVISORS = ("W", "H", "OD", "OH", "OW", "ROWS")
+
+
+@triton.jit
+def divisor_of(bounds_ptr, D, H, W, value, k: tl.constexpr):
+    """(value, magic, shift) of the k-th of DIVISORS, for `div_by`."""
+    at = bounds_ptr + 2 * (D + H + W) + 2 * k
+    return value, tl.load(at), tl.load(at + 1)
+
+
+@triton.jit
+def divisors_of(bounds_ptr, D, H, W, OD, OH, OW):
+    """The divisors `sum_once` needs, read once from the table: W, H, OD, OH, OW."""
+    return (
+        divisor_of(bounds_ptr, D, H, W, W, 0),
+        divisor_of(bounds_ptr, D, H, W, H, 1),
+        divisor_of(bounds_ptr, D, H, W, OD, 2),
+        divisor_of(bounds_ptr, D, H, W, OH, 3),
+        divisor_of(bounds_ptr, D, H, W, OW, 4),
+    )
+
+
+@triton.jit
+def candidates_of(
+    o, p, size, by_o, bounds_ptr, first_at, last_at, mine, C: tl.constexpr, WIDE: tl.constexpr
+):
+    """Along one axis, the outputs whose windows hold position p of output o's window: the
+    first and one past the last. With at most two a position, the other one is o's
+    neighbour (o - 1's window ends after p, or o + 1's starts at or before it): arithmetic
+    on o (`size` the axis's input size, `by_o` divides by its output size), known before
+    the index arrives. With more, the host's table by position."""
+    if C == 1:
+        return o, o + 1
+    elif C == 2:
+        prev_end = div_by(o * size + by_o[0] - 1, by_o, WIDE)
+        next_start = div_by((o + 1) * size, by_o, WIDE)
+        return o - (p < prev_end).to(o.dtype), o + 1 + (p >= next_start).to(o.dtype)
+    else:
+        first = tl.load(bounds_ptr + first_at + p, mask=mine, other=0).to(o.dtype)
+        last = tl.load(bounds_ptr + last_at + p, mask=mine, other=0).to(o.dtype)
+        return first, last
+
+
+@triton.jit
+def sum_once(
+    idx_base, grad_base, bounds_ptr, divisors, chosen, g, mine, od, oh, ow,
+    D, H, W, sid, sih, siw, sgd, sgh, sgw,
+    ACC: tl.constexpr, CD: tl.constexpr, CH: tl.constexpr, CW: tl.constexpr,
+    WIDE: tl.constexpr,
+):  # fmt: skip
+    """(value, writer) for outputs (od, oh, ow) whose argmax `chosen` is theirs to store.
+
+    Every output whose window holds the chosen element, in (od, oh, ow) order: the value is
+    the sum of the gradients of those that chose it too, and only the first of them writes.
+    On an axis without overlaps (C = 1) the only candidate is the output's own. bounds_ptr
+    holds, per axis, the first output covering each position, then one past the last;
+    `divisors` are `divisors_of`'s. Indices must come from the forward (in their own window).
+    """
+    if CD * CH * CW == 1:
+        return g.to(ACC), mine
+    by_w, by_h, by_od, by_oh, by_ow = divisors
+    row = div_by(chosen, by_w, WIDE)
+    pw = chosen - row * W
+    pd = div_by(row, by_h, WIDE)
+    ph = row - pd * H
+    fd, ld = candidates_of(od, pd, D, by_od, bounds_ptr, 0, D, mine, CD, WIDE)
+    fh, lh = candidates_of(oh, ph, H, by_oh, bounds_ptr, 2 * D, 2 * D + H, mine, CH, WIDE)
+    at = 2 * D + 2 * H
+    fw, lw = candidates_of(ow, pw, W, by_ow, bounds_ptr, at, at + W, mine, CW, WIDE)
+    value = tl.zeros_like(g).to(ACC)
+    seen_self = chosen != chosen
+    shared_before = chosen != chosen
+    for ci in tl.static_range(CD):
+        cd = fd + ci
+        for cj in tl.static_range(CH):
+            ch = fh + cj
+            for ck in tl.static_range(CW):
+                cw = fw + ck
+                valid = mine
+                is_self = mine
+                if CD > 1:
+                    valid = valid & (cd < ld)
+                    is_self = is_self & (cd == od)
+                if CH > 1:
+                    valid = valid & (ch < lh)
+                    is_self = is_self & (ch == oh)
+                if CW > 1:
+                    valid = valid & (cw < lw)
+                    is_self = is_self & (cw == ow)
+                other = valid & ~is_self
+                other_idx = tl.load(
+                    idx_base + (cd * sid + ch * sih + cw * siw), mask=other, other=-1
+                ).to(chosen.dtype)
+                other_g = tl.load(
+                    grad_base + (cd * sgd + ch * sgh + cw * sgw), mask=other, other=0.0
+                )
+                same = other & (other_idx == chosen)
+                shared_before = shared_before | (same & ~seen_self)
+                mine_now = valid & is_self
+                seen_self = seen_self | mine_now
+                value += tl.where(same, other_g.to(ACC), 0.0)
+                value += tl.where(mine_now, g.to(ACC), 0.0)
+    return value, seen_self & ~shared_before
+
+
+def bounds_table(
+    in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int], device: torch.device, rows: int = 1
+) -> torch.Tensor:
+    """Per axis (D, H, W): the first output covering each position, then one past the last;
+    then the (magic, shift) pairs of DIVISORS (`rows`: the fill_scatter's ROWS), int32,
+    each magic as the 32-bit pattern of its unsigned value ((0, 0) for 64-bit launches)."""
+    parts = []
+    for in_size, out_size in zip(in_dhw, out_dhw, strict=True):
+        parts += covering_bounds(in_size, out_size)
+    (_, h, w), (od, oh, ow) = in_dhw, out_dhw
+    sizes = {"W": w, "H": h, "OD": od, "OH": oh, "OW": ow, "ROWS": rows}
+    words = divisor_words(tuple(sizes[name] for name in DIVISORS))
+    parts.append(torch.tensor(words, dtype=torch.int64))
+    return torch.cat(parts).to(device=device, dtype=torch.int32)
+
+
+def divisor_words(values: tuple[int, ...]) -> list[int]:
+    """(magic, shift) of each value as int32 words: the magic as the 32-bit pattern of its
+    unsigned value, (0, 0) for a value past 32 bits (64-bit launches divide instead)."""
+    words = []
+    for value in values:
+        magic, shift = divisor(value) if fits_int32(value) else (0, 0)
+        words += [magic - 2**32 if magic > INT32_LIMIT else magic, shift]
+    return words
+
+
+def fits_axes(in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int]) -> bool:
+    """Whether the candidate arithmetic (position·O and output·I per axis) fits in 32 bits."""
+    return fits_int32(*((i + 1) * (o + 1) for i, o in zip(in_dhw, out_dhw, strict=True)))

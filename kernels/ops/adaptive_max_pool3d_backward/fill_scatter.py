@@ -1,0 +1,289 @@
+"""The fill_scatter kernel of adaptive_max_pool3d_backward: any windows, one launch.
+
+A program owns a tile of the (contiguous) gradient: TD depth slices × TH rows × whole rows
+of W. It first writes zeros over the tile with vector stores, which start at once (they
+depend on no load), then, after a barrier, walks the outputs whose windows meet the tile at
+output resolution (coalesced loads of index and gradient) and stores each gradient at its
+argmax when that lies in the tile. The zeros and the scattered values meet in L2, so DRAM
+sees each line written about once: the memory floor, with a few instructions per output
+instead of per input element. Overlapping windows are summed once (`_scatter.sum_once`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import triton
+import triton.language as tl
+
+from kernels.heuristics import Heuristics
+from kernels.launch import Launch
+from kernels.ops._adaptive import (
+    Backward,
+    div_by,
+    fits_int32,
+    next_pow2,
+    span,
+    unflatten3,
+    vector_width,
+)
+from kernels.ops.adaptive_max_pool3d_backward._scatter import (
+    bounds_table,
+    divisor_of,
+    divisors_of,
+    fits_axes,
+    sum_once,
+)
+
+NAME = "fill_scatter"
+
+
+@triton.jit
+def _box_outputs(j, total, n_oh, by_rows, by_ow, WIDE: tl.constexpr):
+    """Lanes j of a program's outputs, (output slice, row, column) relative to its first:
+    ROWS lanes a slice (the most rows any tile meets, times OW), rows past n_oh masked."""
+    slice_ = div_by(j, by_rows, WIDE)
+    rest = j - slice_ * by_rows[0]
+    row = div_by(rest, by_ow, WIDE)
+    return slice_, row, rest - row * by_ow[0], (j < total) & (row < n_oh)
+
+
+@triton.jit
+def fill_scatter_kernel(
+    grad_ptr,
+    idx_ptr,
+    gin_ptr,
+    bounds_ptr,
+    C,
+    D,
+    H,
+    W,
+    OD,
+    OH,
+    OW,
+    ROWS,
+    HW_vec,
+    W_vec,
+    grad_strides,
+    idx_strides,
+    n_d_tiles,
+    n_h_tiles,
+    ACC: tl.constexpr,
+    TD: tl.constexpr,
+    TH: tl.constexpr,
+    SPLIT_H: tl.constexpr,
+    ZB: tl.constexpr,
+    BOX: tl.constexpr,
+    CD: tl.constexpr,
+    CH: tl.constexpr,
+    CW: tl.constexpr,
+    VEC: tl.constexpr,
+    WIDE: tl.constexpr,
+):
+    sgn, sgc, sgd, sgh, sgw = grad_strides
+    sin, sic, sid, sih, siw = idx_strides
+    pid = tl.program_id(0)
+    plane, dt, ht = unflatten3(pid, n_d_tiles, n_h_tiles)
+    plane = plane.to(tl.int64)
+    n = plane // C
+    c = plane % C
+    d0 = dt * TD
+    d1 = tl.minimum(d0 + TD, D)
+    h0 = ht * TH
+    h1 = tl.minimum(h0 + TH, H)
+    HW = HW_vec * VEC
+    # Offsets in the gradient's plane are 32-bit unless the plane passes 2^31 elements.
+    if WIDE:
+        d0 = d0.to(tl.int64)
+        d1 = d1.to(tl.int64)
+        h0 = h0.to(tl.int64)
+        h1 = h1.to(tl.int64)
+        HW = HW.to(tl.int64)
+    gin_plane = gin_ptr + plane * D * HW_vec * VEC
+    grad_plane = grad_ptr + (n * sgn + c * sgc)
+    idx_plane = idx_ptr + (n * sin + c * sic)
+
+    # The outputs whose windows meet the tile, BOX at a time: slices from od_lo, rows from
+    # oh_lo (bounds_ptr holds, per axis, the first output covering each position and one
+    # past the last). The first box's index and gradient loads go out before the zeros.
+    od_lo = tl.load(bounds_ptr + d0)
+    n_od = tl.load(bounds_ptr + D + d1 - 1) - od_lo
+    oh_lo = tl.load(bounds_ptr + 2 * D + h0)
+    n_oh = tl.load(bounds_ptr + 2 * D + H + h1 - 1) - oh_lo
+    total = n_od * ROWS
+    divisors = divisors_of(bounds_ptr, D, H, W, OD, OH, OW)
+    by_rows = divisor_of(bounds_ptr, D, H, W, ROWS, 5)
+    by_ow = divisors[4]
+    lanes = tl.arange(0, BOX)
+    if WIDE:
+        lanes = lanes.to(tl.int64)
+    zero = lanes * 0
+    sd, sh, ow, ok = _box_outputs(lanes, total, n_oh, by_rows, by_ow, WIDE)
+    od = od_lo + sd
+    oh = oh_lo + sh
+    chosen = tl.load(idx_plane + (od * sid + oh * sih + ow * siw), mask=ok, other=-1).to(zero.dtype)
+    g = tl.load(grad_plane + (od * sgd + oh * sgh + ow * sgw), mask=ok, other=0.0)
+
+    # 1. Zeros over the tile: one contiguous run of whole slices, or TH rows of each slice.
+    zeros = tl.zeros([ZB], dtype=gin_ptr.dtype.element_ty)
+    zlanes = tl.arange(0, ZB)
+    if SPLIT_H:
+        run = (h1 - h0) * W_vec * VEC
+        for d in range(d0, d1):
+            start = gin_plane + (d * HW_vec + h0 * W_vec) * VEC
+            for chunk in range(0, tl.cdiv(run, ZB)):
+                offs = chunk * ZB + zlanes
+                tl.store(start + offs, zeros, mask=offs < run)
+    else:
+        run = (d1 - d0) * HW_vec * VEC
+        start = gin_plane + d0 * HW_vec * VEC
+        for chunk in range(0, tl.cdiv(run, ZB)):
+            offs = chunk * ZB + zlanes
+            tl.store(start + offs, zeros, mask=offs < run)
+    # The scattered stores below must land after the zeros (other threads' stores).
+    tl.debug_barrier()
+
+    # 2. Each box's gradients into the tile, the next box's loads in flight meanwhile.
+    tile_lo = d0 * HW
+    tile_hi = d1 * HW
+    for box_start in range(0, total, BOX):
+        sd, sh, next_ow, next_ok = _box_outputs(
+            box_start + BOX + lanes, total, n_oh, by_rows, by_ow, WIDE
+        )
+        next_od = od_lo + sd
+        next_oh = oh_lo + sh
+        next_chosen = tl.load(
+            idx_plane + (next_od * sid + next_oh * sih + next_ow * siw), mask=next_ok, other=-1
+        ).to(zero.dtype)
+        next_g = tl.load(
+            grad_plane + (next_od * sgd + next_oh * sgh + next_ow * sgw), mask=next_ok, other=0.0
+        )
+        # A valid index's low word is the index when the volume fits in 32 bits.
+        mine = ok & (chosen >= tile_lo) & (chosen < tile_hi)
+        if SPLIT_H:  # the same split of `chosen` as sum_once's (computed once); lanes
+            # with a negative index divide garbage but are not `mine` already
+            row = div_by(chosen, divisors[0], WIDE)
+            ph = row - div_by(row, divisors[1], WIDE) * H
+            mine = mine & (ph >= h0) & (ph < h1)
+        value, writer = sum_once(
+            idx_plane, grad_plane, bounds_ptr, divisors, chosen, g, mine, od, oh, ow,
+            D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW, WIDE,
+        )  # fmt: skip
+        tl.store(gin_plane + chosen, value.to(gin_ptr.dtype.element_ty), mask=writer)
+        od, oh, ow, ok, chosen, g = next_od, next_oh, next_ow, next_ok, next_chosen, next_g
+
+
+@dataclass(frozen=True)
+class Config:
+    """Elements a program (whole slices, or rows of one), outputs walked at a time, zeros
+    stored a step, warps."""
+
+    kernel: ClassVar[str] = NAME
+    tile: int
+    box: int
+    zero_block: int
+    num_warps: int
+
+
+def default_tile(p: Backward, h: Heuristics) -> int:
+    """Elements a program: a whole (n, c) plane where there are at least `h.many_planes`
+    planes of at most `h.plane_bytes`, else tiles of `h.tile_bytes` (half where no windows
+    overlap); or `h.fill_elements`."""
+    if h.fill_elements is not None:
+        return h.fill_elements
+    size = p.gin.element_size()
+    plane = math.prod(p.in_dhw)
+    if p.planes >= h.many_planes and plane * size <= h.plane_bytes:
+        return plane
+    overlap = math.prod(p.candidates) > 1
+    return (h.tile_bytes if overlap else h.tile_bytes // 2) // size
+
+
+def sides(p: Backward, tile: int) -> tuple[int, int]:
+    """(TD, TH): whole slices of the tile's elements, or rows of one slice."""
+    d, h, w = p.in_dhw
+    if h * w >= tile:
+        return 1, max(1, min(h, tile // w))
+    return max(1, min(d, tile // (h * w))), h
+
+
+def tiles(p: Backward, h: Heuristics, tile: int) -> Config:
+    """A config of `tile` elements a program, the rest by `h`: 8 warps for tiles of 64 KB or
+    more (else 4), outputs walked at a time by how many candidates an element has (each
+    check holds registers) and whether a program walks a whole plane."""
+    num_warps = 8 if tile * p.gin.element_size() >= 65536 else 4
+    td, th = sides(p, tile)
+    d, h_, _ = p.in_dhw
+    if h.fill_box is not None:
+        box = h.fill_box
+    else:
+        few, plane, rest = h.fill_box_per_warp
+        per_warp = few if math.prod(p.candidates) <= 2 else plane if (td, th) == (d, h_) else rest
+        box = per_warp * num_warps
+    zero_block = h.fill_zero_block or h.fill_zero_per_warp * num_warps
+    if h.trim_blocks:  # at most a plane's outputs walked, a tile's elements zeroed
+        box = min(box, next_pow2(math.prod(p.out_dhw)))
+        zero_block = min(zero_block, next_pow2(min(tile, math.prod(p.in_dhw))))
+    return Config(tile, box, zero_block, num_warps)
+
+
+def default(p: Backward, h: Heuristics) -> Config:
+    """`tiles` of the default tile."""
+    return tiles(p, h, default_tile(p, h))
+
+
+def plan(p: Backward, cfg: Config, h: Heuristics) -> Launch:
+    """Launch of the fill_scatter kernel (the gradient must be contiguous)."""
+    grad5, idx5, gin5 = p.grad, p.idx, p.gin
+    n, c, d, h_, w = gin5.shape
+    od, oh, ow = p.out_dhw
+    assert gin5.is_contiguous(), "the scatter writes flat offsets into a contiguous gradient"
+    tile = cfg.tile
+    hw = h_ * w
+    td, th = sides(p, tile)
+    n_d, n_h = triton.cdiv(d, td), triton.cdiv(h_, th)
+    vec = vector_width(gin5)
+    reach = max(span(t.shape[2:], t.stride()[2:]) for t in (grad5, idx5))
+    # Offsets, positions times output sizes (the bounds) and box lanes must fit in 32 bits.
+    wide = not (
+        fits_int32(reach, d * hw + tile, (d + td) * oh * ow + 65536)
+        and fits_axes((d, h_, w), (od, oh, ow))
+    )
+    # Lanes a box gives each output slice: the most output rows any tile of TH rows meets.
+    rows = ow * max(-((-min(h0 + th, h_) * oh) // h_) - (h0 * oh) // h_ for h0 in range(0, h_, th))
+    grid = (n * c * n_d * n_h,)
+    scalars = (
+        bounds_table((d, h_, w), (od, oh, ow), gin5.device, rows),
+        c,
+        d,
+        h_,
+        w,
+        od,
+        oh,
+        ow,
+        rows,
+        hw // vec,
+        w // vec,
+        grad5.stride(),
+        idx5.stride(),
+        n_d,
+        n_h,
+    )
+    cd, ch, cw = p.candidates
+    constants = {
+        "ACC": p.acc,
+        "TD": td,
+        "TH": th,
+        "SPLIT_H": th < h_,
+        "ZB": cfg.zero_block,
+        "BOX": cfg.box,
+        "CD": cd,
+        "CH": ch,
+        "CW": cw,
+        "VEC": vec,
+        "WIDE": wide,
+        "num_warps": cfg.num_warps,
+    }
+    return Launch(fill_scatter_kernel, grid, scalars, constants)

@@ -1,0 +1,41 @@
+"""The tile sweep's arguments and variants (the sweep itself needs a GPU)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+import torch
+
+from kernels.ops.adaptive_max_pool3d import column_max
+from kernels.ops.adaptive_max_pool3d_backward import fill_scatter, problem, rows, zeroed_scatter
+from tools.tuning import backward_variants, forward_variants, parse_case
+
+
+def test_a_case_names_a_shape_and_an_output_size() -> None:
+    assert parse_case("8,64,16,56,56:8,50,50") == ((8, 64, 16, 56, 56), (8, 50, 50))
+
+
+@pytest.mark.parametrize(
+    "text", ["8,64,16,56:8,50,50", "8,64,16,56,56:8,50", "a:b", "1,1,1,1,0:1,1,1"]
+)
+def test_a_malformed_case_is_refused_with_the_expected_form(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="N,C,D,H,W:OD,OH,OW"):
+        parse_case(text)
+
+
+def test_small_windows_sweep_the_column_kernel_beside_the_lanes() -> None:
+    variants = forward_variants((8, 64, 16, 56, 56), (8, 50, 50))
+    unrolled = variants["column_max/8-w4-d"]
+    assert isinstance(unrolled, column_max.Config) and unrolled.unroll_d
+    assert "lane_window/256-w8" in variants and variants["default"] is None
+
+
+def test_backward_variants_name_their_kernels() -> None:
+    x = torch.empty((8, 64, 16, 56, 56), dtype=torch.float16, device="meta")
+    out = torch.empty((8, 64, 5, 9, 11), dtype=torch.float16, device="meta")
+    variants = backward_variants(problem(out, x, out.long()))
+    assert isinstance(variants["fill_scatter/plane-box512"], fill_scatter.Config)
+    assert variants["fill_scatter/plane-box512"].box == 512
+    assert isinstance(variants["zeroed_scatter/1024"], zeroed_scatter.Config)
+    assert isinstance(variants["rows"], rows.Config) and "disjoint" not in variants

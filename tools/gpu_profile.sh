@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# ncu counters of one case, our kernels and PyTorch's (tools/profile_case.py), appended to
+# $OUT/ncu.txt. Arguments: operator, input shape, output size, dtype, e.g.
+# backward 4,32,32,64,64 10,20,20 float32.
+set -uo pipefail
+source "$(dirname "$0")/gpu_env.sh"
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
+metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct
+metrics+=,sm__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed
+metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active
+metrics+=,launch__registers_per_thread,launch__grid_size,smsp__inst_executed.sum
+metrics+=,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct
+metrics+=,smsp__warp_issue_stalled_barrier_per_warp_active.pct
+metrics+=,smsp__warp_issue_stalled_drain_per_warp_active.pct
+metrics+=,smsp__warp_issue_stalled_lg_throttle_per_warp_active.pct
+echo "## $*" >>"$OUT/ncu.txt"
+timeout 120 "$NCU" --clock-control none --metrics "$metrics" python3 -m tools.profile_case "$@" 2>&1 \
+  | grep -vE "^==PROF==|^\s*$|Warning|----|Metric Name|Section:" >>"$OUT/ncu.txt"

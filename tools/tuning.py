@@ -1,0 +1,276 @@
+"""Tile sweep of the adaptive_max_pool3d kernels on a GPU: `python -m tools.tuning --out DIR`.
+
+For each benchmark size and dtype it times PyTorch's operator, the default plan and a few
+alternatives (the benchmark harness's device timer: median, L2 flushed between runs), checks
+each variant's result once, and prints time over the memory floor (input·e + output·(e+8)
+bytes at the measured copy bandwidth). A variant is named after its kernel (the names of the
+dispatch tables, `kernels/ops/<op>/__init__.py`) and its tiles, e.g. `column_max/8-w4-d`;
+it informs the device's heuristics (`kernels/backends/_nvidia/heuristics.py`); the benchmark
+harness (`python -m kernels.benchmark`) gives the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import math
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernels import runtime
+from kernels.benchmark.bandwidth import copy_bandwidth_gbps, pool3d_traffic_bytes
+from kernels.benchmark.harness import DeviceTimer
+from kernels.benchmark.sizes import LARGE, TINY
+from kernels.heuristics import Heuristics, current
+from kernels.ops._adaptive import Backward, Forward
+from kernels.ops.adaptive_max_pool3d import (
+    adaptive_max_pool3d,
+    chunked,
+    column_max,
+    global_split,
+    lane_window,
+    pair_window,
+    window_tile,
+)
+from kernels.ops.adaptive_max_pool3d_backward import (
+    adaptive_max_pool3d_backward,
+    disjoint,
+    fill_scatter,
+    problem,
+    rows,
+    scatters,
+    small_input,
+    zeroed_scatter,
+)
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+TINY_SHAPES = {shape for shape, _ in TINY}
+
+
+_TIMER = DeviceTimer(warmup_ms=10, rep_ms=40)
+
+
+def bench(fn: Callable[[], Any]) -> float:
+    """Median milliseconds of `fn`, L2 flushed between runs (the harness's timer)."""
+    return _TIMER(fn)
+
+
+def floor_ms(in_numel: int, out_numel: int, element: int, gbps: float) -> float:
+    """The memory floor: the minimum traffic at the copy bandwidth."""
+    return pool3d_traffic_bytes(in_numel, out_numel, element) / gbps / 1e6
+
+
+def forward_variants(
+    shape: tuple[int, ...], out: tuple[int, int, int], h: Heuristics | None = None
+) -> dict[str, Any]:
+    """The default plan (None) and the alternatives worth timing for this shape (fp16 layout:
+    contiguous), each named `kernel/tiles`."""
+    h = h or current()
+    p = Forward.of(torch.empty(shape, dtype=torch.float16, device="meta"), out)
+    windows = p.windows
+    variants: dict[str, Any] = {"default": None}
+    # "window_tile/Nk-wM": about N·1024 elements a load, M warps; only where its loads
+    # vectorize (the dispatch table's own rule).
+    if window_tile.vectorizes(p):
+        for tile in (1024, 2048, 4096):
+            sides = window_tile.tiles(windows, out, tile, pack_rows=False)
+            for warps in (1, 2, 4):
+                variants[f"window_tile/{tile // 1024}k-w{warps}"] = dataclasses.replace(
+                    sides, num_warps=warps
+                )
+    small = p.elements <= h.small_window
+    tiny = shape in TINY_SHAPES
+    pairs = small and pair_window.fits(p)
+    if pairs:  # "pair_window/N": N outputs a program
+        for tile in (64, 128, 256, 512, 1024) if tiny else (256, 1024):
+            variants[f"pair_window/{tile}"] = pair_window.tiles(out[1], out[2], tile, False)
+    if small and (tiny or not pairs):  # "lane_window/N-wM"
+        for block, warps in ((128, 4), (256, 4), (256, 8), (512, 8)):
+            variants[f"lane_window/{block}-w{warps}"] = lane_window.Config(block, warps)
+    if small and column_max.fits(p):
+        # "column_max/N-wM": N output rows a program; "-d" unrolls the depth walk too
+        for rows_, warps in ((4, 2), (4, 4), (8, 2), (8, 4), (16, 8)):
+            variants[f"column_max/{rows_}-w{warps}"] = column_max.Config(rows_, warps)
+            variants[f"column_max/{rows_}-w{warps}-d"] = column_max.Config(rows_, warps, True)
+    if not small:
+        if global_split.fits(p):  # "global_split/pN-bB-wM": N parts a plane (0: the rule)
+            for parts, block, warps in ((0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8)):
+                variants[f"global_split/p{parts}-b{block}-w{warps}"] = global_split.Config(
+                    parts, block, warps
+                )
+        base = chunked.default(p, h)
+        variants["chunked/2048"] = base
+        variants["chunked/4096"] = chunked.tiles(windows, out, 4096, pack_rows=False)
+        variants["chunked/2048-w4"] = dataclasses.replace(base, num_warps=4)
+    return variants
+
+
+def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any]:
+    """The default plan (None) and the alternatives worth timing for this problem, each
+    named `kernel/tiles`, the Moore Threads override as `mthreads` (in `sweep_backward`)."""
+    h = h or current()
+    shape = tuple(p.gin.shape)
+    tiny = shape in TINY_SHAPES
+    variants: dict[str, Any] = {"default": None}
+    scatter = scatters(p, h)  # the scatters' static candidate loops stay small
+    for tile in (8192, 16384, 32768):  # "fill_scatter/Nk": N·1024 elements a program
+        if scatter and (not tiny or tile == 8192):
+            variants[f"fill_scatter/{tile // 1024}k"] = fill_scatter.tiles(p, h, tile)
+    if scatter and not tiny:
+        base = fill_scatter.default(p, h)
+        for per_thread in (1, 2):  # "fill_scatter/boxN": the default tiles, N outputs a walk
+            variants[f"fill_scatter/box{per_thread * 256}"] = dataclasses.replace(
+                base, box=per_thread * 256
+            )
+        plane = fill_scatter.tiles(p, h, math.prod(p.in_dhw))  # a program a (n, c) plane
+        variants["fill_scatter/plane"] = plane
+        for per_thread in (1, 2, 4):  # ... walking N outputs at a time
+            variants[f"fill_scatter/plane-box{per_thread * 256}"] = dataclasses.replace(
+                plane, box=per_thread * 256
+            )
+    for block in (256, 512, 1024):  # "zeroed_scatter/N": N outputs a program
+        if scatter and (not tiny or block == 512):
+            variants[f"zeroed_scatter/{block}"] = zeroed_scatter.tiles(block)
+    if disjoint.fits(p):
+        variants["disjoint"] = disjoint.default(p, h)
+        if not tiny:  # "disjoint/Nk-wM": about N·1024 elements a program, M warps
+            for tile in (2048, 4096, 8192):
+                sides = disjoint.default(p, dataclasses.replace(h, backward_elements=tile))
+                for warps in (4, 8):
+                    variants[f"disjoint/{tile // 1024}k-w{warps}"] = dataclasses.replace(
+                        sides, num_warps=warps
+                    )
+    if small_input.fits(p):
+        variants["small_input"] = small_input.default(p, h)
+    variants["rows"] = rows.default(p, h)
+    return variants
+
+
+def report(op: str, label: str, floor: float, times: dict[str, float]) -> None:
+    """One line: every variant's time over the floor, the best, and speedups over PyTorch."""
+    ours = {k: v for k, v in times.items() if k != "torch"}
+    best_name = min(ours, key=lambda k: ours[k])
+    ratios = " ".join(f"{k}={v / floor:.2f}" for k, v in ours.items())
+    print(
+        f"{op} {label}: floor {floor * 1e3:.1f}us torch={times['torch'] / floor:.2f} {ratios}"
+        f" | best {best_name} x{times['torch'] / ours[best_name]:.2f}"
+        f" default x{times['torch'] / ours['default']:.2f}",
+        flush=True,
+    )
+
+
+def sweep_backward(
+    grad: torch.Tensor, x: torch.Tensor, idx: torch.Tensor, warm: bool = False
+) -> dict[str, float]:
+    aten = torch.ops.aten.adaptive_max_pool3d_backward
+    want = aten(grad, x, idx).float()
+    times = {"torch": 0.0 if warm else bench(lambda: aten(grad, x, idx))}
+    mthreads = runtime.function("adaptive_max_pool3d_backward", "mthreads")
+    candidates: dict[str, Callable[[], Any]] = {"mthreads": lambda: mthreads(grad, x, idx)}
+    for name, cfg in backward_variants(problem(grad, x, idx)).items():
+        candidates[name] = functools.partial(adaptive_max_pool3d_backward, grad, x, idx, config=cfg)
+    for name, fn in candidates.items():
+        # PyTorch adds overlapping gradients in bf16; we add in fp32: a bf16 ulp apart.
+        tol = 3e-2 if x.dtype == torch.bfloat16 else 1e-2
+        ok = torch.allclose(fn().float(), want, rtol=tol, atol=tol)
+        times[name] = float("nan") if not ok else 0.0 if warm else bench(fn)
+    return times
+
+
+def sweep_forward(
+    x: torch.Tensor, out: tuple[int, int, int], warm: bool = False
+) -> dict[str, float]:
+    want_out, want_idx = torch.ops.aten.adaptive_max_pool3d(x, list(out))
+    aten = torch.ops.aten.adaptive_max_pool3d
+    times = {"torch": 0.0 if warm else bench(lambda: aten(x, list(out)))}
+    for name, cfg in forward_variants(tuple(x.shape), out).items():
+        fn = functools.partial(adaptive_max_pool3d, x, out, config=cfg)
+        got_out, got_idx = fn()
+        ok = torch.equal(got_idx, want_idx) and torch.equal(got_out, want_out)
+        times[name] = float("nan") if not ok else 0.0 if warm else bench(fn)
+    return times
+
+
+def parse_case(text: str) -> tuple[tuple[int, ...], tuple[int, int, int]]:
+    """'8,64,16,56,56:8,50,50' -> ((8, 64, 16, 56, 56), (8, 50, 50))."""
+    try:
+        shape_text, out_text = text.split(":")
+        shape = tuple(int(v) for v in shape_text.split(","))
+        out = tuple(int(v) for v in out_text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N,C,D,H,W:OD,OH,OW, got {text!r}") from None
+    if len(shape) != 5 or len(out) != 3 or min(shape + out) < 1:
+        raise argparse.ArgumentTypeError(f"expected N,C,D,H,W:OD,OH,OW, got {text!r}")
+    return shape, (out[0], out[1], out[2])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--ops", default="backward,forward")
+    parser.add_argument(
+        "--warm", metavar="I/N", help="only compile (and check) shard I of N, for the cache"
+    )
+    parser.add_argument(
+        "--only", metavar="REGEX", help="only the cases whose label matches, e.g. '10, 20, 20'"
+    )
+    parser.add_argument(
+        "--case",
+        action="append",
+        type=parse_case,
+        metavar="N,C,D,H,W:OD,OH,OW",
+        help="sweep this shape instead of the benchmark sizes (repeatable)",
+    )
+    args = parser.parse_args(argv)
+    shard, shards = (int(v) for v in args.warm.split("/")) if args.warm else (0, 1)
+    if runtime.device == "cpu":
+        print("needs a GPU", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    gbps = 1.0 if args.warm else copy_bandwidth_gbps(runtime.device, bench)
+    print(f"copy bandwidth {gbps:.0f} GB/s", flush=True)
+    rows: list[dict[str, Any]] = []
+    sets = (("case", args.case),) if args.case else (("tiny", TINY), ("large", LARGE))
+    plan = [
+        (size_set, shape, out, dtype)
+        for size_set, cases in sets
+        for shape, out in cases
+        for dtype in DTYPES
+    ]
+    if args.only:
+        plan = [c for c in plan if re.search(args.only, f"{c[0]} {c[3]} {c[1]}->{c[2]}")]
+    for number, (size_set, shape, out, dtype) in enumerate(plan):
+        if number % shards != shard:
+            continue
+        torch.manual_seed(0)
+        x = torch.randn(shape, dtype=dtype, device=runtime.device)
+        _, idx = torch.ops.aten.adaptive_max_pool3d(x, list(out))
+        grad = torch.randn(idx.shape, dtype=dtype, device=runtime.device)
+        floor = floor_ms(x.numel(), idx.numel(), x.element_size(), gbps)
+        label = f"{size_set} {dtype} {shape}->{out}"
+        for op in args.ops.split(","):
+            if op == "backward":
+                times = sweep_backward(grad, x, idx, warm=bool(args.warm))
+            else:
+                times = sweep_forward(x, out, warm=bool(args.warm))
+            if args.warm:
+                bad = [k for k, v in times.items() if v != v]
+                print(f"warm {op} {label}: {'WRONG ' + str(bad) if bad else 'ok'}", flush=True)
+                continue
+            rows.append({"op": op, "case": label, "floor": floor, **times})
+            report(op, label, floor, times)
+    if args.warm:
+        return 0
+    (args.out / "tuning.json").write_text(json.dumps({"copy_bandwidth_gbps": gbps, "rows": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
