@@ -6,6 +6,7 @@ workflow's steps, the merge-base benchmark, and the JobResult. Shared by the dae
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -36,6 +37,7 @@ from workflows.spec import BenchmarkFormat, Step, StepKind, WorkflowSpec
 
 _T = TypeVar("_T")
 OP_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,63}$")
+OPERATORS_FILE = "operators.json"
 PYTEST_NO_TESTS = 5  # nothing selected: no test is marked with the operator
 PYTEST_USAGE_ERROR = 4  # with --strict-markers, `-m unknown_marker` ends here
 # Markers every pytest (and its common plugins) registers: not operators.
@@ -84,6 +86,18 @@ class _Stop(Exception):
         self.status, self.step, self.message = status, step, message
 
 
+def read_operators(path: Path) -> list[str]:
+    """The operators the plugin wrote, checked (the file is the pull request's to write)."""
+    try:
+        names = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(names, list):
+        return []
+    found = {n for n in names if isinstance(n, str) and OP_NAME.match(n)}
+    return sorted(found - BUILTIN_MARKERS)[:5000]
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -99,6 +113,7 @@ class _Job:
         )
         self.unknown_op = False
         self.close_matches: list[str] = []
+        self.operators: list[str] = []
         self.worktrees: list[tuple[Path, Path]] = []
 
     def log(self, text: str) -> None:
@@ -206,7 +221,9 @@ class _Job:
         raise _Stop(job, name, message)
 
     def accuracy_step(self, step: Step, checkout: Path, python: Path, env: dict[str, str]) -> None:
-        outcome, values = self.run(step, checkout, python, env, self.ctx.job_dir / "artifacts")
+        artifacts = self.ctx.job_dir / "artifacts"
+        outcome, values = self.run(step, checkout, python, self.reporting_operators(env), artifacts)
+        self.operators = read_operators(artifacts / OPERATORS_FILE)
         self.interrupted(step.name, outcome, step.timeout_s)
         code = outcome.exit_code
         unknown_marker = code == PYTEST_USAGE_ERROR and "Unknown marker" in outcome.tail
@@ -230,6 +247,22 @@ class _Job:
         status = StepStatus.succeeded if code == 0 else StepStatus.failed
         message = None if code == 0 else f"{acc.failed} failed, {acc.errors} errors"
         self.steps.append(self.result_of(step.name, outcome, status, message))
+
+    def reporting_operators(self, env: dict[str, str]) -> dict[str, str]:
+        """`env` with the plugin that writes the checkout's operators (pytest_operators.py,
+        copied into the job's directory) loaded by pytest."""
+        plugins = self.ctx.job_dir / "plugins"
+        plugins.mkdir(parents=True, exist_ok=True)
+        plugin = Path(__file__).with_name("pytest_operators.py")
+        shutil.copyfile(plugin, plugins / plugin.name)
+        artifacts = self.ctx.job_dir / "artifacts"
+        addopts = [env.get("PYTEST_ADDOPTS"), f"-p {plugin.stem}"]
+        return {
+            **env,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(plugins), env.get("PYTHONPATH")])),
+            "PYTEST_ADDOPTS": " ".join(filter(None, addopts)),
+            "TEST_OPERATORS_FILE": str(artifacts / OPERATORS_FILE),
+        }
 
     def benchmark_step(
         self,
@@ -259,7 +292,11 @@ class _Job:
         return outcome, bench, None
 
     def known_ops(self, checkout: Path, python: Path, env: dict[str, str]) -> list[str]:
-        """Operators the checkout's tests know: its registered pytest markers."""
+        """Close matches among the operators the checkout's tests know: what the plugin
+        wrote during the step, else its registered pytest markers."""
+        if self.operators:
+            known = [m for m in self.operators if m not in BUILTIN_MARKERS and m != self.spec.op]
+            return results.close_matches(self.spec.op, known)
         output = bytearray()
         run_step(
             [*self.ctx.network_prefix, str(python), "-m", "pytest", "--markers"],
@@ -412,6 +449,7 @@ def execute(spec: JobSpec, workflow: WorkflowSpec, ctx: JobContext) -> JobResult
         error_message=error_message,
         unknown_op=job.unknown_op,
         close_matches=job.close_matches,
+        operators=job.operators,
         started_at=started,
         finished_at=_now(),
     )

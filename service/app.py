@@ -18,6 +18,7 @@ from service.db.engine import Database
 from service.db.migrate import upgrade
 from service.queue.jobs import JobQueue
 from service.queue.logs import JobLogs
+from service.queue.operators import OperatorCatalog
 from service.queue.reaper import LeaseReaper
 from service.queue.runners import RunnerRegistry
 from service.queue.wakeup import PgListener, Wakeup
@@ -103,6 +104,7 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
         default_backends=settings.default_backends,
         kick_outbox=outbox.kick,
         heads=PullHeads(db),
+        operators=OperatorCatalog(db),
         head_wait_s=settings.head_wait_s,
     )
     return Service(

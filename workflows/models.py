@@ -165,6 +165,11 @@ class JobResult(_Model):
     error_message: str | None = None
     unknown_op: bool = Field(default=False, description="no test is marked with the operator")
     close_matches: list[str] = Field(default_factory=list)
+    operators: list[str] = Field(
+        default_factory=list,
+        max_length=5000,
+        description="the operators the checkout's tests know (markers), when the runner could tell",
+    )
     started_at: datetime | None = None
     finished_at: datetime | None = None
 

@@ -181,3 +181,17 @@ class PullHead(Base):
     since: Mapped[datetime] = mapped_column(UTCDateTime)
     seen: Mapped[bool] = mapped_column(Boolean, default=False)
     event: Mapped[str] = mapped_column(String(20))  # opened, reopened, synchronize, read
+
+
+class KnownOperators(Base):
+    """The operators a commit's tests know, as a runner found them (its accuracy step's
+    markers): what lets the service answer a misspelt operator at once."""
+
+    __tablename__ = "known_operators"
+    __table_args__ = (UniqueConstraint("repo", "sha", name="uq_known_operators"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200))
+    sha: Mapped[str] = mapped_column(String(64))
+    operators: Mapped[list[str]] = mapped_column(JSON)
+    reported_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)

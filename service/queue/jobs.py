@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from service.db.engine import Database, utcnow
 from service.db.models import ACTIVE_STATUSES, Job, Runner
 from service.queue import queries
+from service.queue.operators import record_operators
 from service.queue.wakeup import CHANNEL, Wakeup
 from workflows.models import JobOptions, JobResult, JobSpec, JobStatus
 
@@ -280,6 +281,8 @@ class JobQueue:
                 return JobStatus(job.status)
             job.status = result.status
             job.result = result.model_dump(mode="json")
+            if result.operators:
+                record_operators(session, job.repo, job.sha, result.operators)
             job.finished_at = now
             job.lease_expires_at = None
             if result.status != JobStatus.cancelled and not job.cancel_requested:

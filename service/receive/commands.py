@@ -2,7 +2,7 @@
 
 Grammar:
 
-    /test [|] SPEC [SPEC ...] [--no-bench] [--no-compare]
+    /test [|] SPEC [SPEC ...] [--no-bench] [--no-compare] [--new-op]
     SPEC := OPS [":" BACKENDS]     OPS := OP ("," OP)*     BACKENDS := BACKEND ("," BACKEND)*
     /test help | /test ?           /test cancel [SPEC ...]           /retest
 
@@ -39,11 +39,11 @@ MAX_OP_LEN = 64
 MAX_TARGETS = 16  # jobs one command may start (after fan-out and deduplication)
 MAX_COMMANDS = 20  # command lines read from one comment; the rest get one line of answer
 OP_PATTERN = re.compile(r"[a-z_][a-z0-9_]*")
-FLAGS = ("--no-bench", "--no-compare")
+FLAGS = ("--no-bench", "--no-compare", "--new-op")
 HELP_WORDS = ("help", "?", "--help", "-h")
 SUBCOMMANDS = ("help", "cancel")
 USAGE = (
-    "`/test OP[,OP...][:BACKEND[,BACKEND...]] ... [--no-bench] [--no-compare]`, "
+    "`/test OP[,OP...][:BACKEND[,BACKEND...]] ... [--no-bench] [--no-compare] [--new-op]`, "
     "`/test help`, `/test cancel [OP[:BACKEND]...]`, `/retest`"
 )
 
@@ -75,6 +75,7 @@ class TestCommand:
     targets: tuple[Target, ...]
     bench: bool = True
     compare: bool = True
+    new_op: bool = False  # an operator the service does not know yet: run it anyway
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,8 @@ def format_command(cmd: Command) -> str:
             words.append("--no-bench")
         if not cmd.compare:
             words.append("--no-compare")
+        if cmd.new_op:
+            words.append("--new-op")
         return " ".join(words)
     if isinstance(cmd, HelpCommand):
         return "/test help"
@@ -356,12 +359,14 @@ def _is_flag(word: str) -> bool:
 
 def _parse_test(words: list[str], table: _BackendTable, defaults: tuple[str, ...]) -> TestCommand:
     bench = compare = True
+    new_op = False
     targets: list[Target] = []
     for word in words:
         if _is_flag(word):
             flag = _flag(word)
             bench = bench and flag != "--no-bench"
             compare = compare and flag != "--no-compare"
+            new_op = new_op or flag == "--new-op"
             continue
         ops, backend_words = _split_spec(word)
         if not backend_words:
@@ -382,7 +387,7 @@ def _parse_test(words: list[str], table: _BackendTable, defaults: tuple[str, ...
         )
     if not targets:
         raise _Invalid(f"`/test` needs an operator to test, not only flags. Accepted: {USAGE}.")
-    return TestCommand(targets=tuple(targets), bench=bench, compare=compare)
+    return TestCommand(targets=tuple(targets), bench=bench, compare=compare, new_op=new_op)
 
 
 _Item = TypeVar("_Item")
@@ -481,7 +486,8 @@ def _flag(word: str) -> str:
     hint = f" Did you mean `{near[0]}`?" if near else ""
     raise _Invalid(
         f"unknown flag `{_clip(word)}`.{hint} Accepted flags: `--no-bench` (accuracy only), "
-        "`--no-compare` (no benchmark of the base branch).",
+        "`--no-compare` (no benchmark of the base branch), `--new-op` (an operator this "
+        "pull request adds).",
         near,
     )
 

@@ -4,6 +4,7 @@ head SHA from GitHub, writes jobs, and puts every answer in the outbox."""
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from typing import Any
 from service.db.engine import Database, utcnow
 from service.db.models import Job
 from service.queue.jobs import JobQueue, NewJob
+from service.queue.operators import OperatorCatalog
 from service.receive.approval import Approval, approved_head
 from service.receive.commands import (
     CancelCommand,
@@ -38,6 +40,7 @@ from service.render.replies import (
     render_not_allowed,
     render_not_approved,
     render_retest_summary,
+    render_unknown_operator,
 )
 from service.render.views import JobView
 from service.report.github import GitHubClient, PullInfo
@@ -111,11 +114,13 @@ class DeliveryHandler:
         default_backends: Sequence[str],
         kick_outbox: Callable[[], None],
         heads: PullHeads,
+        operators: OperatorCatalog,
         head_wait_s: float = HEAD_WAIT_S,
     ) -> None:
         self.db = db
         self.jobs = jobs
         self.heads = heads
+        self.operators = operators
         self.head_wait_s = head_wait_s
         self.views = views
         self._github = github
@@ -222,7 +227,8 @@ class DeliveryHandler:
         if isinstance(command, CommandError):
             return render_command_error(command, self.views.backends()), "command error"
         if isinstance(command, HelpCommand):
-            return render_help(self.views.backends(), self.default_backends), "help"
+            known = sorted(self.operators.of_repo(ev.repo))
+            return render_help(self.views.backends(), self.default_backends, known), "help"
         if isinstance(command, CancelCommand):
             return self._cancel(ev, command)
         assert pull is not None and approval is not None  # read for every test and retest
@@ -254,18 +260,40 @@ class DeliveryHandler:
             command_comment_id=ev.comment_id,
         )
 
+    def _unknown_operator(self, repo: str, sha: str, target: Target, new_op: bool) -> str | None:
+        """The answer for an operator the service knows is not there, or None to queue it:
+        certain when a runner reported this very commit's operators; otherwise only for a near
+        miss of a known operator (a typo), unless the command says the operator is new."""
+        exact = self.operators.at(repo, sha)
+        if exact is not None:
+            if target.op in exact:
+                return None
+            close = difflib.get_close_matches(target.op, sorted(exact), n=3, cutoff=0.6)
+            return render_unknown_operator(target.op, target.backend, close, sha)
+        known = self.operators.of_repo(repo)
+        if new_op or not known or target.op in known:
+            return None
+        close = difflib.get_close_matches(target.op, sorted(known), n=3, cutoff=0.8)
+        if not close:
+            return None  # perhaps new in this pull request: the runner will tell
+        return render_unknown_operator(target.op, target.backend, close, None)
+
     def _test(
         self, ev: CommentEvent, cmd: TestCommand, pull: PullInfo, sha: str
     ) -> tuple[str, str]:
-        duplicates: list[str] = []
+        answers: list[str] = []
         created = 0
         for target in cmd.targets:
+            unknown = self._unknown_operator(ev.repo, sha, target, cmd.new_op)
+            if unknown is not None:
+                answers.append(unknown)
+                continue
             job, new = self.jobs.create_job(self._new_job(ev, pull, sha, target, cmd))
             if new or job.command_comment_id == ev.comment_id:
                 created += 1  # (the second case: this very comment, processed again)
                 continue
-            duplicates.append(render_duplicate(target, self._view(job)))
-        return "\n\n".join(duplicates), f"{created} job(s) queued, {len(duplicates)} duplicate(s)"
+            answers.append(render_duplicate(target, self._view(job)))
+        return "\n\n".join(answers), f"{created} job(s) queued, {len(answers)} not queued"
 
     def _retest(self, ev: CommentEvent, pull: PullInfo, sha: str) -> tuple[str, str]:
         again: list[Job] = []

@@ -42,8 +42,16 @@ def join_replies(parts: Sequence[str], budget: int = COMMENT_BUDGET) -> str:
     return text
 
 
-def render_help(backends: Sequence[BackendInfo], default_backends: Sequence[str]) -> str:
-    """Usage, the backends with their aliases and runners online, and the rules."""
+MAX_LISTED_OPERATORS = 150
+
+
+def render_help(
+    backends: Sequence[BackendInfo],
+    default_backends: Sequence[str],
+    operators: Sequence[str] = (),
+) -> str:
+    """Usage, the backends with their aliases and runners online, the operators recently
+    tested commits know, and the rules."""
     defaults = ", ".join(f"`{b}`" for b in default_backends) or "none configured"
     lines = [
         f"{HELP_TITLE}: run an operator's accuracy tests and benchmark on real hardware, on "
@@ -56,6 +64,7 @@ def render_help(backends: Sequence[BackendInfo], default_backends: Sequence[str]
         "| `/test add,mul:nvidia,mthreads` | every operator on every backend: four jobs |",
         "| `/test OP:BACKEND --no-bench` | accuracy only, no benchmark |",
         "| `/test OP:BACKEND --no-compare` | no benchmark of the base branch to compare with |",
+        "| `/test OP:BACKEND --new-op` | an operator this pull request adds (not known yet) |",
         "| `/test cancel` | cancel this pull request's queued and running jobs |",
         "| `/test cancel OP[:BACKEND]` | cancel only the matching ones |",
         "| `/retest` | run again the jobs whose last run failed or errored |",
@@ -63,12 +72,22 @@ def render_help(backends: Sequence[BackendInfo], default_backends: Sequence[str]
         "",
         _backend_table(backends),
         "",
+        *_operator_list(operators),
         "A command starts a line; `|`, spaces and `OP : BACKEND` are all fine as separators. "
         "Commands in code blocks and quotes are ignored. Only people with write permission on "
         "the repository (or on the service's allow-list) start jobs. A job tests the commit "
         "that was the head when the command was posted; a later push needs a new `/test`.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _operator_list(operators: Sequence[str]) -> list[str]:
+    if not operators:
+        return []
+    shown = ", ".join(code_span(op, 80) for op in operators[:MAX_LISTED_OPERATORS])
+    more = len(operators) - MAX_LISTED_OPERATORS
+    tail = f", … {more} more" if more > 0 else ""
+    return [f"Operators the recently tested commits know ({len(operators)}): {shown}{tail}.", ""]
 
 
 def _backend_table(backends: Sequence[BackendInfo]) -> str:
@@ -146,6 +165,26 @@ def render_retest_summary(jobs: Sequence[JobView]) -> str:
     if len(jobs) > 50:
         lines.append(f"- … {len(jobs) - 50} more")
     return "\n".join(lines) + "\n"
+
+
+def render_unknown_operator(
+    op: str, backend: str, close: Sequence[str], sha: str | None
+) -> str:
+    """An operator the service knows is not there: answered at once, nothing queued. `sha`
+    when the commit itself was tested (certain), None when other commits' operators say it is
+    a near miss (probable)."""
+    matches = ", ".join(code_span(c, 80) for c in close)
+    if sha is not None:
+        text = f"⚠️ Commit `{escape_text(short_sha(sha), 40)}` has no operator {code_span(op, 80)}"
+        text += f": its tests know no such marker, so nothing was queued on `{backend}`."
+        if matches:
+            text += f" Close matches: {matches}."
+        return text + "\n"
+    return (
+        f"⚠️ {code_span(op, 80)} is not an operator this repository's tests know; did you mean "
+        f"{matches}? Nothing was queued on `{backend}`. If the pull request adds "
+        f"{code_span(op, 80)}, run `/test {op}:{backend} --new-op`.\n"
+    )
 
 
 def render_not_approved(command: Command, head: str, why: str) -> str:

@@ -113,6 +113,9 @@ def test_failing_operator(tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Pat
     assert steps["benchmark"].status is StepStatus.skipped
     assert steps["benchmark"].message == "--no-bench"
     assert result.benchmark is None
+    # the operators the checkout's tests know, for the service to check commands against
+    assert {"good_op", "bad_op", "slow_op", "env_op"} <= set(result.operators)
+    assert "parametrize" not in result.operators  # pytest's own markers are not operators
 
 
 def test_unknown_operator_gets_close_matches(

@@ -330,7 +330,8 @@ OPS = st.from_regex(re.compile(r"[a-z_][a-z0-9_]{0,63}"), fullmatch=True)
 WORDS = st.sampled_from(
     [
         "/test", "/retest", "/Test", "/testing", "|", ":", ",", " ", "  ", "\t", "\n", "\r\n",
-        "--no-bench", "--no-compare", "—no-bench", "-", "--", "help", "?", "cancel", "hlep",
+        "--no-bench", "--no-compare", "--new-op", "—no-bench", "-", "--", "help", "?", "cancel",
+        "hlep",
         "add", "Add", "cpu", "cuda", "musa", "mthreads", "nvidia", "tpu", "```", "~~~", ">",
         "<!--", "-->", "`", "a" * 70, "é", "\u2028", "\x00", "1", "_", ":cpu", "add,mul",
     ]
@@ -382,7 +383,7 @@ SELECTORS = st.lists(
     unique=True,
 )
 VALID = st.one_of(
-    st.builds(TestCommand, TARGETS.map(tuple), st.booleans(), st.booleans()),
+    st.builds(TestCommand, TARGETS.map(tuple), st.booleans(), st.booleans(), st.booleans()),
     st.builds(CancelCommand, SELECTORS.map(tuple)),
     st.just(HelpCommand()),
     st.just(RetestCommand()),

@@ -345,6 +345,7 @@ def test_a_secondary_rate_limit_delays_the_answer_but_never_drops_it(flow: Flow)
     flow.comment("/test help")
     reply = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="On-demand", timeout=30)
     assert "/test OP:BACKEND" in reply["body"]
+    flow.wait_until(flow.quiet)
     with flow.svc.service.db.reads() as session:
         items = session.scalars(select(OutboxItem).where(OutboxItem.kind == "reply")).all()
     assert [i.attempts for i in items] == [4] and all(i.outcome for i in items)
@@ -358,3 +359,40 @@ def test_a_comment_of_many_bad_commands_gets_one_reply_within_githubs_limit(flow
     # one comment holds 20 commands; the rest get one answer that says so
     assert body.count("I could not run this command") == 21
     assert "130 more command lines were not read" in body
+
+
+def test_a_misspelt_operator_is_answered_at_once_and_queues_nothing(flow: Flow) -> None:
+    flow.comment("/test add:cpu")
+    flow.wait_until(lambda: len(flow.jobs()) == 1)
+    _, token = flow.svc.register("cpu-1", ["cpu"])
+    api = f"{flow.svc.url}/api/v1/jobs"
+    spec = httpx.post(f"{api}/claim", json={"wait_s": 5}, headers=auth(token)).json()
+    done = JobResult(
+        status=JobStatus.succeeded, sha=spec["sha"], operators=["add", "mul", "adaptive_pool"]
+    )
+    answer = httpx.post(
+        f"{api}/{spec['id']}/complete", json=done.model_dump(mode="json"), headers=auth(token)
+    )
+    assert answer.status_code == 200
+    # this very commit was tested: its operators are known for certain
+    flow.comment("/test ad:cpu")
+    reply = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="has no operator")
+    assert "`add`" in reply["body"] and flow.head[:7] in reply["body"]
+    flow.wait_until(flow.quiet)
+    assert len(flow.jobs()) == 1
+    # another commit: only a near miss of a known operator is answered at once ...
+    flow.admin.push(REPO, flow.pr, flow.next_head)
+    time.sleep(1.05)
+    flow.comment("/test adaptive_pol:cpu")
+    near = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="did you mean")
+    assert "`adaptive_pool`" in near["body"] and "--new-op" in near["body"]
+    flow.wait_until(flow.quiet)
+    assert [j.op for j in flow.jobs()] == ["add"]
+    # ... and a new operator of the pull request is queued when it says so, or not near any
+    flow.comment("/test adaptive_pol:cpu --new-op\n/test brand_new:cpu")
+    flow.wait_until(lambda: len(flow.jobs()) == 3)
+    assert [j.op for j in flow.jobs()][1:] == ["adaptive_pol", "brand_new"]
+    assert all(j.sha == flow.next_head for j in flow.jobs()[1:])
+    flow.comment("/test help")
+    helped = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="recently tested")
+    assert "`adaptive_pool`, `add`, `mul`" in helped["body"]
