@@ -16,6 +16,7 @@ from sqlalchemy.engine import make_url
 from ondemand.retry import RetryPolicy
 from service.db.engine import Database
 from service.db.migrate import upgrade
+from service.links import Links
 from service.queue.jobs import JobQueue
 from service.queue.logs import JobLogs
 from service.queue.operators import OperatorCatalog
@@ -33,6 +34,7 @@ from service.report.job_views import JobViews
 from service.report.notices import Notices
 from service.report.outbox import OutboxWorker
 from service.settings import Settings
+from service.web.headers import security_headers
 from service.web.pages import pages_router
 from service.web.runner_api import runner_api_router
 from workflows.spec import WorkflowSpec, backend_names, load_workflows
@@ -51,6 +53,7 @@ class Service:
     wakeup: Wakeup
     runners: RunnerRegistry
     views: JobViews
+    links: Links
     notices: Notices
     github: GitHubClient | None
     outbox: OutboxWorker
@@ -79,7 +82,8 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
     policy = RetryPolicy(base_s=1.0, cap_s=settings.retry_max_backoff_s)
     wakeup = Wakeup()
     runners = RunnerRegistry(db, online_seconds=settings.runner_online_seconds)
-    views = JobViews(settings, runners, workflows)
+    links = Links(settings.public_url, settings.link_key())
+    views = JobViews(links, runners, workflows)
     notices = Notices(db, views)
     outbox = OutboxWorker(db, github, notices.comment_body, policy, stopping)
     jobs = JobQueue(
@@ -115,6 +119,7 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
         wakeup=wakeup,
         runners=runners,
         views=views,
+        links=links,
         notices=notices,
         github=github,
         outbox=outbox,
@@ -157,6 +162,7 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
             service.db.dispose()
 
     app = FastAPI(title="ondemand", lifespan=lifespan)
+    app.middleware("http")(security_headers)
     app.state.service = service
     app.include_router(
         runner_api_router(
@@ -177,6 +183,7 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
             runners=service.runners,
             logs=service.logs,
             views=service.views,
+            links=service.links,
         )
     )
     return app

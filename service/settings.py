@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Annotated
@@ -29,6 +30,7 @@ class Settings(BaseSettings):
     github_private_key: SecretStr | None = None
     github_private_key_path: Path | None = None
     webhook_secrets: StrList = Field(default_factory=list)
+    link_secret: SecretStr | None = None
     registration_tokens: StrList = Field(default_factory=list)
     public_url: str = "http://127.0.0.1:8000"
     default_backends: StrList = Field(default_factory=lambda: ["cpu"])
@@ -99,8 +101,11 @@ class Settings(BaseSettings):
             return self.github_private_key_path.read_text()
         return None
 
-    def job_url(self, job_id: int) -> str:
-        return f"{self.public_url}/jobs/{job_id}"
-
-    def log_url(self, job_id: int) -> str:
-        return f"{self.public_url}/jobs/{job_id}/log"
+    def link_key(self) -> bytes:
+        """The secret job links of private repositories are signed with: the link secret, or
+        one derived from the first webhook secret (set ONDEMAND_LINK_SECRET to keep links
+        valid across a webhook secret's rotation)."""
+        if self.link_secret is not None:
+            return self.link_secret.get_secret_value().encode()
+        first = self.webhook_secrets[0] if self.webhook_secrets else ""
+        return hashlib.sha256(f"ondemand-links:{first}".encode()).digest()

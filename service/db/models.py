@@ -114,6 +114,7 @@ class Job(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     log_size: Mapped[int] = mapped_column(Integer, default=0)
+    private: Mapped[bool] = mapped_column(Boolean, default=False)  # its repository's
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

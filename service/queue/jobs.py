@@ -60,6 +60,7 @@ class NewJob:
     base_sha: str | None = None
     requested_by: str | None = None
     command_comment_id: int | None = None
+    private: bool = False
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,7 @@ class JobQueue:
                     base_sha=new.base_sha,
                     requested_by=new.requested_by,
                     command_comment_id=new.command_comment_id,
+                    private=new.private,
                     status=JobStatus.queued,
                     attempt=1,
                     created_at=utcnow(),

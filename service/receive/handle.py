@@ -258,6 +258,7 @@ class DeliveryHandler:
             base_sha=pull.base_sha,
             requested_by=ev.login,
             command_comment_id=ev.comment_id,
+            private=ev.private,
         )
 
     def _unknown_operator(self, repo: str, sha: str, target: Target, new_op: bool) -> str | None:

@@ -10,19 +10,19 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from service.db.models import Job
+from service.links import Links
 from service.queue import queries
 from service.queue.runners import RunnerRegistry
 from service.render.views import BackendInfo, JobView
-from service.settings import Settings
 from workflows.models import JobResult, JobStatus
 from workflows.spec import WorkflowSpec
 
 
 class JobViews:
     def __init__(
-        self, settings: Settings, runners: RunnerRegistry, workflows: Mapping[str, WorkflowSpec]
+        self, links: Links, runners: RunnerRegistry, workflows: Mapping[str, WorkflowSpec]
     ) -> None:
-        self.settings = settings
+        self.links = links
         self.runners = runners
         self.workflows = workflows
 
@@ -53,8 +53,8 @@ class JobViews:
             runner_name=job.runner_name,
             queue_position=queries.queue_position(session, job),
             runners_online=online,
-            job_url=self.settings.job_url(job.id),
-            log_url=self.settings.log_url(job.id),
+            job_url=self.links.job(job.id, job.private),
+            log_url=self.links.log(job.id, job.private),
             result=result,
             reason=job.reason,
             attempt=job.attempt,

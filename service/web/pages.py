@@ -11,6 +11,7 @@ from sqlalchemy import text
 
 from service.db.engine import Database
 from service.db.models import Job
+from service.links import Links
 from service.queue.jobs import JobQueue
 from service.queue.logs import JobLogs
 from service.queue.runners import RunnerRegistry
@@ -34,10 +35,23 @@ def _page(title: str, body: str) -> HTMLResponse:
 
 
 def pages_router(
-    *, db: Database, jobs: JobQueue, runners: RunnerRegistry, logs: JobLogs, views: JobViews
+    *,
+    db: Database,
+    jobs: JobQueue,
+    runners: RunnerRegistry,
+    logs: JobLogs,
+    views: JobViews,
+    links: Links,
 ) -> APIRouter:
-    """The read-only pages over the queue's repositories."""
+    """The read-only pages over the queue's repositories. A job of a private repository is
+    shown only with the key its links carry; without it the answer is the same 404 as for a
+    job that does not exist."""
     router = APIRouter()
+
+    def visible(job: Job | None, job_id: int, key: str | None) -> Job:
+        if job is None or not links.opens(job_id, job.private, key):
+            raise HTTPException(404, f"no job {job_id}")
+        return job
 
     @router.get("/healthz")
     def healthz() -> dict[str, str]:
@@ -46,11 +60,9 @@ def pages_router(
         return {"status": "ok", "database": db.engine.dialect.name}
 
     @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-    def job_page(job_id: int) -> HTMLResponse:
+    def job_page(job_id: int, key: str | None = None) -> HTMLResponse:
         with db.reads() as session:
-            job = session.get(Job, job_id)
-            if job is None:
-                raise HTTPException(404, f"no job {job_id}")
+            job = visible(session.get(Job, job_id), job_id, key)
             target = views.target(session, job)
         current = next(v for v in target if v.id == job_id)
         history = [v for v in target if v.id < job_id]
@@ -79,15 +91,14 @@ def pages_router(
         return _page(f"job {job_id}", body)
 
     @router.get("/jobs/{job_id}/log", response_class=PlainTextResponse)
-    def job_log(job_id: int) -> PlainTextResponse:
-        if jobs.get_job(job_id) is None:
-            raise HTTPException(404, f"no job {job_id}")
+    def job_log(job_id: int, key: str | None = None) -> PlainTextResponse:
+        visible(jobs.get_job(job_id), job_id, key)
         data = logs.read(job_id)
         return PlainTextResponse(data.decode("utf-8", errors="replace"))
 
     @router.get("/", response_class=HTMLResponse)
     def dashboard() -> HTMLResponse:
-        recent = jobs.recent_jobs(50)
+        recent = [j for j in jobs.recent_jobs(50) if not j.private]
         registered = runners.all()
         job_rows = "".join(
             f"<tr><td><a href='/jobs/{j.id}'>#{j.id}</a></td>"

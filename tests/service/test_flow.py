@@ -85,7 +85,9 @@ def flow_any_db(tmp_path: Path, db_url: str) -> Iterator[Flow]:
 
 
 @contextmanager
-def make_flow(tmp_path: Path, *, app: bool = False, db_url: str | None = None) -> Iterator[Flow]:
+def make_flow(
+    tmp_path: Path, *, app: bool = False, db_url: str | None = None, private: bool = False
+) -> Iterator[Flow]:
     """The sandbox with acme/kernels and PR #1 by alice, the service wired to it (as a token
     user, or as a GitHub App when `app`), and the sandbox's webhook pointing at the service."""
     repo = tmp_path / "kernels"
@@ -115,9 +117,11 @@ def make_flow(tmp_path: Path, *, app: bool = False, db_url: str | None = None) -
             private, public = rsa_keypair()
             admin.register_app(APP_ID, public, slug="ondemand")
             auth = {"github_app_id": APP_ID, "github_private_key": private}
-        admin.create_repo("acme", "kernels", str(repo))
+        admin.create_repo("acme", "kernels", str(repo), private=private)
         admin.set_permission(REPO, "alice", "write")
         admin.set_permission(REPO, "mallory", "read")
+        if private:
+            admin.set_permission(REPO, BOT, "write")  # a private repository hides from others
         pr = admin.open_pull(REPO, head=head, base="main", user="alice", title="Add op")
         settings = service_settings(
             db_url or f"sqlite:///{tmp_path / 'flow.db'}",
@@ -396,3 +400,18 @@ def test_a_misspelt_operator_is_answered_at_once_and_queues_nothing(flow: Flow) 
     flow.comment("/test help")
     helped = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="recently tested")
     assert "`adaptive_pool`, `add`, `mul`" in helped["body"]
+
+
+def test_a_private_repositorys_links_carry_their_key(tmp_path: Path) -> None:
+    with make_flow(tmp_path, private=True) as flow:
+        flow.comment("/test add:cpu")
+        flow.admin.wait("status", sha=flow.head, context="ondemand/add:cpu")
+        (status,) = flow.admin.statuses(REPO, flow.head)
+        job = flow.jobs()[0]
+        assert job.private
+        key = flow.svc.service.links.key(job.id)
+        assert status["target_url"] == f"http://ondemand.test/jobs/{job.id}?key={key}"
+        comment = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="ondemand:add")
+        assert f"/jobs/{job.id}?key={key}" in comment["body"]
+        assert httpx.get(f"{flow.svc.url}/jobs/{job.id}").status_code == 404
+        assert httpx.get(f"{flow.svc.url}/jobs/{job.id}?key={key}").status_code == 200

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -202,3 +203,28 @@ def test_pages(svc: LiveService) -> None:
     assert httpx.get(f"{svc.url}/jobs/{job.id}/log").text == ""
     assert f"/jobs/{job.id}" in httpx.get(f"{svc.url}/").text
     assert httpx.get(f"{svc.url}/healthz").json()["status"] == "ok"
+
+
+def test_private_repositories_pages_need_the_links_key(svc: LiveService) -> None:
+    public, _ = svc.service.jobs.create_job(new_job("add", "cpu"))
+    private, _ = svc.service.jobs.create_job(
+        dataclasses.replace(new_job("secret_op", "cpu", pr=2), repo="octo/private", private=True)
+    )
+    links = svc.service.links
+    # the public job's links carry no key and open for anyone
+    assert links.job(public.id, False) == f"http://ondemand.test/jobs/{public.id}"
+    assert httpx.get(f"{svc.url}/jobs/{public.id}").status_code == 200
+    # the private job's pages answer 404 without the key, as for a job that does not exist
+    for path in (f"/jobs/{private.id}", f"/jobs/{private.id}/log"):
+        assert httpx.get(f"{svc.url}{path}").status_code == 404
+        assert httpx.get(f"{svc.url}{path}?key={'0' * 32}").status_code == 404
+        key = links.key(private.id)
+        opened = httpx.get(f"{svc.url}{path}?key={key}")
+        assert opened.status_code == 200
+        assert opened.headers["referrer-policy"] == "no-referrer"  # the key stays on the page
+    assert links.job(private.id, True).endswith(f"/jobs/{private.id}?key={links.key(private.id)}")
+    # the dashboard does not list it; every page says nosniff and carries a policy
+    board = httpx.get(f"{svc.url}/")
+    assert "secret_op" not in board.text and "octo/private" not in board.text
+    assert board.headers["x-content-type-options"] == "nosniff"
+    assert "default-src 'none'" in board.headers["content-security-policy"]

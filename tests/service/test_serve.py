@@ -36,7 +36,7 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     assert settings.webhook_secrets == ["old", "new"]
     assert settings.default_backends == ["mthreads", "cpu"]
     assert settings.private_key() == "PEM" and settings.github_app_id == 42
-    assert settings.job_url(3) == "https://ci.example.com/jobs/3"
+    assert settings.public_url == "https://ci.example.com"
     assert settings.database_url.startswith("sqlite:///")
 
 
