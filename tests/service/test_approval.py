@@ -61,12 +61,14 @@ def replies(flow: Flow) -> list[str]:
 
 
 def test_a_push_while_github_was_slow_is_not_run(flow: Flow) -> None:
-    """The PR read fails three times while a push lands: processed seconds later, the
-    comment would have read the pushed head. It approves nothing instead, and says so."""
-    flow.admin.inject_fault(503, 3, path_prefix=f"/repos/{REPO}/pulls")
+    """The PR read fails until a push has landed: processed seconds later, the comment would
+    have read the pushed head. It approves nothing instead, and says so."""
+    flow.admin.inject_fault(503, 10_000, path_prefix=f"/repos/{REPO}/pulls")
     flow.comment("/test mul:cpu")
     time.sleep(1.05)
     flow.admin.push(REPO, flow.pr, flow.next_head)
+    flow.wait_until(lambda: flow.jobs()[0].status == "superseded")  # the push is known
+    flow.admin.clear_faults()  # GitHub answers again
     flow.wait_until(lambda: replies(flow), timeout=30)
     flow.wait_until(flow.quiet, timeout=20)
     assert [j.sha for j in flow.jobs()] == [flow.head]  # nothing ran on the new head
@@ -108,10 +110,12 @@ def test_a_late_push_event_is_waited_for(flow: Flow) -> None:
 
 
 def test_retest_binds_the_same_way(flow: Flow) -> None:
-    flow.admin.inject_fault(503, 3, path_prefix=f"/repos/{REPO}/pulls")
+    flow.admin.inject_fault(503, 10_000, path_prefix=f"/repos/{REPO}/pulls")
     flow.comment("/retest")
     time.sleep(1.05)
     flow.admin.push(REPO, flow.pr, flow.next_head)
+    flow.wait_until(lambda: flow.jobs()[0].status == "superseded")
+    flow.admin.clear_faults()
     flow.wait_until(lambda: replies(flow), timeout=30)
     assert "`/retest`" in replies(flow)[0] and flow.next_head[:7] in replies(flow)[0]
     assert [j.sha for j in flow.jobs()] == [flow.head]
