@@ -4,11 +4,15 @@
 
 `git archive REF kernels` is unpacked into a temporary folder as the package `kernels_before`
 (its `kernels.` imports and module paths rewritten), so both versions load side by side; the
-current tree's `kernels` is the after (or `--after REF`, unpacked the same way). Every row of
-the benchmark (`--sizes`, `--dtypes`) of the forward, the backward and the Moore Threads
-backward is prepared once per version by the current benchmark definitions (the same inputs:
-each seeds its own generator), checked against PyTorch, then timed with the harness's timer,
-the two versions alternating for `--rounds` rounds (the median of each version's medians).
+current tree's `kernels` is the after (or `--after REF`, unpacked the same way). A REF that is
+a folder holding a `kernels` package is copied instead (for a machine without the history).
+Every row of the benchmark (`--sizes`, `--dtypes`) of the forward, the backward and the Moore
+Threads backward is prepared once by the current benchmark definition, with a kernel that
+calls whichever version is active: both versions read the same input tensors (where inputs
+lie in memory moved one row's time by 1-2% between two preparations of the same kernels on
+the H200). Each version is checked against PyTorch, then the two are timed with the
+harness's timer, alternating, their order swapped every round, for `--rounds` rounds (the
+median of each version's medians).
 Prints a Markdown table with before, after and after/before, flagging rows more than
 `--threshold` slower; `--json PATH` keeps every number. On a GPU the timer is the harness's
 DeviceTimer; under Triton's interpreter a host clock (a smoke test: those are not timings).
@@ -24,6 +28,7 @@ import importlib
 import io
 import json
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -51,15 +56,19 @@ _IMPORTS = re.compile(r"\bkernels(?=\.[A-Za-z_])|(?<=\bfrom )kernels\b|(?<=\bimp
 
 
 def unpack(ref: str, name: str, where: Path, repo: Path) -> Path:
-    """`kernels` at git `ref`, unpacked under `where` as the package `name`; its path."""
-    archive = subprocess.run(
-        ["git", "archive", "--format=tar", ref, "kernels"],
-        cwd=repo, capture_output=True, check=True,
-    ).stdout  # fmt: skip
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(where, filter="data")
+    """`kernels` at git `ref` (or in the folder `ref`), unpacked under `where` as the package
+    `name`; its path."""
     package = where / name
-    (where / "kernels").rename(package)
+    if (Path(ref) / "kernels").is_dir():
+        shutil.copytree(Path(ref) / "kernels", package, ignore=shutil.ignore_patterns("*.pyc"))
+    else:
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", ref, "kernels"],
+            cwd=repo, capture_output=True, check=True,
+        ).stdout  # fmt: skip
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(where, filter="data")
+        (where / "kernels").rename(package)
     for path in package.rglob("*.py"):
         path.write_text(_IMPORTS.sub(name, path.read_text()))
     return package
@@ -96,28 +105,44 @@ class Measured:
         return self.after_ms / self.before_ms
 
 
+Row = tuple[str, str, Case]  # operator, implementation, case
+
+
+class Switch:
+    """A kernel function that calls whichever version is in use."""
+
+    def __init__(self, fns: dict[str, Callable[..., Any]]) -> None:
+        self.fns = fns
+        self.active = next(iter(fns.values()))
+
+    def use(self, label: str) -> None:
+        self.active = self.fns[label]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.active(*args, **kwargs)
+
+
 def measure(
-    versions: dict[str, ModuleType],
-    rows: Sequence[tuple[str, str, Case]],
-    timer: Timer,
-    rounds: int,
+    versions: dict[str, ModuleType], rows: Sequence[Row], timer: Timer, rounds: int
 ) -> list[Measured]:
-    """Each row prepared and checked for both versions, then timed alternately."""
+    """Each row prepared once (both versions read the same input tensors, so where they lie
+    in memory favours neither), checked for each version, then timed with the versions
+    alternating and their order swapped every round."""
     out: list[Measured] = []
     for op, impl, case in rows:
-        bench = load(op)
-        prepared = {}
-        for label, package in versions.items():
-            fn = implementation(package, op, impl)
-            prepared[label] = bench.prepare(case, runtime.device, fn)
+        kernel = Switch({label: implementation(p, op, impl) for label, p in versions.items()})
+        prepared = load(op).prepare(case, runtime.device, kernel)
+        for label in versions:
+            kernel.use(label)
             try:
-                prepared[label].verify()
+                prepared.verify()
             except KernelMismatch as exc:
                 raise SystemExit(f"{label} {op} {impl} {case.label()}: differs: {exc}") from exc
         times: dict[str, list[float]] = {label: [] for label in versions}
-        for _ in range(rounds):
-            for label in versions:
-                times[label].append(timer(prepared[label].kernel))
+        for round_ in range(rounds):
+            for label in list(versions)[:: 1 if round_ % 2 == 0 else -1]:
+                kernel.use(label)
+                times[label].append(timer(prepared.kernel))
         medians = {label: statistics.median(values) for label, values in times.items()}
         for package in versions.values():
             package.runtime.set_vendor(package.runtime.detected_vendor)
@@ -154,7 +179,9 @@ def table(rows: list[Measured], threshold: float) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.side_by_side", description=__doc__)
-    parser.add_argument("--before", required=True, metavar="REF", help="git ref of the before")
+    parser.add_argument(
+        "--before", required=True, metavar="REF", help="git ref (or folder) of the before"
+    )
     parser.add_argument("--after", metavar="REF", help="git ref of the after (default: the tree)")
     parser.add_argument("--sizes", choices=("tiny", "large", "all"), default="all")
     parser.add_argument("--dtypes", nargs="+", default=[",".join(DEFAULT_DTYPES)])
