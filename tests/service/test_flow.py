@@ -114,9 +114,9 @@ def make_flow(
         token = admin.create_token(BOT)
         auth: dict[str, Any] = {"github_token": token, "bot_login": BOT}
         if app:
-            private, public = rsa_keypair()
-            admin.register_app(APP_ID, public, slug="ondemand")
-            auth = {"github_app_id": APP_ID, "github_private_key": private}
+            key_pem, public_pem = rsa_keypair()
+            admin.register_app(APP_ID, public_pem, slug="ondemand")
+            auth = {"github_app_id": APP_ID, "github_private_key": key_pem}
         admin.create_repo("acme", "kernels", str(repo), private=private)
         admin.set_permission(REPO, "alice", "write")
         admin.set_permission(REPO, "mallory", "read")
