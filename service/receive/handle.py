@@ -207,7 +207,8 @@ class DeliveryHandler:
         approval = approved_head(changes, pull.head_sha, ev.written_at)
         young = (utcnow() - received_at).total_seconds() < self.head_wait_s
         if approval.sha is None and young and pull.state == "open":
-            raise RetryLater(HEAD_RETRY_S, f"waiting for the push of {pull.head_sha[:7]}")
+            retry = min(HEAD_RETRY_S, self.head_wait_s / 4)
+            raise RetryLater(retry, f"waiting for the push of {pull.head_sha[:7]}")
         if not self.heads.seen_before(ev.repo, ev.pr_number, pull.head_sha):
             # GitHub's times are whole seconds: a read in the second of a push ties with it,
             # and a push wins a tie (it was there to be read).

@@ -49,8 +49,9 @@ def test_the_rule(changes: list[HeadChange], head: str, approved: str | None) ->
 
 
 @pytest.fixture
-def flow(tmp_path: Path) -> Iterator[Flow]:
-    with make_flow(tmp_path) as made:
+def flow(tmp_path: Path, db_url: str) -> Iterator[Flow]:
+    """On SQLite and on PostgreSQL."""
+    with make_flow(tmp_path, db_url=db_url) as made:
         made.comment("/test add:cpu")  # the service reads the PR's head once
         made.wait_until(lambda: len(made.jobs()) == 1 and made.quiet())
         yield made

@@ -129,6 +129,7 @@ def make_flow(
             lease_seconds=30,
             retry_max_backoff_s=0.5,
             github_secondary_wait_s=1.0,  # GitHub says a minute; compressed here
+            head_wait_s=3.0,
             **auth,
         )
         with live_service(settings) as svc:
