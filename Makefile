@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/ondemand demo $(DEMO_ARGS)
 
+# One pytest-xdist worker per core; the 15 slowest tests are listed at the end.
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --durations=15
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -12,12 +12,12 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', tr
 
 op=${OP:-adaptive_max_pool3d_backward}
 start=$(date +%s)
-python3 -m service.cli run "$op:nvidia" --json "$OUT/run.json" >"$OUT/run_report.md" 2>"$OUT/run.log"
+python3 -m ondemand run "$op:nvidia" --json "$OUT/run.json" >"$OUT/run_report.md" 2>"$OUT/run.log"
 echo "ondemand run $op:nvidia -> exit $? in $(( $(date +%s) - start ))s" | tee -a "$OUT/summary.txt"
 
 start=$(date +%s)
 rm -rf /tmp/ondemand-demo
-python3 -m service.cli demo --backend nvidia --op "$op" --workdir /tmp/ondemand-demo \
+python3 -m ondemand demo --backend nvidia --op "$op" --workdir /tmp/ondemand-demo \
   --json "$OUT/demo.json" >"$OUT/demo.txt" 2>&1
 echo "ondemand demo --backend nvidia -> exit $? in $(( $(date +%s) - start ))s" | tee -a "$OUT/summary.txt"
 cp /tmp/ondemand-demo/runner.log "$OUT/demo_runner.log" 2>/dev/null

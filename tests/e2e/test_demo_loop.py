@@ -117,7 +117,7 @@ def test_a_pull_request_that_breaks_the_kernel_gets_a_red_verdict_with_failing_t
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     # Break the public function, not a kernel detail: the kernels may be rewritten any day.
-    kernel = clone / "kernels" / "ops" / "adaptive_max_pool3d_backward.py"
+    kernel = clone / "kernels" / "ops" / "adaptive_max_pool3d_backward" / "__init__.py"
     with kernel.open("a") as source:
         source.write(
             "\n\n_unbroken = adaptive_max_pool3d_backward\n\n\n"
