@@ -31,7 +31,7 @@ from workflows.spec import WORKFLOWS_DIR
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRATION = "reg-token-for-runner-tests"
 STEP_TIMEOUT_S = 5
-LEASE_S = 3
+LEASE_S = 6
 
 
 @dataclass
