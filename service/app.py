@@ -22,7 +22,7 @@ from service.queue.logs import JobLogs
 from service.queue.operators import OperatorCatalog
 from service.queue.reaper import LeaseReaper
 from service.queue.runners import RunnerRegistry
-from service.queue.wakeup import PgListener, Wakeup
+from service.queue.wakeup import ANY, PgListener, Wakeup
 from service.receive.gate import Gate
 from service.receive.handle import DeliveryHandler
 from service.receive.heads import PullHeads
@@ -63,6 +63,11 @@ class Service:
     inbox: Inbox
     reaper: LeaseReaper
     stopping: threading.Event
+
+    def begin_shutdown(self) -> None:
+        """Stop the workers' rounds and answer every waiting claim now."""
+        self.stopping.set()
+        self.wakeup.notify(ANY)
 
 
 def build(settings: Settings, github: GitHubClient | None = None) -> Service:
@@ -152,8 +157,7 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
         try:
             yield
         finally:
-            service.stopping.set()
-            service.wakeup.notify("*")
+            service.begin_shutdown()
             if settings.process_workers:
                 for worker in reversed(workers):
                     worker.join()

@@ -1,15 +1,31 @@
-"""`ondemand serve`: the service under uvicorn."""
+"""`ondemand serve`: the service under uvicorn. On SIGTERM or SIGINT, runners' waiting claims
+are answered at once (uvicorn waits for open requests before it stops, and a long-poll claim
+would hold it for up to half a minute)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+from collections.abc import Callable
+from types import FrameType
 
 import uvicorn
 from pydantic import ValidationError
 
 from service.settings import Settings
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, calling `on_exit` the moment a signal asks it to stop."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.on_exit()
+        super().handle_exit(sig, frame)
 
 
 def main(argv: list[str]) -> int:
@@ -35,5 +51,6 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"ondemand serve: {exc}", file=sys.stderr)
         return 2
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level)
+    Server(config, app.state.service.begin_shutdown).run()
     return 0
