@@ -100,6 +100,10 @@ class ServiceClient:
             return None
         return JobSpec.model_validate(response.json())
 
+    def release(self, job_id: int) -> None:
+        """Give back a claimed job this runner will not start (it is stopping)."""
+        self._post(f"/api/v1/jobs/{job_id}/release", {})
+
     def heartbeat(self, job_id: int) -> HeartbeatAnswer:
         data = self._post(f"/api/v1/jobs/{job_id}/heartbeat", {}).json()
         return HeartbeatAnswer(bool(data.get("cancel")), data.get("reason"))

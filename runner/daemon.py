@@ -243,8 +243,15 @@ class Daemon:
             self.stopping.wait(delay)
             return
         backoff.reset()
-        if spec is not None:
-            self.run_job(slot, spec)
+        if spec is None:
+            return
+        if self.stopping.is_set():
+            # The claim was answered after the signal to stop: not ours to start.
+            log.info("slot %d: stopping; giving back job %s", slot, spec.id)
+            with contextlib.suppress(ServiceUnavailable, Rejected, NotHeld):
+                self.client.release(spec.id)
+            return
+        self.run_job(slot, spec)
 
     def run_job(self, slot: int, spec: JobSpec) -> None:
         """Run a claimed job with heartbeats and log streaming; report its result."""

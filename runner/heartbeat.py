@@ -75,20 +75,28 @@ class Heartbeat:
         self._thread.join(timeout=JOIN_TIMEOUT_S)
 
     def _run(self) -> None:
+        # The first beat goes out at once: it tells the service the claim reached a live
+        # runner (a claim that is never acknowledged goes back to the queue).
+        if not self._beat():
+            return
         while not self._done.wait(self.interval_s):
-            try:
-                answer = self.client.heartbeat(self.job_id)
-            except NotHeld:
-                log.warning(
-                    "job %s: the service says it is not ours any more; stopping", self.job_id
-                )
-                self._lost.set()
-                self.cancel.set()
+            if not self._beat():
                 return
-            except (ServiceUnavailable, Rejected) as exc:
-                log.warning("job %s: heartbeat failed: %s", self.job_id, exc)
-                continue
-            if answer.cancel and not self.cancel.is_set():
-                log.info("job %s: cancel requested: %s", self.job_id, answer.reason)
-                self.reason = answer.reason or "cancelled"
-                self.cancel.set()
+
+    def _beat(self) -> bool:
+        """One heartbeat; False when the job is lost and the thread should end."""
+        try:
+            answer = self.client.heartbeat(self.job_id)
+        except NotHeld:
+            log.warning("job %s: the service says it is not ours any more; stopping", self.job_id)
+            self._lost.set()
+            self.cancel.set()
+            return False
+        except (ServiceUnavailable, Rejected) as exc:
+            log.warning("job %s: heartbeat failed: %s", self.job_id, exc)
+            return True
+        if answer.cancel and not self.cancel.is_set():
+            log.info("job %s: cancel requested: %s", self.job_id, answer.reason)
+            self.reason = answer.reason or "cancelled"
+            self.cancel.set()
+        return True

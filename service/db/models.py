@@ -110,6 +110,7 @@ class Job(Base):
     runner_id: Mapped[int | None] = mapped_column(ForeignKey("runners.id"))
     runner_name: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    acked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # first heartbeat of a claim
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     reason: Mapped[str | None] = mapped_column(Text)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)

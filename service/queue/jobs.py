@@ -35,6 +35,7 @@ RUNNER_REPORTABLE = frozenset(
     }
 )
 RUNNER_LOST = "runner lost"
+CLAIM_ACK_S = 10  # a runner beats at once when it starts a job
 QUEUE_REFRESH = 10  # queued jobs whose comments show their new position after a claim
 
 
@@ -109,6 +110,8 @@ class JobQueue:
         self.db = db
         self.wakeup = wakeup
         self.lease_seconds = lease_seconds
+        # A claimed job's first lease, until the runner's first heartbeat acknowledges it.
+        self.ack_seconds = min(lease_seconds, CLAIM_ACK_S)
         self.listener = listener
         self.on_commit = on_commit
 
@@ -217,7 +220,8 @@ class JobQueue:
                     runner_id=runner_id,
                     runner_name=runner.name,
                     started_at=now,
-                    lease_expires_at=now + timedelta(seconds=self.lease_seconds),
+                    acked_at=None,
+                    lease_expires_at=now + timedelta(seconds=self.ack_seconds),
                     reason=None,
                 )
                 .returning(Job.id)
@@ -239,18 +243,21 @@ class JobQueue:
                     self.listener.queue_moved(session, behind)
         return job
 
-    def release(self, runner_id: int, job_id: int) -> None:
-        """Give back a job claimed for a runner that went away before receiving it."""
+    def release(self, runner_id: int, job_id: int) -> bool:
+        """Give back a job claimed for `runner_id` that it has not started (no heartbeat yet):
+        a runner that went away before receiving it, or one stopping. False when it is not
+        such a claim."""
         with self._tx() as (session, pending):
             job = self._held(session, runner_id, job_id)
-            if job is None or job.status != JobStatus.running:
-                return
+            if job is None or job.status != JobStatus.running or job.acked_at is not None:
+                return False
             job.status = JobStatus.queued
             job.runner_id = None
             job.runner_name = None
             job.started_at = None
             job.lease_expires_at = None
             self._changed(session, pending, job)
+            return True
 
     def heartbeat(self, runner_id: int, job_id: int) -> Heartbeat | None:
         """Renew the lease of a job `runner_id` holds; None when it does not hold it."""
@@ -264,6 +271,7 @@ class JobQueue:
                 runner.last_seen_at = now
             if job.status != JobStatus.running:
                 return Heartbeat(True, job.reason or f"job is {job.status}", now)
+            job.acked_at = job.acked_at or now
             job.lease_expires_at = now + timedelta(seconds=self.lease_seconds)
             return Heartbeat(job.cancel_requested, job.reason, job.lease_expires_at)
 
@@ -338,7 +346,8 @@ class JobQueue:
         )
 
     def reap(self, now: datetime | None = None) -> list[Job]:
-        """Jobs whose lease lapsed: requeue once, then end as errored "runner lost"."""
+        """Jobs whose lease lapsed: a claim no runner acknowledged goes back to the queue as it
+        was; a job a runner started is requeued once, then ends errored "runner lost"."""
         now = now or utcnow()
         changed: list[Job] = []
         with self._tx() as (session, pending):
@@ -349,6 +358,14 @@ class JobQueue:
                 if job.cancel_requested:
                     job.status = JobStatus.cancelled
                     job.finished_at = now
+                elif job.acked_at is None:
+                    # The claim's answer reached no live runner (one that died waiting for
+                    # it): the job never started, so this was no attempt.
+                    job.status = JobStatus.queued
+                    job.runner_id = None
+                    job.runner_name = None
+                    job.started_at = None
+                    job.reason = f"{lost} took it but never started it; requeued"
                 elif job.attempt < 2:
                     job.status = JobStatus.queued
                     job.attempt += 1

@@ -159,6 +159,16 @@ def runner_api_router(
                 return Response(status_code=204)
             await wakeup.wait(backends, since, remaining)
 
+    @router.post("/jobs/{job_id}/release", status_code=204)
+    def release(job_id: int, runner: RunnerDep) -> Response:
+        """A runner gives back a job it claimed but will not start: it goes back to the queue
+        as it was (no attempt spent). A job the runner already started cannot be given back."""
+        if not jobs.release(runner.id, job_id):
+            raise HTTPException(
+                status.HTTP_409_CONFLICT, f"job {job_id} is not an unstarted claim of this runner"
+            )
+        return Response(status_code=204)
+
     @router.post("/jobs/{job_id}/heartbeat", response_model=HeartbeatResponse)
     def heartbeat(job_id: int, runner: RunnerDep) -> HeartbeatResponse:
         beat = jobs.heartbeat(runner.id, job_id)

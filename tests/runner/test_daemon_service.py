@@ -249,6 +249,10 @@ def test_killed_runner_job_comes_back(
     job = service.enqueue(tiny_repo, "slow_op", bench=False)
     first = start("runner-k")
     _wait_log(service, job, "step accuracy:")
+    claimed = service.parts.jobs.get_job(job)
+    # No earlier runner's claim took it: a runner killed while waiting for a claim's answer
+    # never acknowledges it, and its attempt is not spent.
+    assert claimed is not None and claimed.attempt == 1, claimed.reason
     deadline = time.monotonic() + 30
     while not pidfile.exists():
         assert time.monotonic() < deadline
@@ -268,9 +272,8 @@ def test_killed_runner_job_comes_back(
     while Path(f"/proc/{orphan}").exists() and " Z " not in _stat(orphan):
         assert time.monotonic() < deadline, "the orphaned step survived the restart"
         time.sleep(0.1)
-    assert service.wait(job, JobStatus.timed_out, JobStatus.errored, timeout=90) is (
-        JobStatus.timed_out
-    )
+    final = service.wait(job, JobStatus.timed_out, JobStatus.errored, timeout=90)
+    assert final is JobStatus.timed_out, second.output()[-4000:]
     # Attempt 2 ran to the step timeout: the whole process group was killed and reported.
     result = service.result(job)
     assert result.error_step == "accuracy"

@@ -160,9 +160,11 @@ def test_lapsed_lease_requeues_then_runner_lost(sqlite_svc: LiveService) -> None
     job, _ = svc.service.jobs.create_job(new_job())
     api = f"{svc.url}/api/v1/jobs"
     assert httpx.post(f"{api}/claim", json={}, headers=auth(t1)).json()["attempt"] == 1
+    assert httpx.post(f"{api}/{job.id}/heartbeat", json={}, headers=auth(t1)).status_code == 200
     second = httpx.post(f"{api}/claim", json={"wait_s": 10}, headers=auth(t2), timeout=15)
     assert second.status_code == 200 and second.json()["attempt"] == 2
     assert httpx.post(f"{api}/{job.id}/heartbeat", json={}, headers=auth(t1)).status_code == 404
+    assert httpx.post(f"{api}/{job.id}/heartbeat", json={}, headers=auth(t2)).status_code == 200
     deadline = time.monotonic() + 10
     while svc.service.jobs.get_job(job.id).status == JobStatus.running:
         assert time.monotonic() < deadline
@@ -228,3 +230,17 @@ def test_private_repositories_pages_need_the_links_key(svc: LiveService) -> None
     assert "secret_op" not in board.text and "octo/private" not in board.text
     assert board.headers["x-content-type-options"] == "nosniff"
     assert "default-src 'none'" in board.headers["content-security-policy"]
+
+
+def test_a_stopping_runner_gives_an_unstarted_claim_back(svc: LiveService) -> None:
+    _, token = svc.register("stopping")
+    job, _ = svc.service.jobs.create_job(new_job())
+    api = f"{svc.url}/api/v1/jobs"
+    spec = httpx.post(f"{api}/claim", json={}, headers=auth(token)).json()
+    given = httpx.post(f"{api}/{spec['id']}/release", json={}, headers=auth(token))
+    assert given.status_code == 204
+    back = svc.service.jobs.get_job(job.id)
+    assert back.status == JobStatus.queued and back.attempt == 1
+    again = httpx.post(f"{api}/claim", json={}, headers=auth(token)).json()
+    assert httpx.post(f"{api}/{again['id']}/heartbeat", json={}, headers=auth(token)).is_success
+    assert httpx.post(f"{api}/{job.id}/release", json={}, headers=auth(token)).status_code == 409

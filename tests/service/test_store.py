@@ -65,7 +65,11 @@ def test_claim_takes_oldest_of_own_backends(db_url: str) -> None:
         assert [first.id, second.id] == [b.id, c.id]
         assert first.status == JobStatus.running and first.runner_id == runner_id
         assert first.lease_expires_at is not None
-        assert first.lease_expires_at - first.started_at == timedelta(seconds=30)
+        # until the runner's first heartbeat acknowledges it, a claim has a short lease
+        assert first.lease_expires_at - first.started_at == timedelta(seconds=10)
+        assert store.jobs.heartbeat(runner_id, first.id) is not None
+        renewed = store.jobs.get_job(first.id)
+        assert renewed.lease_expires_at - renewed.acked_at == timedelta(seconds=30)
         assert store.jobs.claim(runner_id, ["cpu", "nvidia"]) is None
         assert store.jobs.get_job(a.id).status == JobStatus.queued
 
@@ -130,6 +134,7 @@ def test_lapsed_lease_requeues_once_then_runner_lost(db_url: str) -> None:
         r2, _ = store.runners.register("r2", ["cpu"])
         job = store.jobs.create_job(new_job())[0]
         assert store.jobs.claim(r1, ["cpu"]) is not None
+        assert store.jobs.heartbeat(r1, job.id) is not None  # r1 started it
         assert store.jobs.reap(utcnow()) == []  # not yet
         later = utcnow() + timedelta(seconds=6)
         assert [j.id for j in store.jobs.reap(later)] == [job.id]
@@ -140,10 +145,34 @@ def test_lapsed_lease_requeues_once_then_runner_lost(db_url: str) -> None:
         assert store.jobs.heartbeat(r1, job.id) is None
         again = store.jobs.claim(r2, ["cpu"])
         assert again is not None and again.id == job.id and again.attempt == 2
+        assert store.jobs.heartbeat(r2, job.id) is not None
         store.jobs.reap(utcnow() + timedelta(seconds=6))
         lost = store.jobs.get_job(job.id)
         assert lost.status == JobStatus.errored and lost.reason == RUNNER_LOST
         assert lost.finished_at is not None
+
+
+def test_a_claim_no_runner_acknowledged_is_no_attempt(db_url: str) -> None:
+    """A runner that died waiting for its claim's answer never heartbeats: the job goes back
+    as it was, its attempt unspent; a stopping runner gives an unstarted claim back at once."""
+    with open_queue(db_url, lease_seconds=60) as store:
+        ghost, _ = store.runners.register("ghost", ["cpu"])
+        live, _ = store.runners.register("live", ["cpu"])
+        job = store.jobs.create_job(new_job())[0]
+        claimed = store.jobs.claim(ghost, ["cpu"])
+        assert claimed is not None and claimed.acked_at is None
+        # the first lease of a claim is short: the acknowledgement window
+        assert claimed.lease_expires_at <= utcnow() + timedelta(seconds=11)
+        store.jobs.reap(utcnow() + timedelta(seconds=11))
+        back = store.jobs.get_job(job.id)
+        assert back.status == JobStatus.queued and back.attempt == 1
+        assert "never started" in (back.reason or "")
+        assert store.jobs.claim(live, ["cpu"]) is not None
+        assert store.jobs.release(live, job.id)  # given back before starting it
+        assert store.jobs.get_job(job.id).attempt == 1
+        assert store.jobs.claim(live, ["cpu"]) is not None
+        assert store.jobs.heartbeat(live, job.id) is not None
+        assert not store.jobs.release(live, job.id)  # started: not to be given back
 
 
 def test_logs_by_offset(db_url: str) -> None:
