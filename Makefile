@@ -19,10 +19,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/ondemand demo $(DEMO_ARGS)
 
-# One pytest-xdist worker per core; the 15 slowest tests are listed at the end.
+# Two pytest-xdist workers a core (many tests wait on subprocesses and servers); the 15
+# slowest tests are listed at the end.
+WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
+
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -n auto --durations=15
+	$(PY) -m pytest -n $(WORKERS) --durations=15
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -374,7 +374,7 @@ class _Job:
             vendor=self.workflow.vendor,
             runner_name=self.ctx.runner_name,
             runner_version=self.ctx.runner_version,
-            cwd=checkout,
+            cwd=self.ctx.job_dir,  # never the checkout: nothing of the pull request runs here
         )
         for step in self.workflow.steps_for(layout):
             if self.ctx.cancel.is_set():

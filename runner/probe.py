@@ -11,38 +11,56 @@ from pathlib import Path
 
 from workflows.models import EnvironmentInfo
 
-# Runs in the job's Python; prints one JSON object. Every probe is optional.
+# Runs in the job's Python (isolated: `-I`, so neither the working directory nor PYTHONPATH
+# is on its path, and nothing of the checkout is imported); prints one JSON object. Versions
+# come from package metadata and the NVIDIA device from nvidia-smi, so nothing is imported and
+# no device is initialized; only a MUSA host imports torch_musa to name its device. Every
+# probe is optional.
 _PROBE = r"""
-import json, platform, subprocess
+import json, os, platform, re, subprocess
+from importlib import metadata, util
+
 info = {"python": platform.python_version()}
-try:
-    import torch
-    info["torch"] = torch.__version__
-    if torch.cuda.is_available():
-        info["device_name"] = torch.cuda.get_device_name()
-        info["driver"] = "CUDA " + str(torch.version.cuda)
-        try:
-            argv = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout.split()
-            if out:
-                info["driver"] = out[0] + " (CUDA " + str(torch.version.cuda) + ")"
-        except Exception:
-            pass
-except Exception:
-    torch = None
-try:
-    import torch_musa
-    info["torch_musa"] = getattr(torch_musa, "__version__", "present")
-    if torch is not None and torch.musa.is_available():
-        info["device_name"] = torch.musa.get_device_name()
-        info["driver"] = "MUSA " + str(getattr(torch.version, "musa", "") or "")
-except Exception:
-    pass
-try:
-    import triton
-    info["triton"] = triton.__version__
-except Exception:
-    pass
+for key in ("torch", "triton", "torch_musa"):
+    try:
+        info[key] = metadata.version(key)
+    except metadata.PackageNotFoundError:
+        pass
+
+
+def cuda_version():
+    try:
+        spec = util.find_spec("torch")
+        text = open(os.path.join(os.path.dirname(spec.origin), "version.py")).read()
+    except Exception:
+        return None
+    found = re.search(r"^cuda\b[^=]*=\s*['\"]([^'\"]+)['\"]", text, re.M)
+    return found.group(1) if found else None
+
+
+if "torch_musa" in info:
+    try:
+        import torch, torch_musa
+        if torch.musa.is_available():
+            info["device_name"] = torch.musa.get_device_name()
+            info["driver"] = "MUSA " + str(getattr(torch.version, "musa", "") or "")
+    except Exception:
+        pass
+else:
+    device = (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",")[0].strip()
+    argv = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
+    if device:
+        argv += ["-i", device]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        first = done.stdout.strip().splitlines()[0] if done.returncode == 0 else ""
+    except Exception:
+        first = ""
+    if "," in first:
+        name, driver = (part.strip() for part in first.split(",", 1))
+        cuda = cuda_version()
+        info["device_name"] = name
+        info["driver"] = f"{driver} (CUDA {cuda})" if cuda else driver
 if "device_name" not in info:
     info["device_name"] = (platform.processor() or platform.machine()) + " (CPU)"
 print(json.dumps(info))
@@ -69,7 +87,7 @@ def environment_info(
     data: dict[str, str] = {}
     try:
         proc = subprocess.run(
-            [str(python), "-c", _PROBE],
+            [str(python), "-I", "-c", _PROBE],
             env=dict(env),
             cwd=cwd,
             capture_output=True,

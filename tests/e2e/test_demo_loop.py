@@ -39,6 +39,19 @@ def small_workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
+@pytest.fixture(scope="module")
+def tiny_workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """workflows/cpu.yaml whose accuracy step selects only the quick empty-tensor tests: for a
+    test of the demo itself, not of the kernels."""
+    spec = yaml.safe_load((ROOT / "workflows" / "cpu.yaml").read_text())
+    for step in spec["steps"]:
+        if step["kind"] == "accuracy":
+            step["argv"] += ["-k", "test_empty"]
+    directory = tmp_path_factory.mktemp("tiny-workflows")
+    (directory / "cpu.yaml").write_text(yaml.safe_dump(spec))
+    return directory
+
+
 def run_demo(repo: Path, workdir: Path, workflows: Path) -> tuple[int, dict[str, Any], str]:
     out = workdir / "outcome.json"
     done = subprocess.run(
@@ -150,7 +163,7 @@ def test_a_pull_request_that_breaks_the_kernel_gets_a_red_verdict_with_failing_t
 
 
 def test_keep_leaves_everything_running_until_ctrl_c_stops_it(
-    tmp_path: Path, small_workflows: Path
+    tmp_path: Path, tiny_workflows: Path
 ) -> None:
     import signal
     import time
@@ -169,7 +182,7 @@ def test_keep_leaves_everything_running_until_ctrl_c_stops_it(
             "--workdir",
             str(workdir),
             "--workflows",
-            str(small_workflows),
+            str(tiny_workflows),
             "--json",
             str(out),
             "--flags=--no-bench",
