@@ -91,7 +91,7 @@ def test_long_poll_wakes_at_once(svc: LiveService) -> None:
     svc.service.jobs.create_job(new_job("mul", "cpu"))
     thread.join(timeout=10)
     assert answers and answers[0][0] == 200
-    assert answers[0][1] - start < 0.5
+    assert answers[0][1] - start < 3  # answered when the job came, not at its 20 s wait
 
 
 def test_heartbeat_logs_complete_and_isolation(svc: LiveService) -> None:

@@ -264,7 +264,7 @@ def test_waiting_claim_is_woken_by_enqueue(db_url: str) -> None:
         start = time.monotonic()
         store.jobs.create_job(new_job())
         thread.join(timeout=10)
-        assert got and got[0] - start < 0.5
+        assert got and got[0] - start < 3  # woken, not timed out (10 s): far under either
 
 
 @pytest.mark.postgres
@@ -281,7 +281,7 @@ def test_pg_notify_wakes_another_replica(pg_url: str) -> None:
             start = time.monotonic()
             producer.jobs.create_job(new_job())
             assert replica_wakeup.wait_sync(["cpu"], since, 5)
-            assert time.monotonic() - start < 0.5
+            assert time.monotonic() - start < 3  # woken, not timed out (5 s)
         finally:
             listener.stop()
 

@@ -178,7 +178,7 @@ def test_answers_fast_while_github_hangs(tmp_path: Path, hanging_github: str) ->
             answer = post(svc, comment_payload("/test add:cpu"))
             timings.append(time.monotonic() - start)
             assert answer.status_code == 202
-        assert max(timings) < 0.25, timings
+        assert max(timings) < 0.9, timings  # a GitHub call would take its 1 s timeout
         # processing is retried later, not lost
         deadline = time.monotonic() + 15
         while True:
