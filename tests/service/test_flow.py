@@ -340,7 +340,8 @@ def test_a_deleted_result_comment_is_posted_again(flow: Flow) -> None:
     assert again["id"] != first["id"] and "running" in again["body"]
 
 
-def test_a_secondary_rate_limit_delays_the_answer_but_never_drops_it(flow: Flow) -> None:
+def test_a_secondary_rate_limit_delays_the_answer_but_never_drops_it(flow_any_db: Flow) -> None:
+    flow = flow_any_db
     """403, requests remaining, no `Retry-After`: GitHub's usual secondary limit. Every POST
     of a comment fails three times in a row; the help reply still arrives."""
     flow.admin.inject_fault(
@@ -356,7 +357,10 @@ def test_a_secondary_rate_limit_delays_the_answer_but_never_drops_it(flow: Flow)
     assert [i.attempts for i in items] == [4] and all(i.outcome for i in items)
 
 
-def test_a_comment_of_many_bad_commands_gets_one_reply_within_githubs_limit(flow: Flow) -> None:
+def test_a_comment_of_many_bad_commands_gets_one_reply_within_githubs_limit(
+    flow_any_db: Flow,
+) -> None:
+    flow = flow_any_db
     flow.comment("\n".join(f"/test op{i}:tpu --bad-flag {'x' * 200}" for i in range(150)))
     reply = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="could not run")
     body = reply["body"]
@@ -366,7 +370,8 @@ def test_a_comment_of_many_bad_commands_gets_one_reply_within_githubs_limit(flow
     assert "130 more command lines were not read" in body
 
 
-def test_a_misspelt_operator_is_answered_at_once_and_queues_nothing(flow: Flow) -> None:
+def test_a_misspelt_operator_is_answered_at_once_and_queues_nothing(flow_any_db: Flow) -> None:
+    flow = flow_any_db
     flow.comment("/test add:cpu")
     flow.wait_until(lambda: len(flow.jobs()) == 1)
     _, token = flow.svc.register("cpu-1", ["cpu"])
