@@ -28,11 +28,13 @@ CMD ["ondemand", "serve", "--host", "0.0.0.0", "--port", "8000"]
 
 FROM ${RUNNER_BASE} AS runner
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
-# The base image's distribution decides these versions.
+# The base image's distribution decides these versions. util-linux brings unshare (steps run
+# in their own namespaces); ondemand-job is the unprivileged user every step runs as.
 # hadolint ignore=DL3008
-RUN apt-get update && apt-get install -y --no-install-recommends git ca-certificates \
+RUN apt-get update && apt-get install -y --no-install-recommends git ca-certificates util-linux \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --create-home --uid 10001 ondemand
+    && useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+       --uid 10002 ondemand-job
 WORKDIR /app
 COPY pyproject.toml README.md ./
 # The runner renders its report with the service's pure renderer (`ondemand run`).
@@ -43,6 +45,8 @@ COPY workflows ./workflows
 # torch comes from the base image; install only what the runner adds.
 # hadolint ignore=DL3013
 RUN pip install --no-deps . && pip install "pydantic>=2.6" "pyyaml>=6" "httpx>=0.27" "rich>=13" "packaging>=23" "pytest>=8"
-USER 10001
-VOLUME ["/home/ondemand/.ondemand"]
-ENTRYPOINT ["ondemand", "runner"]
+# The daemon runs as root only to set up each step's namespaces and drop to ondemand-job: no
+# step ever runs as root. The container needs CAP_SYS_ADMIN for that (e.g. --privileged, or
+# --cap-add SYS_ADMIN with unshare allowed by its seccomp profile).
+VOLUME ["/var/lib/ondemand-runner"]
+ENTRYPOINT ["ondemand", "runner", "--state-dir", "/var/lib/ondemand-runner", "--job-user", "ondemand-job"]

@@ -174,6 +174,8 @@ def run_demo(opts: Options, stack: Stack, console: Console) -> int:
         f"demo-{opts.backend}",
         "--state-dir",
         str(opts.workdir / "runner"),
+        # The demo's steps run as whoever runs the demo: a deployed runner drops to its job user.
+        "--no-job-user",
     ]
     if opts.workflows:
         runner_argv += ["--workflows", str(opts.workflows)]

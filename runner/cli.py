@@ -14,6 +14,7 @@ from runner.daemon import DaemonConfig, serve
 from workflows.spec import WorkflowError, backend_names, load_workflows
 
 REGISTRATION_TOKEN_ENV = "ONDEMAND_REGISTRATION_TOKEN"
+DEFAULT_JOB_USER = "ondemand-job"
 
 
 def daemon_parser() -> argparse.ArgumentParser:
@@ -53,6 +54,17 @@ def daemon_parser() -> argparse.ArgumentParser:
     parser.add_argument("--backoff-max", type=float, default=30.0)
     parser.add_argument("--grace-seconds", type=float, default=10.0, help="SIGTERM → SIGKILL")
     parser.add_argument("--no-network-isolation", action="store_true")
+    parser.add_argument(
+        "--job-user",
+        default=DEFAULT_JOB_USER,
+        help="as root: the unprivileged user steps run as, in their own namespaces "
+        f"(default {DEFAULT_JOB_USER}; it must exist)",
+    )
+    parser.add_argument(
+        "--no-job-user",
+        action="store_true",
+        help="run steps as the runner's own user (root: for a trial on a machine of your own)",
+    )
     parser.add_argument("--log-level", default="INFO")
     return parser
 
@@ -78,7 +90,8 @@ def daemon_main(argv: list[str]) -> int:
         if args.devices
         else [None] * (args.slots or 1)
     )
-    token = os.environ.get(REGISTRATION_TOKEN_ENV)
+    # Read once, then gone from the environment every child process inherits.
+    token = os.environ.pop(REGISTRATION_TOKEN_ENV, None)
     if args.registration_token_file:
         token = args.registration_token_file.read_text().strip()
     try:
@@ -111,6 +124,7 @@ def daemon_main(argv: list[str]) -> int:
         backoff_max_s=args.backoff_max,
         grace_s=args.grace_seconds,
         network_isolation=not args.no_network_isolation,
+        job_user=None if args.no_job_user else args.job_user,
     )
     return serve(config, workflows)
 

@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import signal
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -38,7 +39,8 @@ from runner.execute import JobContext, execute
 from runner.health import Health, run_device_check
 from runner.heartbeat import Heartbeat
 from runner.logstream import LogStream
-from runner.sandboxing import network_isolation_prefix, visible_devices
+from runner.redact import Redactor, redact_text
+from runner.sandboxing import Jail, JailError, check_jail, jail_for_host, visible_devices
 from runner.workspace import Workspaces
 from workflows.models import JobResult, JobSpec, JobStatus
 from workflows.spec import WorkflowSpec
@@ -72,6 +74,7 @@ class DaemonConfig:
     check_interval_s: float = 60.0
     backoff_max_s: float = 30.0
     network_isolation: bool = True
+    job_user: str | None = None  # as root: the user steps run as (see runner/sandboxing.py)
     grace_s: float = 10.0
     keep_logs: int = 50
 
@@ -120,7 +123,10 @@ class Daemon:
             report=self.client.health,
         )
         self.workspaces = Workspaces(config.work_dir / "cache")
-        self.network_prefix = network_isolation_prefix() if config.network_isolation else ()
+        try:
+            self.jail = jail_for_host(config.job_user, config.network_isolation)
+        except JailError as exc:
+            raise SystemExit(f"ondemand runner: {exc}") from exc
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -180,24 +186,66 @@ class Daemon:
                 kill_orphan(pidfile, self.config.work_dir)
             for stale in jobs.iterdir():
                 log.info("removing %s left by an earlier run", stale)
-                shutil.rmtree(stale, ignore_errors=True)
+                if stale.is_dir() and not stale.is_symlink() and stale.name.startswith("slot-"):
+                    empty(stale)  # the slot's directory stays: other slots' steps cover it
+                else:
+                    shutil.rmtree(stale, ignore_errors=True)
         self.workspaces.prune_all()
+
+    def lay_out(self) -> None:
+        """The work directory's modes: a step (the job user) may pass through to its own
+        workspace and read the Python environments; the mirrors, logs and device-check home
+        are the runner's alone (and covered in a step's namespace as well)."""
+        work = self.config.work_dir
+        for path, mode in (
+            (work, 0o711),
+            (work / "jobs", 0o711),
+            (work / "envs", 0o755),
+            (work / "cache", 0o700),
+            (work / "logs", 0o700),
+            (work / "check-home", 0o700),
+        ):
+            path.mkdir(parents=True, exist_ok=True)
+            path.chmod(mode)
+        for slot in range(len(self.config.devices)):
+            self.slot_dir(slot).mkdir(exist_ok=True)
+            self.slot_dir(slot).chmod(0o711)
+
+    def slot_dir(self, slot: int) -> Path:
+        return self.config.work_dir / "jobs" / f"slot-{slot}"
+
+    def jail_for(self, slot: int) -> Jail | None:
+        """The slot's jail: what a step must not see is covered in its namespace."""
+        if self.jail is None:
+            return None
+        work = self.config.work_dir
+        hidden = [work / "cache", work / "logs", work / "check-home"]
+        hidden += [self.slot_dir(i) for i in range(len(self.config.devices)) if i != slot]
+        if not work.resolve().is_relative_to(self.config.state_dir.resolve()):
+            hidden.append(self.config.state_dir)
+        return self.jail.hiding(*hidden)
 
     def run(self) -> int:
         """Serve until signalled; the exit status."""
-        self.config.work_dir.mkdir(parents=True, exist_ok=True)
+        self.lay_out()
+        if self.jail is not None and self.jail.user is not None:
+            try:
+                check_jail(self.jail, sys.executable)
+            except JailError as exc:
+                log.error("%s", exc)
+                return 2
         creds = self.register()
         if creds is None:
             return 0 if self.stopping.is_set() else 2
         self.client.token = creds.token
         self.clean_after_crash()
         log.info(
-            "runner %s (%s) serving %s with %d slot(s); network isolation: %s",
+            "runner %s (%s) serving %s with %d slot(s); steps run %s",
             creds.runner_id,
             self.config.name,
             ", ".join(self.config.backends),
             len(self.config.devices),
-            " ".join(self.network_prefix) or "not available",
+            describe(self.jail),
         )
         threads = [
             threading.Thread(target=self.slot_loop, args=(i,), name=f"slot-{i}", daemon=True)
@@ -256,13 +304,15 @@ class Daemon:
     def run_job(self, slot: int, spec: JobSpec) -> None:
         """Run a claimed job with heartbeats and log streaming; report its result."""
         workflow = self.workflows[spec.backend]
-        job_dir = self.config.work_dir / "jobs" / f"slot-{slot}"
-        shutil.rmtree(job_dir, ignore_errors=True)
-        job_dir.mkdir(parents=True)
+        job_dir = self.slot_dir(slot)
+        job_dir.mkdir(parents=True, exist_ok=True)
+        job_dir.chmod(0o711)
+        empty(job_dir)
         pidfile = job_dir.with_suffix(".pgid")
         logs = self.config.work_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         stream = LogStream(logs / f"job-{spec.id}.log", self.client, spec.id).start()
+        redacted = Redactor(stream.write, self.secrets)
         cancel = threading.Event()
         with self.lock:  # under the lock: a second signal either sees it or has set stop_now
             self.cancels[spec.id] = cancel
@@ -275,12 +325,12 @@ class Daemon:
             job_dir=job_dir,
             runner_name=self.config.name,
             runner_version=self.registration.version,
-            on_output=stream.write,
+            on_output=redacted.write,
             cancel=cancel,
             visible_devices=visible_devices(
                 workflow.visible_devices_var, self.config.devices[slot]
             ),
-            network_prefix=self.network_prefix,
+            jail=self.jail_for(slot),
             grace_s=self.config.grace_s,
             on_step_start=lambda pid: pidfile.write_text(str(pid)),
         )
@@ -291,8 +341,9 @@ class Daemon:
                 finally:
                     pidfile.unlink(missing_ok=True)
         finally:
+            redacted.flush()
             stream.close()
-            shutil.rmtree(job_dir, ignore_errors=True)
+            empty(job_dir)
             with self.lock:
                 self.cancels.pop(spec.id, None)
         if result.status is JobStatus.cancelled:
@@ -304,8 +355,13 @@ class Daemon:
         if beat.lost:
             log.warning("job %s is no longer held by this runner; not reporting it", spec.id)
         else:
-            self.report(spec, result)
+            clean = redact_text(result.model_dump_json(), self.secrets())
+            self.report(spec, JobResult.model_validate_json(clean))
         self.prune_logs(logs)
+
+    def secrets(self) -> list[str | None]:
+        """What must never leave the runner in a job's log or result."""
+        return [self.client.token, self.config.registration_token]
 
     def report(self, spec: JobSpec, result: JobResult) -> None:
         """Upload the result; retried while the service is unreachable (about ten minutes,
@@ -337,6 +393,25 @@ class Daemon:
         files = sorted(logs.glob("job-*.log"), key=lambda p: p.stat().st_mtime)
         for old in files[: max(len(files) - self.config.keep_logs, 0)]:
             old.unlink(missing_ok=True)
+
+
+def empty(directory: Path) -> None:
+    """Remove what is in `directory`, keeping the directory itself: the other slots' steps
+    have it covered in their namespaces, and a new one in its place would not be."""
+    for entry in directory.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def describe(jail: Jail | None) -> str:
+    if jail is None:
+        return "as the runner's own user, with network: unconfined"
+    if jail.user is None:
+        return f"as the runner's own user, without network ({' '.join(jail.prefix)})"
+    network = "without network" if jail.network else "with network"
+    return f"as {jail.user} in their own PID and mount namespaces, {network}"
 
 
 def kill_orphan(pidfile: Path, work_dir: Path) -> None:

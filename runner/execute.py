@@ -20,7 +20,7 @@ from typing import TypeVar
 from runner import layouts, results
 from runner.probe import environment_info
 from runner.pyenv import PythonEnvError, python_env
-from runner.sandboxing import scrubbed_env
+from runner.sandboxing import Jail, give, scrubbed_env
 from runner.steps import StepOutcome, run_step
 from runner.workspace import WorkspaceError, Workspaces
 from workflows.models import (
@@ -71,7 +71,7 @@ class JobContext:
     on_output: Callable[[bytes], None] = lambda _: None
     cancel: threading.Event = field(default_factory=threading.Event)
     visible_devices: tuple[str, str] | None = None
-    network_prefix: tuple[str, ...] = ()
+    jail: Jail | None = None  # None: steps run unconfined, as the runner (`ondemand run`)
     layout: str | None = None  # None: detect from the checkout
     grace_s: float = 5.0
     keep: bool = False  # keep the job directory (debugging)
@@ -89,7 +89,7 @@ class _Stop(Exception):
 def read_operators(path: Path) -> list[str]:
     """The operators the plugin wrote, checked (the file is the pull request's to write)."""
     try:
-        names = json.loads(path.read_text(encoding="utf-8"))
+        names = json.loads(results.read_artifact(path, limit=1024 * 1024))
     except (OSError, ValueError):
         return []
     if not isinstance(names, list):
@@ -121,10 +121,19 @@ class _Job:
 
     # -- setup -------------------------------------------------------------------------------
 
+    def confined(self, argv: list[str]) -> list[str]:
+        return self.ctx.jail.argv(argv) if self.ctx.jail is not None else argv
+
+    @property
+    def owner(self) -> tuple[int, int] | None:
+        """Who a step's files belong to: the job user, when steps run as one."""
+        return self.ctx.jail.owner if self.ctx.jail is not None else None
+
     def checkout(self, sha: str, name: str) -> Path:
         mirror = self.ctx.workspaces.fetch(self.spec.clone_url, sha, self.spec.pr_number)
         path = self.ctx.workspaces.add_worktree(mirror, sha, self.ctx.job_dir / name)
         self.worktrees.append((mirror, path))
+        give(path, self.owner, 0o755)  # the job user's to change; the mirror stays the runner's
         return path
 
     def environ(self, checkout: Path) -> tuple[Path, dict[str, str]]:
@@ -143,6 +152,8 @@ class _Job:
             visible_devices=self.ctx.visible_devices,
         )
         env["PATH"] = f"{pyenv.root / 'bin'}:{env['PATH']}"
+        give(self.ctx.job_dir / "home", self.owner)
+        give(self.ctx.job_dir / "artifacts", self.owner)
         return pyenv.python, env
 
     def setup(self, name: str, func: Callable[[], _T]) -> _T:
@@ -170,7 +181,7 @@ class _Job:
     def run(
         self, step: Step, checkout: Path, python: Path, env: dict[str, str], artifacts: Path
     ) -> tuple[StepOutcome, dict[str, str]]:
-        artifacts.mkdir(parents=True, exist_ok=True)
+        give(artifacts, self.owner)
         values = {
             "op": self.spec.op,
             "artifacts": str(artifacts),
@@ -182,7 +193,7 @@ class _Job:
         argv = step.render(values)
         self.log(f"step {step.name}: {' '.join(argv)} (timeout {step.timeout_s}s)")
         outcome = run_step(
-            [*self.ctx.network_prefix, *argv],
+            self.confined(argv),
             cwd=checkout,
             env=env,
             timeout_s=step.timeout_s,
@@ -299,7 +310,7 @@ class _Job:
             return results.close_matches(self.spec.op, known)
         output = bytearray()
         run_step(
-            [*self.ctx.network_prefix, str(python), "-m", "pytest", "--markers"],
+            self.confined([str(python), "-m", "pytest", "--markers"]),
             cwd=checkout,
             env=env,
             timeout_s=120,

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from runner.results import ResultsError, read_artifact
 from workflows.models import BenchmarkResult, BenchmarkRow
 
 FLAGGEMS = "flaggems"
@@ -80,5 +81,8 @@ def parse_flaggems_records(lines: Iterable[str], op: str) -> BenchmarkResult:
 def read_flaggems_records(paths: Iterable[Path], op: str) -> BenchmarkResult:
     lines: list[str] = []
     for path in paths:
-        lines += path.read_text(errors="replace").splitlines()
+        try:
+            lines += read_artifact(path).splitlines()
+        except OSError as exc:
+            raise ResultsError(f"cannot read {path.name}: {exc.strerror}") from exc
     return parse_flaggems_records(lines, op)

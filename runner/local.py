@@ -15,7 +15,7 @@ from pathlib import Path
 
 from runner.daemon import runner_version
 from runner.execute import OP_NAME, JobContext, execute
-from runner.sandboxing import network_isolation_prefix
+from runner.sandboxing import JailError, jail_for_host
 from runner.workspace import WorkspaceError, Workspaces, git
 from workflows.models import JobOptions, JobResult, JobSpec, JobStatus
 from workflows.spec import WorkflowError, WorkflowSpec, backend_names, load_workflows
@@ -115,6 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cache", type=Path, default=None, help="mirrors and Python envs")
     parser.add_argument("--quiet", "-q", action="store_true", help="do not echo the job log")
     parser.add_argument(
+        "--job-user",
+        help="as root: run the steps as this unprivileged user, in their own namespaces, as a "
+        "runner does (default: as yourself)",
+    )
+    parser.add_argument(
         "--no-network-isolation", action="store_true", help="let the steps use the network"
     )
     return parser
@@ -148,7 +153,14 @@ def run_main(argv: list[str]) -> int:
     # The steps' environment is scrubbed; the device choice made here is kept.
     var = workflows[backend].visible_devices_var
     visible = (var, os.environ[var]) if var and var in os.environ else None
+    try:
+        jail = jail_for_host(args.job_user, not args.no_network_isolation)
+    except JailError as exc:
+        print(f"ondemand run: {exc}", file=sys.stderr)
+        return 2
     run_dir = Path(tempfile.mkdtemp(prefix=f"ondemand-run-{op}-"))
+    if jail is not None and jail.user is not None:
+        run_dir.chmod(0o711)  # the job user passes through to its workspace
     log_path = run_dir / "job.log"
 
     with log_path.open("ab") as log_file:
@@ -171,7 +183,7 @@ def run_main(argv: list[str]) -> int:
                 runner_version=runner_version(),
                 on_output=on_output,
                 visible_devices=visible,
-                network_prefix=() if args.no_network_isolation else network_isolation_prefix(),
+                jail=jail,
             ),
         )
     if args.json:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import re
 import shutil
 import site
@@ -156,12 +157,13 @@ def python_env(
     cache.mkdir(parents=True, exist_ok=True)
     with (cache / f"{key}.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if ready.is_file() and python.exists():
+        if ready.is_file() and python.exists() and untouched(root):
             installed = tuple(json.loads(ready.read_text()).get("installed", []))
             log(f"python environment {key} reused (installed: {', '.join(installed) or 'none'})")
             return PythonEnv(python, root, key, installed, reused=True)
         shutil.rmtree(root, ignore_errors=True)
-        _run([sys.executable, "-m", "venv", "--without-pip", str(root)], "venv", 300)
+        env = build_env(cache / f"{key}.home")
+        _run([sys.executable, "-m", "venv", "--without-pip", str(root)], "venv", 300, env)
         purelib = subprocess.run(
             [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
             capture_output=True,
@@ -173,20 +175,54 @@ def python_env(
         if missing:
             log(f"installing what the host lacks: {', '.join(missing)}")
             # pip itself comes from the host through the .pth; it installs into the venv and
-            # leaves what the host already satisfies (torch) alone.
+            # leaves what the host already satisfies (torch) alone. Wheels only: no package's
+            # own code runs while it is installed (the build runs as the runner).
             _run(
-                [str(python), "-m", "pip", "install", "--disable-pip-version-check", *missing],
+                [str(python), "-m", "pip", "install", "--only-binary=:all:", *missing],
                 f"installing what this host lacks ({', '.join(missing)}): pip",
                 pip_timeout_s,
+                env,
             )
         ready.write_text(json.dumps({"installed": missing}))
         log(f"python environment {key} built (installed: {', '.join(missing) or 'none'})")
         return PythonEnv(python, root, key, tuple(missing), reused=False)
 
 
-def _run(argv: list[str], what: str, timeout: float) -> None:
+# What the environment build inherits from the runner: the way to an index (proxies, pip's own
+# settings), never the runner's secrets.
+BUILD_INHERITED = ("PATH", "LANG", "LC_ALL", "http_proxy", "https_proxy", "no_proxy",
+                   "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+BUILD_PREFIXES = ("PIP_",)
+
+
+def build_env(home: Path) -> dict[str, str]:
+    """The environment of `venv` and `pip` while building a job's Python."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in BUILD_INHERITED or name.startswith(BUILD_PREFIXES)
+    }
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    home.mkdir(parents=True, exist_ok=True)
+    env.update(HOME=str(home), PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    return env
+
+
+def untouched(root: Path) -> bool:
+    """Whether a cached environment can only have been changed by the runner: owned by it and
+    writable by nobody else, at its top and where packages go (a job runs as another user)."""
+    for path in (root, *root.glob("lib/python*/site-packages")):
+        info = path.lstat()
+        if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            return False
+    return True
+
+
+def _run(argv: list[str], what: str, timeout: float, env: dict[str, str]) -> None:
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, check=False, env=env
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise PythonEnvError(f"{what}: {exc}") from exc
     if proc.returncode != 0:

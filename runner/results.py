@@ -5,9 +5,12 @@ into the rows' before columns. Pure functions over text and paths."""
 from __future__ import annotations
 
 import difflib
+import errno
 import json
 import math
+import os
 import re
+import stat
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
@@ -123,9 +126,26 @@ def parse_junit(text: str, op: str | None = None, root: Path | None = None) -> A
     )
 
 
+MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
+
+
+def read_artifact(path: Path, limit: int = MAX_ARTIFACT_BYTES) -> str:
+    """A file a job wrote, as text: a regular file reached without following a symbolic link
+    at its own name (the runner reads as root; a job could point a link at the runner's
+    token), at most `limit` bytes. OSError when it is not one."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
+    return data.decode("utf-8", errors="replace")
+
+
 def read_junit(path: Path, op: str | None = None, root: Path | None = None) -> AccuracyResult:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_artifact(path)
     except OSError as exc:
         raise ResultsError(f"no JUnit XML at {path}: {exc.strerror}") from exc
     return parse_junit(text, op, root)
@@ -160,7 +180,7 @@ def benchmark_from_document(doc: Any) -> BenchmarkResult:
 
 def read_benchmark(path: Path) -> BenchmarkResult:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(read_artifact(path))
     except OSError as exc:
         raise ResultsError(f"no benchmark JSON at {path}: {exc.strerror}") from exc
     except json.JSONDecodeError as exc:

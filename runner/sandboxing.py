@@ -1,17 +1,27 @@
-"""The environment a step runs in: an allow-list of variables, never the runner's own secrets,
-and no network where the host lets us take it away.
+"""Where a step runs: an allow-list of environment variables (never the runner's own secrets),
+and a jail: the job user, its own PID namespace, no network.
 
 The steps run code from a pull request. They get PATH, a per-job HOME, the locale, the
 workflow's variables, the slot's visible-devices variable and cache directories, and nothing
 else: no runner token, no service URL, no cloud credentials inherited from the daemon.
+
+A runner started as root runs each step as the job user (`Jail`): `unshare` gives the step its
+own PID namespace (everything it starts dies with it), mount namespace (its own /proc, the
+runner's state, mirrors, logs and other slots' workspaces covered) and, unless turned off,
+network namespace (no network, loopback down); `runner/jail.py` drops to the job user with no
+capabilities before the step's command runs. Without a job user (a runner that is not root,
+or one told to keep its own user) a step only loses the network, where the host allows it.
 """
 
 from __future__ import annotations
 
-import functools
+import os
+import pwd
 import shutil
 import subprocess
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 # Inherited from the daemon's environment when set; everything else is dropped.
@@ -67,23 +77,114 @@ def visible_devices(var: str | None, device: str | None) -> tuple[str, str] | No
     return None
 
 
-@functools.cache
-def network_isolation_prefix() -> tuple[str, ...]:
-    """argv prefix that runs a command without network, or () when the host does not allow it.
+JAIL_INIT = Path(__file__).with_name("jail.py")
 
-    Detected once by trying: `unshare -n` (root or CAP_SYS_ADMIN), then `unshare -r -n` (an
-    unprivileged user namespace). Loopback stays down inside: the steps need no network.
-    """
+
+class JailError(RuntimeError):
+    """The host cannot jail steps as configured; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Jail:
+    """How a step's argv is confined. With a `user` (a runner started as root): namespaces and
+    the drop to that user, `hide` being the runner's paths a step must not see (a slot adds the
+    other slots'). Without one: `prefix` alone, which at most takes the network away."""
+
+    prefix: tuple[str, ...]
+    network: bool
+    user: str | None = None
+    uid: int = -1
+    gid: int = -1
+    groups: tuple[int, ...] = ()  # the job user's own (a GPU device group, say)
+    hide: tuple[Path, ...] = field(default_factory=tuple)
+
+    def hiding(self, *paths: Path) -> Jail:
+        return replace(self, hide=(*self.hide, *paths))
+
+    @property
+    def owner(self) -> tuple[int, int] | None:
+        """(uid, gid) that the step's workspace must belong to, when steps change user."""
+        return (self.uid, self.gid) if self.user is not None else None
+
+    def argv(self, command: Sequence[str]) -> list[str]:
+        """`command` confined: run it with these words in front (no shell anywhere)."""
+        if self.user is None:
+            return [*self.prefix, *command]
+        spaces = ["--pid", "--fork", "--kill-child", "--mount-proc"]
+        if self.network:
+            spaces.append("--net")
+        init = [sys.executable, "-I", str(JAIL_INIT), "--uid", str(self.uid)]
+        init += ["--gid", str(self.gid), "--groups", ",".join(map(str, self.groups))]
+        for path in self.hide:
+            init += ["--hide", str(path)]
+        return [*self.prefix, *spaces, "--", *init, "--", *command]
+
+
+def jail_for_host(job_user: str | None, network: bool) -> Jail | None:
+    """The jail this host allows: as root with `job_user`, the full one (JailError when the
+    user does not exist or cannot be used); otherwise only a network namespace where the host
+    allows one (`unshare -n` as root, `unshare -r -n` in an unprivileged user namespace), or
+    None: steps run unconfined, and the runner says so at start."""
     unshare = shutil.which("unshare")
-    if unshare is None:
-        return ()
+    if job_user is not None and os.geteuid() == 0:
+        if unshare is None:
+            raise JailError("running steps as the job user needs unshare (util-linux)")
+        try:
+            entry = pwd.getpwnam(job_user)
+        except KeyError as exc:
+            raise JailError(
+                f"job user {job_user!r} does not exist: create it (useradd --system "
+                f"--no-create-home --shell /usr/sbin/nologin {job_user}) or pass --job-user"
+            ) from exc
+        if entry.pw_uid == 0:
+            raise JailError(f"job user {job_user!r} is root: steps must not run as root")
+        groups = tuple(g for g in os.getgrouplist(job_user, entry.pw_gid) if g != 0)
+        return Jail((unshare,), network, job_user, entry.pw_uid, entry.pw_gid, groups)
+    if unshare is None or not network:
+        return None
     for prefix in ((unshare, "-n"), (unshare, "-r", "-n")):
         try:
-            ok = subprocess.run(
-                [*prefix, "true"], capture_output=True, timeout=10, check=False
-            ).returncode
+            done = subprocess.run([*prefix, "true"], capture_output=True, timeout=10, check=False)
         except (OSError, subprocess.TimeoutExpired):
             continue
-        if ok == 0:
-            return prefix
-    return ()
+        if done.returncode == 0:
+            return Jail(prefix, network)
+    return None
+
+
+def check_jail(jail: Jail, python: str) -> None:
+    """Fail early, with what to change, when the job user cannot run the runner's Python
+    (a Python under /root, say): otherwise every job would error in its first step."""
+    try:
+        done = subprocess.run(
+            jail.argv([python, "-I", "-c", "import sys"]),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise JailError(f"cannot start a jailed step: {exc}") from exc
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise JailError(
+            f"the job user {jail.user} cannot run {python} "
+            f"({detail[0]}): install the runner's Python where that user can read and run it"
+        )
+
+
+def give(path: Path, owner: tuple[int, int] | None, mode: int = 0o700) -> None:
+    """Make `path` (a directory, created if needed) and everything in it the job user's.
+    Nothing is followed: a link a job left where the directory should be is removed first
+    (the runner is root: following it would hand the job whatever it points at)."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    path.mkdir(parents=True, exist_ok=True)
+    if owner is None:
+        return
+    uid, gid = owner
+    for root, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(root, name), uid, gid)
+    os.chown(path, uid, gid)
+    path.chmod(mode)

@@ -19,6 +19,9 @@ from pathlib import Path
 
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "LC_ALL": "C"}
+# No hook, filter or fsmonitor command of any repository's configuration ever runs: git runs
+# as the runner, on mirrors of pull requests.
+GIT_SAFE = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 
 
 class WorkspaceError(RuntimeError):
@@ -27,10 +30,10 @@ class WorkspaceError(RuntimeError):
 
 def git(args: Sequence[str], cwd: Path | None = None, timeout: float = 600) -> str:
     """Run git with `args`; its stdout, or WorkspaceError with its stderr."""
-    env = {**os.environ, **GIT_ENV}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONDEMAND_")} | GIT_ENV
     try:
         proc = subprocess.run(
-            ["git", *args],
+            ["git", *GIT_SAFE, *args],
             cwd=cwd,
             env=env,
             capture_output=True,

@@ -37,7 +37,9 @@ def test_service_and_runner_targets() -> None:
     service, runner = text.split("AS runner")
     assert "HEALTHCHECK" in service and "/healthz" in service
     assert 'CMD ["ondemand", "serve"' in service and "USER 10001" in service
-    assert 'ENTRYPOINT ["ondemand", "runner"]' in runner and "USER 10001" in runner
+    # the runner daemon stays root to jail each step as the unprivileged job user
+    assert 'ENTRYPOINT ["ondemand", "runner"' in runner and '"--job-user", "ondemand-job"' in runner
+    assert "useradd --system" in runner and "ondemand-job" in runner and "util-linux" in runner
     assert "ARG RUNNER_BASE" in text  # a MUSA or CUDA torch image is named at build time
     for image in (service, runner):  # development tools never ship
         copied = re.findall(r"^COPY (\S+)", image, re.M)

@@ -130,7 +130,7 @@ class Daemon:
             "--service", url, "--backend", "cpu", "--name", state.name,
             "--state-dir", str(state), "--workflows", str(workflows),
             "--poll-seconds", "1", "--check-interval", "300",
-            "--grace-seconds", "2", "--backoff-max", "2", *extra,
+            "--grace-seconds", "2", "--backoff-max", "2", "--no-job-user", *extra,
         ]  # fmt: skip
         env = {**os.environ, "ONDEMAND_REGISTRATION_TOKEN": REGISTRATION}
         self.proc = subprocess.Popen(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from runner.execute import JobContext, execute
-from runner.sandboxing import network_isolation_prefix
+from runner.sandboxing import Jail, jail_for_host
 from runner.workspace import Workspaces
 from tests.runner.tinyrepo import TinyRepo
 from workflows.models import JobResult, JobSpec, JobStatus, StepStatus
@@ -43,7 +43,7 @@ def _run(
     op: str,
     workflow: WorkflowSpec = CPU,
     cancel: threading.Event | None = None,
-    prefix: tuple[str, ...] = (),
+    jail: Jail | None = None,
     log: bytearray | None = None,
     **kw: object,
 ) -> tuple[JobResult, str]:
@@ -56,7 +56,7 @@ def _run(
         runner_version="0",
         on_output=log.extend,
         cancel=cancel or threading.Event(),
-        network_prefix=prefix,
+        jail=jail,
         grace_s=1,
     )
     result = execute(_spec(repo, op, **kw), workflow, ctx)
@@ -188,14 +188,14 @@ def test_steps_see_a_scrubbed_environment_and_no_network(
     artifacts.mkdir()
     env = {**CPU.env, "ARTIFACTS_DIR": str(artifacts), "PROBE_PORT": str(server.getsockname()[1])}
     workflow = CPU.model_copy(update={"env": env})
-    prefix = network_isolation_prefix()
+    jail = jail_for_host(None, network=True)
     result, log = _run(
         tiny_repo,
         runner_cache,
         tmp_path,
         "env_op",
         workflow,
-        prefix=prefix,
+        jail=jail,
         options={"bench": False},
     )
     server.close()
@@ -204,5 +204,5 @@ def test_steps_see_a_scrubbed_environment_and_no_network(
     assert "very-secret" not in seen.values() and "also-secret" not in seen.values()
     assert seen["HOME"] == str(tmp_path / "job" / "home")
     assert seen["KERNELS_VENDOR"] == "cpu" and seen["TRITON_INTERPRET"] == "1"
-    if prefix:
+    if jail is not None:
         assert json.loads((artifacts / "net.json").read_text()) == {"reached": False}

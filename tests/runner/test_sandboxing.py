@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.sandboxing import network_isolation_prefix, scrubbed_env
+from runner.sandboxing import jail_for_host, scrubbed_env
 from runner.steps import run_step
 
 
@@ -41,8 +41,8 @@ def test_only_the_allow_list_survives(tmp_path: Path) -> None:
 
 
 def test_isolated_step_cannot_reach_loopback(tmp_path: Path) -> None:
-    prefix = network_isolation_prefix()
-    if not prefix:
+    jail = jail_for_host(None, network=True)
+    if jail is None:
         pytest.skip("this host allows no network namespace (unshare -n and -rn both refused)")
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
@@ -57,7 +57,7 @@ def test_isolated_step_cannot_reach_loopback(tmp_path: Path) -> None:
     )
     env = {"PATH": "/usr/bin:/bin"}
     free = run_step([sys.executable, "-c", probe], cwd=tmp_path, env=env, timeout_s=30)
-    boxed = run_step([*prefix, sys.executable, "-c", probe], cwd=tmp_path, env=env, timeout_s=30)
+    boxed = run_step(jail.argv([sys.executable, "-c", probe]), cwd=tmp_path, env=env, timeout_s=30)
     server.close()
     assert "REACHED" in free.tail
     assert "BLOCKED" in boxed.tail, boxed.tail
