@@ -11,6 +11,7 @@ from pathlib import Path
 
 from runner import local
 from runner.daemon import DaemonConfig, serve
+from runner.pyenv import PackageSources
 from workflows.spec import WorkflowError, backend_names, load_workflows
 
 REGISTRATION_TOKEN_ENV = "ONDEMAND_REGISTRATION_TOKEN"
@@ -65,6 +66,7 @@ def daemon_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run steps as the runner's own user (root: for a trial on a machine of your own)",
     )
+    PackageSources.add_arguments(parser)
     parser.add_argument("--log-level", default="INFO")
     return parser
 
@@ -125,6 +127,7 @@ def daemon_main(argv: list[str]) -> int:
         grace_s=args.grace_seconds,
         network_isolation=not args.no_network_isolation,
         job_user=None if args.no_job_user else args.job_user,
+        packages=PackageSources.from_args(args),
     )
     return serve(config, workflows)
 

@@ -39,6 +39,7 @@ from runner.execute import JobContext, execute
 from runner.health import Health, run_device_check
 from runner.heartbeat import Heartbeat
 from runner.logstream import LogStream
+from runner.pyenv import PackageSources
 from runner.redact import Redactor, redact_text
 from runner.sandboxing import Jail, JailError, check_jail, jail_for_host, visible_devices
 from runner.workspace import Workspaces
@@ -75,6 +76,7 @@ class DaemonConfig:
     backoff_max_s: float = 30.0
     network_isolation: bool = True
     job_user: str | None = None  # as root: the user steps run as (see runner/sandboxing.py)
+    packages: PackageSources = field(default_factory=PackageSources)  # for what the host lacks
     grace_s: float = 10.0
     keep_logs: int = 50
 
@@ -331,6 +333,7 @@ class Daemon:
                 workflow.visible_devices_var, self.config.devices[slot]
             ),
             jail=self.jail_for(slot),
+            packages=self.config.packages,
             grace_s=self.config.grace_s,
             on_step_start=lambda pid: pidfile.write_text(str(pid)),
         )

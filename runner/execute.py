@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from runner import layouts, results
 from runner.probe import environment_info
-from runner.pyenv import PythonEnvError, python_env
+from runner.pyenv import PackageSources, PythonEnvError, python_env
 from runner.sandboxing import Jail, give, scrubbed_env
 from runner.steps import StepOutcome, run_step
 from runner.workspace import WorkspaceError, Workspaces
@@ -72,6 +72,7 @@ class JobContext:
     cancel: threading.Event = field(default_factory=threading.Event)
     visible_devices: tuple[str, str] | None = None
     jail: Jail | None = None  # None: steps run unconfined, as the runner (`ondemand run`)
+    packages: PackageSources = field(default_factory=PackageSources)
     layout: str | None = None  # None: detect from the checkout
     grace_s: float = 5.0
     keep: bool = False  # keep the job directory (debugging)
@@ -114,6 +115,7 @@ class _Job:
         self.unknown_op = False
         self.close_matches: list[str] = []
         self.operators: list[str] = []
+        self.notes: list[str] = []
         self.worktrees: list[tuple[Path, Path]] = []
 
     def log(self, text: str) -> None:
@@ -142,8 +144,11 @@ class _Job:
             self.ctx.env_cache,
             extras=self.workflow.python_env.extras,
             requirements_files=self.workflow.python_env.requirements_files,
+            strict=self.workflow.python_env.strict,
+            sources=self.ctx.packages,
             log=self.log,
         )
+        self.notes = list(pyenv.notes)
         env = scrubbed_env(
             os.environ,
             home=self.ctx.job_dir / "home",
@@ -190,7 +195,8 @@ class _Job:
             "sha": self.spec.sha,
             "backend": self.spec.backend,
         }
-        argv = step.render(values)
+        lists = {"op_tests": layouts.test_files(checkout, self.spec.op)}
+        argv = step.render(values, lists)
         self.log(f"step {step.name}: {' '.join(argv)} (timeout {step.timeout_s}s)")
         outcome = run_step(
             self.confined(argv),
@@ -386,7 +392,7 @@ class _Job:
             runner_name=self.ctx.runner_name,
             runner_version=self.ctx.runner_version,
             cwd=self.ctx.job_dir,  # never the checkout: nothing of the pull request runs here
-        )
+        ).model_copy(update={"notes": self.notes})
         for step in self.workflow.steps_for(layout):
             if self.ctx.cancel.is_set():
                 raise _Stop(JobStatus.cancelled, step.name, "cancelled")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from runner.daemon import runner_version
 from runner.execute import OP_NAME, JobContext, execute
+from runner.pyenv import PackageSources
 from runner.sandboxing import JailError, jail_for_host
 from runner.workspace import WorkspaceError, Workspaces, git
 from workflows.models import JobOptions, JobResult, JobSpec, JobStatus
@@ -114,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workflows", type=Path, help="directory of workflow YAML files")
     parser.add_argument("--cache", type=Path, default=None, help="mirrors and Python envs")
     parser.add_argument("--quiet", "-q", action="store_true", help="do not echo the job log")
+    PackageSources.add_arguments(parser)
     parser.add_argument(
         "--job-user",
         help="as root: run the steps as this unprivileged user, in their own namespaces, as a "
@@ -184,6 +186,7 @@ def run_main(argv: list[str]) -> int:
                 on_output=on_output,
                 visible_devices=visible,
                 jail=jail,
+                packages=PackageSources.from_args(args),
             ),
         )
     if args.json:

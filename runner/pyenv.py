@@ -1,6 +1,13 @@
 """The job's Python environment: the host's torch and vendor plugin, plus what the repository
 declares and the host lacks; cached by the hash of the repository's dependency files.
 
+Host first: a requirement the host's installed distributions satisfy *by name* is used as it
+is, whatever version the repository pins (the report notes `PyYAML 6.0.3 (repository pins
+6.0.1)`); a workflow's `python_env.strict` makes pins count. torch, triton and the vendor's
+plugin are never installed or replaced: GPU hosts bring their own. What is missing is
+installed from the runner's wheelhouse and/or index (`PackageSources`), wheels only; when it
+cannot be, the environment step says which packages and which runner setting would fix it.
+
 The scheme, chosen to be quick and to never reinstall torch:
 - a venv (`python -m venv --without-pip`, milliseconds) whose `_ondemand_host.pth` lists the
   runner's own site-packages directories, so torch, triton and torch_musa (which comes with
@@ -17,6 +24,7 @@ The cache key is the SHA-256 of the dependency files, the extras and the host in
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import hashlib
 import json
@@ -49,6 +57,7 @@ class PythonEnv:
     key: str
     installed: tuple[str, ...]  # requirements pip installed when the env was built
     reused: bool  # True when it came from the cache
+    notes: tuple[str, ...] = ()  # host versions used where the repository pins others
 
 
 def host_site_dirs() -> list[str]:
@@ -109,30 +118,110 @@ def declared_requirements(
     return reqs
 
 
-def missing_requirements(reqs: Sequence[str]) -> list[str]:
-    """Those of `reqs` that the host's installed distributions do not satisfy."""
-    missing = []
+# Never installed or replaced, whatever a repository asks: the host's device stack.
+HOST_ONLY = frozenset({"torch", "triton", "torch-musa", "pytorch-triton"})
+
+
+@dataclass(frozen=True)
+class PackageSources:
+    """Where the environment build may get what the host lacks (runner settings)."""
+
+    wheelhouse: Path | None = None
+    index_url: str | None = None
+
+    def pip_args(self) -> list[str]:
+        args: list[str] = []
+        if self.index_url:
+            args += ["--index-url", self.index_url]
+        elif self.wheelhouse is not None:
+            args.append("--no-index")
+        if self.wheelhouse is not None:
+            args += ["--find-links", str(self.wheelhouse)]
+        return args
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        """`--wheelhouse` and `--index-url` (or ONDEMAND_WHEELHOUSE, ONDEMAND_INDEX_URL)."""
+        parser.add_argument(
+            "--wheelhouse",
+            type=Path,
+            default=os.environ.get("ONDEMAND_WHEELHOUSE") or None,
+            help="a directory of wheels for what a repository needs and the host lacks "
+            "(alone: no index is asked; for offline hosts)",
+        )
+        parser.add_argument(
+            "--index-url",
+            default=os.environ.get("ONDEMAND_INDEX_URL") or None,
+            help="the package index the environment build may use",
+        )
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> PackageSources:
+        return cls(wheelhouse=args.wheelhouse, index_url=args.index_url)
+
+    def describe(self) -> str:
+        found = [f"wheelhouse {self.wheelhouse}"] if self.wheelhouse else []
+        found += [f"index {self.index_url}"] if self.index_url else []
+        return " and ".join(found) or "pip's default index"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the environment adds to the host: `install` (missing requirements), `notes` (the
+    host's version used where the repository pins another), `refused` (host-only packages
+    the host lacks)."""
+
+    install: tuple[str, ...]
+    notes: tuple[str, ...]
+    refused: tuple[str, ...]
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def plan_requirements(reqs: Sequence[str], *, strict: bool = False) -> Plan:
+    """Which of `reqs` the host satisfies, by name (or, with `strict`, by version too)."""
+    install: list[str] = []
+    notes: list[str] = []
+    refused: list[str] = []
     for text in reqs:
         try:
             req = Requirement(text)
         except InvalidRequirement:
-            missing.append(text)  # pip will say what is wrong with it
+            install.append(text)  # pip will say what is wrong with it
             continue
         if req.marker is not None and not req.marker.evaluate():
             continue
+        host_only = _canonical(req.name) in HOST_ONLY
         try:
-            version = metadata.version(req.name)
+            dist = metadata.distribution(req.name)
         except metadata.PackageNotFoundError:
-            missing.append(text)
+            (refused if host_only else install).append(text)
             continue
-        if req.specifier and not req.specifier.contains(version, prereleases=True):
-            missing.append(text)
-    return missing
+        if req.specifier and not req.specifier.contains(dist.version, prereleases=True):
+            if strict and not host_only:
+                install.append(text)
+            else:
+                notes.append(f"{dist.metadata['Name'] or req.name} {dist.version} ({_asks(req)})")
+    return Plan(tuple(install), tuple(dict.fromkeys(notes)), tuple(refused))
 
 
-def env_key(checkout: Path, extras: Sequence[str], requirements_files: Sequence[str]) -> str:
+def _asks(req: Requirement) -> str:
+    pins = [s.version for s in req.specifier if s.operator == "=="]
+    return f"repository pins {pins[0]}" if len(pins) == 1 else f"repository asks {req.specifier}"
+
+
+def missing_requirements(reqs: Sequence[str]) -> list[str]:
+    """Those of `reqs` that the host's installed distributions do not provide by name."""
+    return list(plan_requirements(reqs).install)
+
+
+def env_key(
+    checkout: Path, extras: Sequence[str], requirements_files: Sequence[str], strict: bool = False
+) -> str:
     digest = hashlib.sha256()
-    digest.update(json.dumps([sys.version, sys.executable, sorted(extras)]).encode())
+    digest.update(json.dumps([sys.version, sys.executable, sorted(extras), strict]).encode())
     for name in (*DEPENDENCY_FILES, *requirements_files):
         path = checkout / name
         digest.update(name.encode() + b"\0")
@@ -146,11 +235,13 @@ def python_env(
     *,
     extras: Sequence[str] = ("test",),
     requirements_files: Sequence[str] = ("requirements.txt",),
+    strict: bool = False,
+    sources: PackageSources = PackageSources(),
     log: Log = lambda _: None,
     pip_timeout_s: float = 1800,
 ) -> PythonEnv:
     """The cached environment for `checkout`'s dependency files, built when absent."""
-    key = env_key(checkout, extras, requirements_files)
+    key = env_key(checkout, extras, requirements_files, strict)
     root = cache / key
     python = root / "bin" / "python"
     ready = root / ".ready"
@@ -158,9 +249,20 @@ def python_env(
     with (cache / f"{key}.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if ready.is_file() and python.exists() and untouched(root):
-            installed = tuple(json.loads(ready.read_text()).get("installed", []))
+            built = json.loads(ready.read_text())
+            installed = tuple(built.get("installed", []))
             log(f"python environment {key} reused (installed: {', '.join(installed) or 'none'})")
-            return PythonEnv(python, root, key, installed, reused=True)
+            return PythonEnv(python, root, key, installed, True, tuple(built.get("notes", [])))
+        plan = plan_requirements(
+            declared_requirements(checkout, extras, requirements_files), strict=strict
+        )
+        if plan.refused:
+            raise PythonEnvError(
+                f"this host lacks {', '.join(plan.refused)}: the runner never installs torch, "
+                "triton or the vendor's plugin; install the vendor's build on the host"
+            )
+        for note in plan.notes:
+            log(f"using the host's {note}")
         shutil.rmtree(root, ignore_errors=True)
         env = build_env(cache / f"{key}.home")
         _run([sys.executable, "-m", "venv", "--without-pip", str(root)], "venv", 300, env)
@@ -171,21 +273,27 @@ def python_env(
             check=True,
         ).stdout.strip()
         Path(purelib, "_ondemand_host.pth").write_text("\n".join(host_site_dirs()) + "\n")
-        missing = missing_requirements(declared_requirements(checkout, extras, requirements_files))
+        missing = list(plan.install)
         if missing:
-            log(f"installing what the host lacks: {', '.join(missing)}")
+            log(f"installing what the host lacks from {sources.describe()}: {', '.join(missing)}")
             # pip itself comes from the host through the .pth; it installs into the venv and
-            # leaves what the host already satisfies (torch) alone. Wheels only: no package's
+            # leaves what the host already provides (torch) alone. Wheels only: no package's
             # own code runs while it is installed (the build runs as the runner).
-            _run(
-                [str(python), "-m", "pip", "install", "--only-binary=:all:", *missing],
-                f"installing what this host lacks ({', '.join(missing)}): pip",
-                pip_timeout_s,
-                env,
-            )
-        ready.write_text(json.dumps({"installed": missing}))
+            argv = [str(python), "-m", "pip", "install", "--only-binary=:all:"]
+            argv += ["--retries", "1", "--timeout", "15", *sources.pip_args(), *missing]
+            try:
+                _run(argv, "pip", pip_timeout_s, env)
+            except PythonEnvError as exc:
+                shutil.rmtree(root, ignore_errors=True)
+                raise PythonEnvError(
+                    f"this host lacks {', '.join(missing)} and they could not be installed from "
+                    f"{sources.describe()}. Give the runner a wheelhouse that holds them "
+                    "(--wheelhouse DIR) or an index it can reach (--index-url URL).\n"
+                    f"{exc}"
+                ) from exc
+        ready.write_text(json.dumps({"installed": missing, "notes": list(plan.notes)}))
         log(f"python environment {key} built (installed: {', '.join(missing) or 'none'})")
-        return PythonEnv(python, root, key, tuple(missing), reused=False)
+        return PythonEnv(python, root, key, tuple(missing), False, plan.notes)
 
 
 # What the environment build inherits from the runner: the way to an index (proxies, pip's own

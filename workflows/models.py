@@ -149,6 +149,10 @@ class EnvironmentInfo(_Model):
     python: str | None = None
     runner_name: str | None = None
     runner_version: str | None = None
+    notes: list[str] = Field(
+        default_factory=list,
+        description="host packages used where the repository pins other versions",
+    )
 
 
 class JobResult(_Model):

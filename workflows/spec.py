@@ -11,7 +11,7 @@ marked by operator, `python -m kernels.benchmark`); `layouts` maps another layou
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 
@@ -26,7 +26,12 @@ from pydantic import (
 )
 
 WORKFLOWS_DIR = Path(__file__).resolve().parent
-PLACEHOLDERS = frozenset({"op", "artifacts", "python", "workspace", "sha", "backend"})
+PLACEHOLDERS = frozenset(
+    {"op", "artifacts", "python", "workspace", "sha", "backend", "op_tests"}
+)
+# Placeholders that stand for several argv elements: each must be a whole element.
+# {op_tests}: the test files that can hold the operator's tests (the layout decides).
+LIST_PLACEHOLDERS = frozenset({"op_tests"})
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
@@ -77,11 +82,23 @@ class Step(BaseModel):
                         f"unknown placeholder {{{name}}} in {arg!r}; "
                         f"known: {', '.join(sorted(PLACEHOLDERS))}"
                     )
+                if name in LIST_PLACEHOLDERS and arg != f"{{{name}}}":
+                    raise ValueError(f"{{{name}}} stands for several arguments: alone in {arg!r}")
         return argv
 
-    def render(self, values: Mapping[str, str]) -> list[str]:
-        """The argv with placeholders substituted; each element stays one element."""
-        return [_render(arg, values) for arg in self.argv]
+    def render(
+        self, values: Mapping[str, str], lists: Mapping[str, Sequence[str]] | None = None
+    ) -> list[str]:
+        """The argv with placeholders substituted; each element stays one element, but for a
+        list placeholder, which becomes its list (never joined, never split)."""
+        argv: list[str] = []
+        for arg in self.argv:
+            name = arg[1:-1]
+            if name in LIST_PLACEHOLDERS and arg == f"{{{name}}}":
+                argv += list((lists or {}).get(name, ()))
+            else:
+                argv.append(_render(arg, values))
+        return argv
 
     def results_path(self, values: Mapping[str, str]) -> str | None:
         """The rendered location of the step's results (None for a plain command)."""
@@ -102,6 +119,11 @@ class PythonEnv(BaseModel):
     extras: list[str] = Field(default_factory=lambda: ["test"])
     requirements_files: list[str] = Field(
         default_factory=lambda: ["requirements.txt", "requirements-test.txt"]
+    )
+    strict: bool = Field(
+        default=False,
+        description="a pin the host's version does not meet installs the pinned version "
+        "(default: the host's version is used, and the report notes it)",
     )
 
 

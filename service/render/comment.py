@@ -220,6 +220,8 @@ def _environment(result: JobResult) -> list[str]:
         ("torch_musa", env.torch_musa),
     ]
     shown = [f"{name} {code_span(value, 80)}" for name, value in fields if value]
+    # The host's packages used where the repository pins other versions: said, not hidden.
+    shown += [escape_text(note, 120) for note in env.notes[:10]]
     return [f"**Environment:** {' · '.join(shown)}"] if shown else []
 
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
 from runner.execute import JobContext, execute
-from runner.layouts import FLAGGEMS, detect
+from runner.layouts import FLAGGEMS, detect, size_of
+from runner.pyenv import PackageSources
 from runner.workspace import Workspaces
+from tests.runner.test_pyenv import _wheel
 from workflows.models import JobSpec, JobStatus
 from workflows.spec import load_workflows
 
@@ -97,3 +100,121 @@ def test_flaggems_layout_end_to_end(tmp_path: Path) -> None:
     ]
     assert bench.arithmetic_mean_speedup == 2.5
     assert json.loads(json.dumps(result.model_dump(mode="json")))["benchmark"]["op"] == "abs"
+
+
+POOL_TESTS = """
+import pytest
+
+@pytest.mark.adaptive_max_pool3d_backward
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_pool_backward(n):
+    import yaml, ondemand_fg_dep  # the pinned host package and the one from the wheelhouse
+    assert n > 0
+"""
+
+OTHER_TESTS = """
+import pytest
+
+raise RuntimeError("collected although it holds no test of the operator")
+"""
+
+
+def pool_bench(speedup: float) -> str:
+    """FlagGems' benchmark of a backward op: `--record log` writes one `[INFO] {json}` line
+    per dtype whose shape_detail holds the call's argument shapes (grad, input, indices)."""
+    record = {
+        "op_name": "adaptive_max_pool3d_backward",
+        "dtype": "torch.float32",
+        "mode": "cuda",
+        "level": "core",
+        "result": [
+            {
+                "legacy_shape": None,
+                "shape_detail": [[1, 1, 4, 4, 4], [1, 1, 8, 8, 8], [1, 1, 4, 4, 4]],
+                "latency_base": 0.008,
+                "latency": 0.008 / speedup,
+                "speedup": speedup,
+            }
+        ],
+    }
+    return f"""
+import json
+import pytest
+
+@pytest.mark.adaptive_max_pool3d_backward
+def test_perf():
+    with open("result_test_adaptive_max_pool3d_backward--level_core--record_log.log", "w") as f:
+        f.write("[INFO] " + json.dumps({record!r}) + "\\n")
+"""
+
+
+def test_a_flaggems_pull_request_end_to_end(tmp_path: Path) -> None:
+    """Pins the host does not match are used as the host has them (and said so), what the
+    host lacks comes from the runner's wheelhouse, only the files holding the operator's tests
+    are collected, the Size column shows input → output, and the merge base gives before."""
+    repo = tmp_path / "FlagGems"
+    repo.mkdir()
+    make_flaggems_repo(repo)
+    yaml_version = subprocess.run(
+        [sys.executable, "-c", "import yaml; print(yaml.__version__)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    (repo / "pyproject.toml").write_text(
+        '[project]\nname = "flag_gems"\nversion = "0"\ndependencies = ["PyYAML==6.0.1"]\n'
+        "[project.optional-dependencies]\n"
+        'test = ["pytest==9.0.3", "ondemand-fg-dep==1.0"]\n'
+    )
+    (repo / "pytest.ini").write_text("[pytest]\npythonpath = src\n")
+    (repo / "tests" / "test_pool_ops.py").write_text(POOL_TESTS)
+    (repo / "tests" / "test_everything_else.py").write_text(OTHER_TESTS)
+    (repo / "benchmark" / "test_adaptive_max_pool3d_backward.py").write_text(pool_bench(1.5))
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "base")
+    _git(repo, "branch", "-M", "main")
+    _git(repo, "checkout", "-q", "-b", "pr")
+    (repo / "benchmark" / "test_adaptive_max_pool3d_backward.py").write_text(pool_bench(3.0))
+    _git(repo, "commit", "-q", "-am", "a faster kernel")
+    sha = _git(repo, "rev-parse", "HEAD")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "ondemand_fg_dep", "1.0")
+    spec = JobSpec(
+        id=4, repo="o/FlagGems", clone_url=str(repo), pr_number=1, sha=sha,
+        op="adaptive_max_pool3d_backward", backend="cpu", base_ref="main",
+    )  # fmt: skip
+    log = bytearray()
+    ctx = JobContext(
+        workspaces=Workspaces(tmp_path / "cache"),
+        env_cache=tmp_path / "envs",
+        job_dir=tmp_path / "job",
+        runner_name="r",
+        runner_version="0",
+        on_output=log.extend,
+        cancel=threading.Event(),
+        packages=PackageSources(wheelhouse=wheels),  # no index at all: an offline host
+    )
+    result = execute(spec, load_workflows()["cpu"], ctx)
+    text = log.decode()
+    assert result.status is JobStatus.succeeded, text
+    assert result.accuracy is not None and result.accuracy.passed == 3
+    assert "tests/test_pool_ops.py -m adaptive_max_pool3d_backward" in text  # one file, not all
+    assert f"PyYAML {yaml_version} (repository pins 6.0.1)" in result.environment.notes
+    assert any(n.startswith("pytest ") for n in result.environment.notes)
+    bench = result.benchmark
+    assert bench is not None
+    ((row),) = bench.rows
+    assert (row.size, row.output_size) == ([1, 1, 8, 8, 8], [4, 4, 4])
+    assert row.speedup == 3.0 and row.before_speedup == 1.5
+
+
+def test_size_of_reads_the_call_shapes_flaggems_records() -> None:
+    backward = [[2, 3, 8, 8, 8], [2, 3, 16, 16, 16], [2, 3, 8, 8, 8]]
+    assert size_of(backward, "adaptive_max_pool3d_backward") == ([2, 3, 16, 16, 16], [8, 8, 8])
+    assert size_of([[1, 1, 8, 8, 8], [4, 4, 4]], "adaptive_max_pool3d") == (
+        [1, 1, 8, 8, 8],
+        [4, 4, 4],
+    )
+    assert size_of([[1024, 1024]], "abs") == ([1024, 1024], None)
+    assert size_of([[64, 64], [64, 64]], "add") == ([64, 64], None)
+    assert size_of([1024, 1024], "abs") == ([1024, 1024], None)  # an older, flat record
+    assert size_of(None, "abs") == ([], None)

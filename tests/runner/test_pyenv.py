@@ -5,9 +5,20 @@ from __future__ import annotations
 
 import subprocess
 import time
+from importlib import metadata
 from pathlib import Path
 
-from runner.pyenv import declared_requirements, env_key, missing_requirements, python_env
+import pytest
+
+from runner.pyenv import (
+    PackageSources,
+    PythonEnvError,
+    declared_requirements,
+    env_key,
+    missing_requirements,
+    plan_requirements,
+    python_env,
+)
 
 
 def _project(path: Path, deps: str = "[]") -> Path:
@@ -28,7 +39,40 @@ def test_declared_and_missing_requirements(tmp_path: Path) -> None:
         ["torch>=2", "no-such-package-xyz>=1", "pytest>=7", "pydantic>=2", "numpy"]
     )
     assert missing_requirements(reqs) == ["no-such-package-xyz>=1"]
-    assert missing_requirements(["pytest<1", 'foo-xyz; python_version < "3"']) == ["pytest<1"]
+    # host first: a package the host has by name is used whatever the pin says
+    assert missing_requirements(["pytest<1", 'foo-xyz; python_version < "3"']) == []
+
+
+def test_host_first_plan_notes_pins_and_never_installs_the_device_stack() -> None:
+    pytest_version = metadata.version("pytest")
+    plan = plan_requirements(["PyTest==0.1", "torch==0.0.1", "triton<1", "absent-xyz==1.0"])
+    assert plan.install == ("absent-xyz==1.0",)
+    assert f"pytest {pytest_version} (repository pins 0.1)" in plan.notes
+    assert any(n.startswith("torch ") and "(repository pins 0.0.1)" in n for n in plan.notes)
+    assert any(n.startswith("triton ") and "(repository asks <1)" in n for n in plan.notes)
+    strict = plan_requirements(["pytest==0.1", "torch==0.0.1"], strict=True)
+    assert strict.install == ("pytest==0.1",)  # pins count, but torch is still the host's
+    assert plan_requirements(["torch-musa>=1"]).refused == ("torch-musa>=1",)
+
+
+def test_an_offline_host_names_what_is_missing_and_the_setting(tmp_path: Path) -> None:
+    empty = tmp_path / "wheels"
+    empty.mkdir()
+    repo = _project(tmp_path / "repo", '["ondemand-absent-xyz==1.0", "pytest==0.1"]')
+    with pytest.raises(PythonEnvError) as error:
+        python_env(repo, tmp_path / "envs", sources=PackageSources(wheelhouse=empty))
+    message = str(error.value)
+    assert "ondemand-absent-xyz==1.0" in message and "pytest" not in message.split(".")[0]
+    assert "--wheelhouse" in message and "--index-url" in message and str(empty) in message
+    # with the wheel in the wheelhouse, and no index at all, the same build succeeds
+    _wheel(empty, "ondemand_absent_xyz", "1.0")
+    logs: list[str] = []
+    env = python_env(
+        repo, tmp_path / "envs", sources=PackageSources(wheelhouse=empty), log=logs.append
+    )
+    assert env.installed == ("ondemand-absent-xyz==1.0",)
+    assert any(n.startswith("pytest ") and "(repository pins 0.1)" in n for n in env.notes)
+    assert any("using the host's pytest" in line for line in logs)
 
 
 def test_env_reuses_host_torch_and_is_cached(tmp_path: Path) -> None:

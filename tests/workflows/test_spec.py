@@ -59,6 +59,20 @@ def test_render_keeps_each_placeholder_in_its_element() -> None:
     assert step.results_path(values) == "/a b/junit.xml"
 
 
+def test_a_list_placeholder_becomes_its_elements_and_must_stand_alone(tmp_path: Path) -> None:
+    step = load_workflows()["cpu"].steps_for("flaggems")[0]
+    values = {"op": "abs", "artifacts": "/a", "python": "/py", "workspace": "/w", "sha": "s",
+              "backend": "cpu"}  # fmt: skip
+    files = ["tests/test_a b.py", "tests/test_c.py; rm -rf /"]
+    argv = step.render(values, {"op_tests": files})
+    assert argv[3:5] == files  # each file one element, never joined or split
+    good = GOOD.format(name="x", aliases="[]")
+    bad = good.replace('"-m", "pytest"', '"-m", "pytest", "x{op_tests}"')
+    (tmp_path / "x.yaml").write_text(bad)
+    with pytest.raises(WorkflowError, match="stands for several arguments"):
+        load_workflow(tmp_path / "x.yaml")
+
+
 def _write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / f"{name}.yaml"
     path.write_text(text)
