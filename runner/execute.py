@@ -239,7 +239,7 @@ class _Job:
 
     def accuracy_step(self, step: Step, checkout: Path, python: Path, env: dict[str, str]) -> None:
         artifacts = self.ctx.job_dir / "artifacts"
-        outcome, values = self.run(step, checkout, python, self.reporting_operators(env), artifacts)
+        outcome, values = self.run(step, checkout, python, self.with_plugins(env, step), artifacts)
         self.operators = read_operators(artifacts / OPERATORS_FILE)
         self.interrupted(step.name, outcome, step.timeout_s)
         code = outcome.exit_code
@@ -261,24 +261,35 @@ class _Job:
             self.steps.append(self.result_of(step.name, outcome, StepStatus.errored, str(exc)))
             raise _Stop(JobStatus.errored, step.name, str(exc)) from exc
         acc = self.accuracy
+        if step.proof is not None:
+            acc.proof = results.read_proof(artifacts, step.proof.prefix)
         status = StepStatus.succeeded if code == 0 else StepStatus.failed
         message = None if code == 0 else f"{acc.failed} failed, {acc.errors} errors"
         self.steps.append(self.result_of(step.name, outcome, status, message))
 
-    def reporting_operators(self, env: dict[str, str]) -> dict[str, str]:
-        """`env` with the plugin that writes the checkout's operators (pytest_operators.py,
-        copied into the job's directory) loaded by pytest."""
+    def with_plugins(self, env: dict[str, str], step: Step) -> dict[str, str]:
+        """`env` with the runner's pytest plugins loaded, copied into the job's directory: the
+        one that writes the checkout's operators (pytest_operators.py), and where the step
+        names a proof log, the one that counts its lines (pytest_proof.py)."""
         plugins = self.ctx.job_dir / "plugins"
         plugins.mkdir(parents=True, exist_ok=True)
-        plugin = Path(__file__).with_name("pytest_operators.py")
-        shutil.copyfile(plugin, plugins / plugin.name)
+        names = ["pytest_operators"] + (["pytest_proof"] if step.proof else [])
+        for name in names:
+            shutil.copyfile(Path(__file__).with_name(f"{name}.py"), plugins / f"{name}.py")
         artifacts = self.ctx.job_dir / "artifacts"
-        addopts = [env.get("PYTEST_ADDOPTS"), f"-p {plugin.stem}"]
+        addopts = [env.get("PYTEST_ADDOPTS"), *(f"-p {name}" for name in names)]
+        extra = {"TEST_OPERATORS_FILE": str(artifacts / OPERATORS_FILE)}
+        if step.proof:
+            extra |= {
+                "TEST_PROOF_PREFIX": step.proof.prefix,
+                "TEST_PROOF_LOGGER": step.proof.logger,
+                "TEST_PROOF_DIR": str(artifacts),
+            }
         return {
             **env,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(plugins), env.get("PYTHONPATH")])),
             "PYTEST_ADDOPTS": " ".join(filter(None, addopts)),
-            "TEST_OPERATORS_FILE": str(artifacts / OPERATORS_FILE),
+            **extra,
         }
 
     def benchmark_step(

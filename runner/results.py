@@ -16,7 +16,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from workflows.models import AccuracyResult, BenchmarkResult, BenchmarkRow, SkipGroup, TestFailure
+from workflows.models import (
+    AccuracyResult,
+    BenchmarkResult,
+    BenchmarkRow,
+    Proof,
+    ProofLine,
+    SkipGroup,
+    TestFailure,
+)
 
 BENCHMARK_SCHEMA = "kernels.benchmark/v1"
 # Top-level keys of kernels.benchmark/v1 that BenchmarkResult does not carry.
@@ -149,6 +157,33 @@ def read_junit(path: Path, op: str | None = None, root: Path | None = None) -> A
     except OSError as exc:
         raise ResultsError(f"no JUnit XML at {path}: {exc.strerror}") from exc
     return parse_junit(text, op, root)
+
+
+PROOF_FILES = "proof-*.json"
+_PROOF_LINES = 20
+
+
+def read_proof(directory: Path, prefix: str) -> Proof:
+    """The proof-log counts the accuracy step's processes wrote (runner/pytest_proof.py), summed
+    over its files; each file is the pull request's to write, so only strings that start with
+    `prefix` and non-negative integer counts are taken, and a file that is not a small regular
+    JSON object is skipped."""
+    counts: Counter[str] = Counter()
+    for path in sorted(directory.glob(PROOF_FILES))[:256]:
+        try:
+            doc = json.loads(read_artifact(path, limit=256 * 1024))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(doc, dict):
+            continue
+        for message, count in doc.items():
+            ok = isinstance(count, int) and not isinstance(count, bool) and 0 < count < 2**53
+            if ok and isinstance(message, str) and message.startswith(prefix):
+                counts[message[:200]] += count
+    return Proof(
+        prefix=prefix,
+        lines=[ProofLine(message=m, count=c) for m, c in counts.most_common(_PROOF_LINES)],
+    )
 
 
 def _finite(value: Any) -> float | None:

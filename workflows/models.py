@@ -89,6 +89,19 @@ class SkipGroup(_Model):
     count: int
 
 
+class ProofLine(_Model):
+    message: str
+    count: int
+
+
+class Proof(_Model):
+    """The proof-log lines an accuracy step saw (the workflow's `proof`), most frequent first;
+    none means no implementation that logs this prefix ran."""
+
+    prefix: str
+    lines: list[ProofLine] = Field(default_factory=list)
+
+
 class AccuracyResult(_Model):
     passed: int = 0
     failed: int = 0
@@ -99,6 +112,7 @@ class AccuracyResult(_Model):
     implementation: str | None = Field(
         default=None, description="active implementation, e.g. kernels.backends._mthreads.ops..."
     )
+    proof: Proof | None = None
 
     @property
     def total(self) -> int:

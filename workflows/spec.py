@@ -26,9 +26,7 @@ from pydantic import (
 )
 
 WORKFLOWS_DIR = Path(__file__).resolve().parent
-PLACEHOLDERS = frozenset(
-    {"op", "artifacts", "python", "workspace", "sha", "backend", "op_tests"}
-)
+PLACEHOLDERS = frozenset({"op", "artifacts", "python", "workspace", "sha", "backend", "op_tests"})
 # Placeholders that stand for several argv elements: each must be a whole element.
 # {op_tests}: the test files that can hold the operator's tests (the layout decides).
 LIST_PLACEHOLDERS = frozenset({"op_tests"})
@@ -57,6 +55,17 @@ DEFAULT_RESULTS = {
 }
 
 
+class ProofLog(BaseModel):
+    """Log lines that prove which implementation ran, as a vendor specialization logs them
+    (`KERNELS_MTHREADS <OP> path=<kernel>`): the accuracy step counts the records of `logger`
+    and its children whose message starts with `prefix`, and the report shows the counts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prefix: str = Field(min_length=1, max_length=100)
+    logger: str = Field(default="", max_length=200, description="a logger name; '' is the root")
+
+
 class Step(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -71,6 +80,13 @@ class Step(BaseModel):
         "{artifacts}/benchmark.json",
     )
     format: BenchmarkFormat = BenchmarkFormat.kernels
+    proof: ProofLog | None = None
+
+    @model_validator(mode="after")
+    def _proof_on_accuracy(self) -> Step:
+        if self.proof is not None and self.kind is not StepKind.accuracy:
+            raise ValueError(f"step {self.name!r}: proof counts log lines of an accuracy step")
+        return self
 
     @field_validator("argv")
     @classmethod

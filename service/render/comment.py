@@ -33,6 +33,7 @@ from workflows.models import (
     BenchmarkRow,
     JobResult,
     JobStatus,
+    Proof,
     StepResult,
     StepStatus,
 )
@@ -285,6 +286,8 @@ def _accuracy(acc: AccuracyResult | None, view: JobView, limits: Limits) -> list
     if acc.implementation:
         line += f" · implementation {code_span(acc.implementation, 150)}"
     parts.append(line)
+    if acc.proof is not None:
+        parts.append(_proof(acc.proof, limits))
     if acc.failures:
         parts.append(f"**Failures ({len(acc.failures)})**")
         for failure in acc.failures[: limits.failures]:
@@ -313,6 +316,21 @@ def _accuracy(acc: AccuracyResult | None, view: JobView, limits: Limits) -> list
             lines.append(f"- {ELLIPSIS} {more} more skip reasons")
         parts.append("**Skipped**\n" + "\n".join(lines))
     return parts
+
+
+def _proof(proof: Proof, limits: Limits) -> str:
+    """The proof-log line: which paths the specialization logged, and how often."""
+    prefix = code_span(proof.prefix, 100)
+    if not proof.lines:
+        return f"Proof log: no {prefix} line was logged, so no implementation that logs it ran."
+    shown = [
+        f"{code_span(line.message[len(proof.prefix) :].strip() or line.message, 150)}"
+        f" × {line.count}"
+        for line in proof.lines[: limits.skips]
+    ]
+    more = len(proof.lines) - len(shown)
+    tail = f" · {ELLIPSIS} {more} more" if more > 0 else ""
+    return f"Proof log {prefix}: " + " · ".join(shown) + tail
 
 
 def _performance(bench: BenchmarkResult | None, view: JobView, limits: Limits) -> list[str]:

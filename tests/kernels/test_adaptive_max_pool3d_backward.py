@@ -271,11 +271,18 @@ def test_non_contiguous_input(impl: str) -> None:
     [((0, 2, 4, 4, 4), (2, 2, 2)), ((0, 4, 4, 4), (3, 3, 3)), ((1, 2, 4, 5, 6), (0, 2, 2))],
     ids=str,
 )
-def test_empty(shape: tuple[int, ...], output_size: tuple[int, int, int], impl: str) -> None:
+def test_empty(
+    shape: tuple[int, ...],
+    output_size: tuple[int, int, int],
+    impl: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     x = torch.randn(shape).to(DEVICE)
     indices = torch.zeros((*shape[:-3], *output_size), dtype=torch.int64, device=DEVICE)
     grad = torch.randn(indices.shape).to(DEVICE)
-    got = backward(impl)(grad, x, indices)
+    with caplog.at_level(logging.DEBUG, logger="kernels.backends._mthreads"):
+        got = backward(impl)(grad, x, indices)
+    assert caplog.messages == ([f"{MTHREADS_LOG} path=empty"] if impl == "mthreads" else [])
     assert got.shape == x.shape
     assert torch.equal(got.cpu(), torch.zeros(shape)), "no window: every gradient is zero"
 
@@ -307,18 +314,35 @@ def test_bitwise_deterministic(
     assert torch.equal(first, backward(impl)(grad, x, indices))
 
 
-def test_mthreads_logs_when_it_runs(caplog: pytest.LogCaptureFixture) -> None:
-    grad, x, indices = case((1, 2, 8, 8, 8), (4, 4, 4), torch.float16, "log")
+@pytest.mark.parametrize(
+    ("shape", "output_size", "path"),
+    [
+        ((1, 2, 8, 8, 8), (4, 4, 4), "expand"),
+        ((1, 2, 9, 9, 9), (3, 3, 3), "fill_scatter"),
+        ((2, 3, 7, 9, 10), (3, 4, 4), "zeroed_scatter"),
+        ((1, 2, 3, 3, 3), (8, 8, 8), "gather"),
+    ],
+    ids=str,
+)
+def test_mthreads_proof_log_names_the_path_that_ran(
+    shape: tuple[int, ...],
+    output_size: tuple[int, int, int],
+    path: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    grad, x, indices = case(shape, output_size, torch.float16, "log")
     with caplog.at_level(logging.DEBUG, logger="kernels.backends._mthreads"):
-        backward("mthreads")(grad, x, indices)
-    assert MTHREADS_LOG in caplog.text
+        got = backward("mthreads")(grad, x, indices)
+    assert caplog.messages == [f"{MTHREADS_LOG} path={path}"]
+    assert path in MTHREADS.PATHS
+    assert_backward_matches(got, grad, x, indices)
 
 
-def test_mthreads_falls_back_for_float64(caplog: pytest.LogCaptureFixture) -> None:
+def test_mthreads_proof_log_names_the_float64_fallback(caplog: pytest.LogCaptureFixture) -> None:
     grad, x, indices = case((1, 2, 8, 8, 8), (4, 4, 4), torch.float64, "fallback")
     with caplog.at_level(logging.DEBUG, logger="kernels.backends._mthreads"):
         got = backward("mthreads")(grad, x, indices)
-    assert MTHREADS_LOG not in caplog.text
+    assert caplog.messages == [f"{MTHREADS_LOG} path=generic:float64"]
     assert_backward_matches(got, grad, x, indices)
 
 
@@ -332,12 +356,17 @@ def test_mthreads_falls_back_unless_forced(caplog: pytest.LogCaptureFixture) -> 
     assert_backward_matches(got, grad, x, indices)
 
 
-def test_mthreads_falls_back_past_the_grid_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mthreads_falls_back_past_the_grid_limits(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(MTHREADS, "_GRID_YZ_LIMIT", 0)
     monkeypatch.setattr(MTHREADS, "_PLANS", PlanCache())
     grad, x, indices = case((1, 2, 4, 6, 8), (2, 3, 4), torch.float32, "grid")
     assert MTHREADS.launch_for(problem(grad, x, indices)) is None
-    assert_backward_matches(backward("mthreads")(grad, x, indices), grad, x, indices)
+    with caplog.at_level(logging.DEBUG, logger="kernels.backends._mthreads"):
+        got = backward("mthreads")(grad, x, indices)
+    assert caplog.messages == [f"{MTHREADS_LOG} path=generic:grid_limits"]
+    assert_backward_matches(got, grad, x, indices)
 
 
 @pytest.mark.parametrize("vendor", ["cpu", "mthreads"])

@@ -16,7 +16,7 @@ from runner.sandboxing import Jail, jail_for_host
 from runner.workspace import Workspaces
 from tests.runner.tinyrepo import TinyRepo
 from workflows.models import JobResult, JobSpec, JobStatus, StepStatus
-from workflows.spec import WorkflowSpec, load_workflows
+from workflows.spec import ProofLog, StepKind, WorkflowSpec, load_workflows
 
 CPU = load_workflows()["cpu"]
 
@@ -95,6 +95,43 @@ def test_passing_operator_with_benchmark_against_the_merge_base(
     assert "3 passed, 2 skipped" in log
     # The worktrees are gone afterwards.
     assert not (tmp_path / "job" / "src").exists() and not (tmp_path / "job" / "base").exists()
+
+
+def _with_proof(logger: str) -> WorkflowSpec:
+    proof = {"prefix": "TINY_PROOF", "logger": logger}
+    steps = [
+        s.model_copy(update={"proof": ProofLog.model_validate(proof)})
+        if s.kind is StepKind.accuracy
+        else s
+        for s in CPU.steps
+    ]
+    return CPU.model_copy(update={"steps": steps})
+
+
+def test_the_proof_log_counts_the_paths_that_ran(
+    tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path
+) -> None:
+    """The accuracy report names each logged path with its count, though the test's logger
+    was never set to debug; an operator that logs nothing gets an empty proof."""
+    workflow = _with_proof("tinyops.vendor")
+    result, log = _run(
+        tiny_repo, runner_cache, tmp_path, "good_op", workflow, options={"bench": False}
+    )
+    assert result.status is JobStatus.succeeded, log
+    assert result.accuracy is not None and result.accuracy.proof is not None
+    lines = [(p.message, p.count) for p in result.accuracy.proof.lines]
+    assert lines == [("TINY_PROOF GOOD_OP path=a", 2), ("TINY_PROOF GOOD_OP path=b", 1)]
+
+    result, log = _run(
+        tiny_repo,
+        runner_cache,
+        tmp_path / "other",
+        "good_op",
+        _with_proof("elsewhere"),
+        options={"bench": False},
+    )
+    assert result.accuracy is not None and result.accuracy.proof is not None, log
+    assert result.accuracy.proof.prefix == "TINY_PROOF" and result.accuracy.proof.lines == []
 
 
 def test_failing_operator(tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from runner.results import (
     markers_from_pytest_output,
     parse_junit,
     read_benchmark,
+    read_proof,
     with_before,
 )
 
@@ -205,3 +206,22 @@ def test_flaggems_records() -> None:
         ("float16", [64], pytest.approx(3.0)),
     ]
     assert result.arithmetic_mean_speedup == pytest.approx(2.5)
+
+
+def test_proof_files_are_summed_and_read_as_hostile(tmp_path: Path) -> None:
+    """The files are the pull request's to write: only prefixed messages with positive integer
+    counts are taken, and a link (to the runner's secrets) or a non-object is skipped."""
+    secret = tmp_path / "token"
+    secret.write_text('{"P path=secret": 1}')
+    art = tmp_path / "artifacts"
+    art.mkdir()
+    (art / "proof-1.json").write_text(json.dumps({"P path=a": 3, "P path=b": 1}))
+    (art / "proof-2.json").write_text(
+        json.dumps({"P path=a": 2, "other": 9, "P bool": True, "P neg": -4, "P str": "7"})
+    )
+    (art / "proof-3.json").write_text("[1, 2]")
+    (art / "proof-4.json").write_text("{not json")
+    (art / "proof-5.json").symlink_to(secret)
+    proof = read_proof(art, "P ")
+    assert [(p.message, p.count) for p in proof.lines] == [("P path=a", 5), ("P path=b", 1)]
+    assert read_proof(tmp_path / "missing", "P ").lines == []

@@ -37,6 +37,8 @@ from workflows.models import (
     EnvironmentInfo,
     JobResult,
     JobStatus,
+    Proof,
+    ProofLine,
     SkipGroup,
     StepResult,
     StepStatus,
@@ -268,6 +270,25 @@ def test_seed_result_renders_headline_facts_accuracy_and_the_seed_table() -> Non
     assert "Arithmetic mean speedup: **2.34x** · geometric mean: **2.31x**" in text
     assert "not performance" not in text
     assert "✅ `accuracy` 2m 11s · ✅ `benchmark` 1m 01s" in text
+    assert_well_formed(text)
+
+
+def test_the_proof_log_names_each_path_with_its_count() -> None:
+    prefix = "KERNELS_MTHREADS ADAPTIVE_MAX_POOL3D_BACKWARD"
+    lines = [ProofLine(message=f"{prefix} path=expand", count=40)]
+    lines.append(ProofLine(message=f"{prefix} path=generic:float64", count=12))
+    acc = seed_result().accuracy
+    assert acc is not None
+    proved = acc.model_copy(update={"proof": Proof(prefix="KERNELS_MTHREADS", lines=lines)})
+    text = render_comment(view(result=seed_result(accuracy=proved)))
+    assert (
+        "Proof log `KERNELS_MTHREADS`: `ADAPTIVE_MAX_POOL3D_BACKWARD path=expand` × 40 · "
+        "`ADAPTIVE_MAX_POOL3D_BACKWARD path=generic:float64` × 12"
+    ) in text
+    silent = acc.model_copy(update={"proof": Proof(prefix="KERNELS_MTHREADS")})
+    text = render_comment(view(result=seed_result(accuracy=silent)))
+    assert "Proof log: no `KERNELS_MTHREADS` line was logged" in text
+    assert "Proof log" not in render_comment(view())  # no proof asked for: no line
     assert_well_formed(text)
 
 

@@ -40,6 +40,13 @@ def test_shipped_workflows() -> None:
         flaggems = spec.steps_for("flaggems")
         assert flaggems[1].format is BenchmarkFormat.flaggems
         assert spec.steps_for(None) == spec.steps == spec.steps_for("unknown-layout")
+    # Moore Threads jobs count the specialization's proof log, ours and FlagGems'.
+    mthreads = specs["mthreads"]
+    assert [s.proof.prefix for s in mthreads.steps if s.proof] == ["KERNELS_MTHREADS"]
+    flaggems_proof = [s.proof for s in mthreads.steps_for("flaggems") if s.proof]
+    assert [(p.prefix, p.logger) for p in flaggems_proof] == [
+        ("GEMS_MTHREADS", "flag_gems.runtime.backend._mthreads")
+    ]
 
 
 def test_render_keeps_each_placeholder_in_its_element() -> None:
@@ -94,6 +101,11 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
             + "layouts:\n  flaggems:\n"
             + "    - {name: a, argv: [x]}\n    - {name: a, argv: [y]}\n",
             "repeated",
+        ),
+        (
+            GOOD.format(name="demo", aliases="[]")
+            + "  - {name: b, kind: benchmark, argv: [x], proof: {prefix: X}}\n",
+            "proof counts log lines of an accuracy step",
         ),
     ],
 )

@@ -9,14 +9,14 @@ upsampling. Its kernels' tiles are its own (`kernels/backends/_mthreads/heuristi
 
 Falls back to the generic op for what it does not support: float64 (MUSA has none), devices
 other than MUSA unless the mthreads vendor is forced (`kernels.runtime.force`), and grids
-past the grid limits. When it runs it logs `KERNELS_MTHREADS ADAPTIVE_MAX_POOL3D_BACKWARD`
-at debug level, so a run can prove the specialization was active.
+past the grid limits. On MUSA (or forced) every call logs, at debug level, the path it took:
+`KERNELS_MTHREADS ADAPTIVE_MAX_POOL3D_BACKWARD path=<name>`, a name of PATHS, so a run proves
+which of the specialization's kernels ran, and when the generic op ran in its place.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 import torch
 import triton
@@ -35,6 +35,8 @@ logger = logging.getLogger(__name__)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _GRID_YZ_LIMIT = 65535
 
+PROOF = "KERNELS_MTHREADS ADAPTIVE_MAX_POOL3D_BACKWARD"
+
 # The plan takes the first route whose condition holds (past the grid limits: the generic op).
 DISPATCH: tuple[Route[Backward], ...] = (
     # Every axis divides, 2^k H and W windows within the tile: outputs repeated in registers.
@@ -47,10 +49,22 @@ DISPATCH: tuple[Route[Backward], ...] = (
 )
 
 
-def supports(grad_output: torch.Tensor, input: torch.Tensor) -> bool:
-    """Whether this kernel may run these tensors (else the generic op does)."""
-    on_musa = input.device.type == "musa"
-    return input.dtype in SUPPORTED_DTYPES and (on_musa or runtime.vendor() == "mthreads")
+# What each path name of the proof log means.
+PATHS = {
+    "expand": "divisible windows: each output repeated over its window in registers",
+    "zeroed_scatter": "atomic-free scatter into a zeroed gradient",
+    "fill_scatter": "atomic-free fill-and-scatter",
+    "gather": "steep upsampling: each element gathers its candidate windows",
+    "empty": "an empty tensor: no launch",
+    "generic:float64": "float64: the generic op (MUSA has no fp64)",
+    "generic:grid_limits": "past the grid limits: the generic op",
+}
+
+
+def in_charge(input: torch.Tensor) -> bool:
+    """Whether this implementation answers for the tensor's device: MUSA, or the mthreads
+    vendor forced (else the generic op runs, silently)."""
+    return input.device.type == "musa" or runtime.vendor() == "mthreads"
 
 
 _PLANS = PlanCache()
@@ -64,22 +78,36 @@ def adaptive_max_pool3d_backward(
         key: tuple[object, ...] | None = signature(grad_output, input, indices)
     except AttributeError:  # not tensors: the checks below say so
         key = None
-    plan = _PLANS.get(key)
-    if plan is None:
+    entry = _PLANS.get(key)
+    if entry is None:
         check_backward(grad_output, input, indices)
-        plan = generic.plan_with(grad_output, input, indices, launch_for) or _FALLBACK
-        _PLANS.put(key, plan)
-    if plan is _FALLBACK or not supports(grad_output, input):
+        entry = _plan(grad_output, input, indices)
+        _PLANS.put(key, entry)
+    path, plan = entry
+    if not in_charge(input):
         return generic.adaptive_max_pool3d_backward(grad_output, input, indices)
-    logger.debug("KERNELS_MTHREADS ADAPTIVE_MAX_POOL3D_BACKWARD")
+    logger.debug("%s path=%s", PROOF, path)
+    if plan is None:
+        return generic.adaptive_max_pool3d_backward(grad_output, input, indices)
     return plan(grad_output, indices)
 
 
-def _fallback(grad: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    raise AssertionError("the generic op runs instead")  # never called: a marker
+def _plan(
+    grad_output: torch.Tensor, input: torch.Tensor, indices: torch.Tensor
+) -> tuple[str, generic.BackwardPlan | None]:
+    """The path name (of PATHS) and the plan for these tensors; no plan where the generic op
+    runs instead."""
+    if input.dtype not in SUPPORTED_DTYPES:
+        return "generic:float64", None
+    taken: list[str] = []
 
+    def choose(p: Backward) -> generic.BackwardLaunch | None:
+        chosen = select(p)
+        taken.append("generic:grid_limits" if chosen is None else chosen[0].name)
+        return None if chosen is None else launch(p, chosen)
 
-_FALLBACK: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = _fallback
+    plan = generic.plan_with(grad_output, input, indices, choose)
+    return (taken[0] if taken else "empty"), plan
 
 
 def past_grid_limits(p: Backward) -> bool:
@@ -97,11 +125,14 @@ def select(p: Backward) -> tuple[Route[Backward], object] | None:
     return dispatch.select(DISPATCH, p, current())
 
 
+def launch(p: Backward, chosen: tuple[Route[Backward], object]) -> generic.BackwardLaunch:
+    """The launch of the chosen route and config for problem `p`."""
+    route, cfg = chosen
+    built: generic.BackwardLaunch = route.kernel.plan(p, cfg, current())
+    return built
+
+
 def launch_for(p: Backward) -> generic.BackwardLaunch | None:
     """This implementation's launch for problem `p`, or None past the grid limits."""
     chosen = select(p)
-    if chosen is None:
-        return None
-    route, cfg = chosen
-    launch: generic.BackwardLaunch = route.kernel.plan(p, cfg, current())
-    return launch
+    return None if chosen is None else launch(p, chosen)
