@@ -159,6 +159,28 @@ class PackageSources:
     def from_args(cls, args: argparse.Namespace) -> PackageSources:
         return cls(wheelhouse=args.wheelhouse, index_url=args.index_url)
 
+    def lacking(self, reqs: Sequence[str]) -> tuple[str, ...]:
+        """Of `reqs`, those no wheel in the wheelhouse satisfies by name and version (pip
+        still checks the platform tags). With an index, or no wheelhouse, none is known."""
+        if self.index_url or self.wheelhouse is None:
+            return ()
+        held: dict[str, list[str]] = {}
+        for wheel in self.wheelhouse.glob("*.whl"):
+            parts = wheel.name.split("-")
+            if len(parts) >= 5:
+                held.setdefault(_canonical(parts[0]), []).append(parts[1])
+        lacking = []
+        for line in reqs:
+            try:
+                req = Requirement(line)
+            except InvalidRequirement:
+                lacking.append(line)
+                continue
+            versions = held.get(_canonical(req.name), [])
+            if not any(_contains(req, v) for v in versions):
+                lacking.append(line)
+        return tuple(lacking)
+
     def describe(self) -> str:
         found = [f"wheelhouse {self.wheelhouse}"] if self.wheelhouse else []
         found += [f"index {self.index_url}"] if self.index_url else []
@@ -174,6 +196,16 @@ class Plan:
     install: tuple[str, ...]
     notes: tuple[str, ...]
     refused: tuple[str, ...]
+
+
+def _contains(req: Requirement, version: str) -> bool:
+    try:
+        return req.specifier.contains(version, prereleases=True)
+    except ValueError:  # not a version pip would take either
+        return False
+
+
+_NOT_FOUND = re.compile(r"No matching distribution found for (\S+)")
 
 
 def _canonical(name: str) -> str:
@@ -285,15 +317,25 @@ def python_env(
                 _run(argv, "pip", pip_timeout_s, env)
             except PythonEnvError as exc:
                 shutil.rmtree(root, ignore_errors=True)
-                raise PythonEnvError(
-                    f"this host lacks {', '.join(missing)} and they could not be installed from "
-                    f"{sources.describe()}. Give the runner a wheelhouse that holds them "
-                    "(--wheelhouse DIR) or an index it can reach (--index-url URL).\n"
-                    f"{exc}"
-                ) from exc
+                raise PythonEnvError(_not_installed(missing, sources, str(exc))) from exc
         ready.write_text(json.dumps({"installed": missing, "notes": list(plan.notes)}))
         log(f"python environment {key} built (installed: {', '.join(missing) or 'none'})")
         return PythonEnv(python, root, key, tuple(missing), False, plan.notes)
+
+
+def _not_installed(missing: Sequence[str], sources: PackageSources, pip_output: str) -> str:
+    """Why the environment step failed: the requirements no source holds, first, with the
+    runner setting that fixes it; then pip's own last lines."""
+    absent = sources.lacking(missing) or tuple(_NOT_FOUND.findall(pip_output)) or tuple(missing)
+    them = "it" if len(absent) == 1 else "them"
+    others = [m for m in missing if m not in absent]
+    also = f" (the host also lacks {', '.join(others)}, which it holds)" if others else ""
+    return (
+        f"missing on this host and in {sources.describe()}: {', '.join(absent)}{also}. "
+        f"Put {'its wheel' if len(absent) == 1 else 'their wheels'} in the runner's wheelhouse "
+        f"(--wheelhouse DIR or ONDEMAND_WHEELHOUSE), or let it reach an index that has {them} "
+        f"(--index-url URL or ONDEMAND_INDEX_URL).\n{pip_output}"
+    )
 
 
 # What the environment build inherits from the runner: the way to an index (proxies, pip's own
