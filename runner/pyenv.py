@@ -326,10 +326,12 @@ def python_env(
 def _not_installed(missing: Sequence[str], sources: PackageSources, pip_output: str) -> str:
     """Why the environment step failed: the requirements no source holds, first, with the
     runner setting that fixes it; then pip's own last lines."""
-    absent = sources.lacking(missing) or tuple(_NOT_FOUND.findall(pip_output)) or tuple(missing)
+    known = sources.lacking(missing)  # what the wheelhouse surely lacks, read before pip
+    absent = known or tuple(_NOT_FOUND.findall(pip_output)) or tuple(missing)
     them = "it" if len(absent) == 1 else "them"
     others = [m for m in missing if m not in absent]
-    also = f" (the host also lacks {', '.join(others)}, which it holds)" if others else ""
+    held = "which it holds" if known else "which pip stopped before"
+    also = f" (the host also lacks {', '.join(others)}, {held})" if others else ""
     return (
         f"missing on this host and in {sources.describe()}: {', '.join(absent)}{also}. "
         f"Put {'its wheel' if len(absent) == 1 else 'their wheels'} in the runner's wheelhouse "
