@@ -11,6 +11,7 @@ from pathlib import Path
 
 from runner import local
 from runner.daemon import DaemonConfig, serve
+from runner.logstream import DEFAULT_LIMIT, MIN_LIMIT
 from runner.pyenv import PackageSources
 from workflows.spec import WorkflowError, backend_names, load_workflows
 
@@ -67,6 +68,19 @@ def daemon_parser() -> argparse.ArgumentParser:
         help="run steps as the runner's own user (root: for a trial on a machine of your own)",
     )
     PackageSources.add_arguments(parser)
+    parser.add_argument(
+        "--log-max-bytes",
+        type=int,
+        default=DEFAULT_LIMIT,
+        help="one job's log at most (its head and tail kept, the middle cut; keep it at most "
+        "the service's ONDEMAND_LOG_MAX_BYTES)",
+    )
+    parser.add_argument(
+        "--keep-log-bytes",
+        type=int,
+        default=1024**3,
+        help="the job logs kept in WORK/logs, newest first, in all",
+    )
     parser.add_argument("--log-level", default="INFO")
     return parser
 
@@ -83,6 +97,9 @@ def daemon_main(argv: list[str]) -> int:
     ]
     if not args.service or not backends:
         print("ondemand runner: --service and at least one --backend are needed", file=sys.stderr)
+        return 2
+    if args.log_max_bytes < MIN_LIMIT:
+        print(f"ondemand runner: --log-max-bytes must be at least {MIN_LIMIT}", file=sys.stderr)
         return 2
     if args.devices and args.slots:
         print("ondemand runner: give --slots or --devices, not both", file=sys.stderr)
@@ -128,6 +145,8 @@ def daemon_main(argv: list[str]) -> int:
         network_isolation=not args.no_network_isolation,
         job_user=None if args.no_job_user else args.job_user,
         packages=PackageSources.from_args(args),
+        log_max_bytes=args.log_max_bytes,
+        keep_log_bytes=args.keep_log_bytes,
     )
     return serve(config, workflows)
 

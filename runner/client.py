@@ -21,6 +21,14 @@ class NotHeld(RuntimeError):
 class Rejected(RuntimeError):
     """The service refused the call (4xx other than 404): retrying will not help."""
 
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class LogFull(Rejected):
+    """The service keeps no more of this job's log (413 on a log chunk)."""
+
 
 class Unauthorized(Rejected):
     """401: the runner token (or registration token) is not, or no longer, valid."""
@@ -61,7 +69,10 @@ class ServiceClient:
         if response.status_code == 401:
             raise Unauthorized(f"POST {path}: 401 {response.text[:200]}")
         if response.status_code >= 400 and response.status_code != 409:
-            raise Rejected(f"POST {path}: {response.status_code} {response.text[:300]}")
+            raise Rejected(
+                f"POST {path}: {response.status_code} {response.text[:300]}",
+                response.status_code,
+            )
         return response
 
     def register(
@@ -110,7 +121,12 @@ class ServiceClient:
 
     def append_log(self, job_id: int, offset: int, data: str) -> tuple[bool, int]:
         """Append a chunk at `offset`; (accepted, the service's end offset)."""
-        response = self._post(f"/api/v1/jobs/{job_id}/logs", {"offset": offset, "data": data})
+        try:
+            response = self._post(f"/api/v1/jobs/{job_id}/logs", {"offset": offset, "data": data})
+        except Rejected as exc:
+            if exc.status == 413:
+                raise LogFull(str(exc), exc.status) from exc
+            raise
         return response.status_code == 200, int(response.json()["offset"])
 
     def complete(self, job_id: int, result: JobResult) -> str:

@@ -38,7 +38,7 @@ from runner.credentials import CredentialFile, Credentials, Registration, load_o
 from runner.execute import JobContext, execute
 from runner.health import Health, run_device_check
 from runner.heartbeat import Heartbeat
-from runner.logstream import LogStream
+from runner.logstream import DEFAULT_LIMIT, LogStream
 from runner.pyenv import PackageSources
 from runner.redact import Redactor, redact_text
 from runner.sandboxing import Jail, JailError, check_jail, jail_for_host, visible_devices
@@ -78,7 +78,9 @@ class DaemonConfig:
     job_user: str | None = None  # as root: the user steps run as (see runner/sandboxing.py)
     packages: PackageSources = field(default_factory=PackageSources)  # for what the host lacks
     grace_s: float = 10.0
-    keep_logs: int = 50
+    keep_logs: int = 50  # the newest job logs kept in WORK/logs ...
+    keep_log_bytes: int = 1024 * 1024 * 1024  # ... within this many bytes in all
+    log_max_bytes: int = DEFAULT_LIMIT  # one job's log: its head and tail past this
 
 
 class Daemon:
@@ -313,7 +315,9 @@ class Daemon:
         pidfile = job_dir.with_suffix(".pgid")
         logs = self.config.work_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        stream = LogStream(logs / f"job-{spec.id}.log", self.client, spec.id).start()
+        stream = LogStream(
+            logs / f"job-{spec.id}.log", self.client, spec.id, limit=self.config.log_max_bytes
+        ).start()
         redacted = Redactor(stream.write, self.secrets)
         cancel = threading.Event()
         with self.lock:  # under the lock: a second signal either sees it or has set stop_now
@@ -392,10 +396,17 @@ class Daemon:
                 time.sleep(delay)
 
     def prune_logs(self, logs: Path) -> None:
-        """Keep the newest `keep_logs` job logs."""
-        files = sorted(logs.glob("job-*.log"), key=lambda p: p.stat().st_mtime)
-        for old in files[: max(len(files) - self.config.keep_logs, 0)]:
-            old.unlink(missing_ok=True)
+        """Keep the newest `keep_logs` job logs, and of those only as many as fit in
+        `keep_log_bytes` (the newest always stays)."""
+        files = sorted(logs.glob("job-*.log"), key=lambda p: p.stat().st_mtime, reverse=True)
+        total = 0
+        for rank, path in enumerate(files):
+            try:
+                total += path.stat().st_size
+            except OSError:
+                continue
+            if rank > 0 and (rank >= self.config.keep_logs or total > self.config.keep_log_bytes):
+                path.unlink(missing_ok=True)
 
 
 def empty(directory: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from runner.daemon import runner_version
 from runner.execute import OP_NAME, JobContext, execute
+from runner.logstream import LogStream
 from runner.pyenv import PackageSources
 from runner.sandboxing import JailError, jail_for_host
 from runner.workspace import WorkspaceError, Workspaces, git
@@ -165,15 +166,15 @@ def run_main(argv: list[str]) -> int:
         run_dir.chmod(0o711)  # the job user passes through to its workspace
     log_path = run_dir / "job.log"
 
-    with log_path.open("ab") as log_file:
+    stream = LogStream(log_path, None, 0)  # the file keeps a head and tail, as a runner's
 
-        def on_output(data: bytes) -> None:
-            log_file.write(data)
-            log_file.flush()
-            if not args.quiet:
-                sys.stderr.buffer.write(data)
-                sys.stderr.buffer.flush()
+    def on_output(data: bytes) -> None:
+        stream.write(data)
+        if not args.quiet:
+            sys.stderr.buffer.write(data)
+            sys.stderr.buffer.flush()
 
+    try:
         result = execute(
             spec,
             workflows[backend],
@@ -189,6 +190,8 @@ def run_main(argv: list[str]) -> int:
                 packages=PackageSources.from_args(args),
             ),
         )
+    finally:
+        stream.close()
     if args.json:
         args.json.write_text(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
     print(render(spec, result, log_path))

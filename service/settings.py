@@ -58,6 +58,11 @@ class Settings(BaseSettings):
     retry_max_backoff_s: float = Field(
         default=300.0, gt=0, description="the longest wait between two tries of a GitHub call"
     )
+    log_max_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        ge=1024,
+        description="a job's log is refused past this size (runners keep its head and tail)",
+    )
     process_workers: bool = Field(
         default=True, description="run the inbox, the outbox and the lease reaper in-process"
     )

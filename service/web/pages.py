@@ -1,12 +1,13 @@
 """Read-only pages: `GET /` (recent jobs and runners), `GET /jobs/{id}` (state and the
-rendered report), `GET /jobs/{id}/log` (the full log as text), `GET /healthz`."""
+rendered report), `GET /jobs/{id}/log` (the log as text, streamed from the store; a `Range`
+header or `?tail=N` for part of it), `GET /healthz`."""
 
 from __future__ import annotations
 
 from html import escape
 
-from fastapi import APIRouter, HTTPException
-from fastapi.responses import HTMLResponse, PlainTextResponse
+from fastapi import APIRouter, Header, HTTPException, Query
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
 from sqlalchemy import text
 
 from service.db.engine import Database
@@ -17,6 +18,7 @@ from service.queue.logs import JobLogs
 from service.queue.runners import RunnerRegistry
 from service.render.comment import render_comment
 from service.report.job_views import JobViews
+from service.web.ranges import Unsatisfiable, byte_range
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 70rem; padding: 0 1rem; }
@@ -91,10 +93,30 @@ def pages_router(
         return _page(f"job {job_id}", body)
 
     @router.get("/jobs/{job_id}/log", response_class=PlainTextResponse)
-    def job_log(job_id: int, key: str | None = None) -> PlainTextResponse:
+    def job_log(
+        job_id: int,
+        key: str | None = None,
+        tail: int | None = Query(default=None, ge=1, description="only the last N bytes"),
+        range_: str | None = Header(default=None, alias="range"),
+    ) -> Response:
         visible(jobs.get_job(job_id), job_id, key)
-        data = logs.read(job_id)
-        return PlainTextResponse(data.decode("utf-8", errors="replace"))
+        size = logs.size(job_id)
+        headers = {"Accept-Ranges": "bytes", "Cache-Control": "no-store"}
+        media = "text/plain; charset=utf-8"
+        try:
+            wanted = byte_range(range_ if tail is None else f"bytes=-{tail}", size)
+        except Unsatisfiable as exc:
+            return Response(status_code=416, headers={**headers, "Content-Range": str(exc)})
+        if wanted is None:
+            body = logs.stream(job_id, 0, size)
+            headers["Content-Length"] = str(size)
+            return StreamingResponse(body, media_type=media, headers=headers)
+        headers["Content-Length"] = str(wanted.end - wanted.start)
+        body = logs.stream(job_id, wanted.start, wanted.end)
+        if tail is None:
+            headers["Content-Range"] = wanted.content_range(size)
+        code = 200 if tail is not None else 206
+        return StreamingResponse(body, status_code=code, media_type=media, headers=headers)
 
     @router.get("/", response_class=HTMLResponse)
     def dashboard() -> HTMLResponse:

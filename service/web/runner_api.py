@@ -190,6 +190,12 @@ def runner_api_router(
         appended = logs.append(runner.id, job_id, body.offset, data)
         if appended is None:
             raise _not_held(job_id)
+        if appended.full:
+            detail = f"a job's log is at most {logs.max_bytes} bytes; the rest is refused"
+            return JSONResponse(
+                {"detail": detail, "offset": appended.offset, "limit": logs.max_bytes},
+                status_code=status.HTTP_413_CONTENT_TOO_LARGE,
+            )
         code = 200 if appended.accepted else 409
         return JSONResponse({"offset": appended.offset}, status_code=code)
 

@@ -5,6 +5,7 @@ process against the real service, is test_daemon_service.py.)"""
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -129,3 +130,28 @@ def test_without_a_registration_token_a_refused_token_is_the_end(tmp_path: Path)
     service.token = "old"
     assert not daemon.reregister("old")
     assert "register" not in service.calls
+
+
+def test_job_logs_are_pruned_by_count_and_by_bytes(tmp_path: Path) -> None:
+    """The newest logs stay within `keep_logs` files and `keep_log_bytes` in all; the newest
+    one stays whatever its size."""
+    daemon = _daemon(tmp_path, FakeService())
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    sizes = [300, 200, 200, 100, 50]  # newest first
+    for age, size in enumerate(sizes):
+        path = logs / f"job-{age}.log"
+        path.write_bytes(b"x" * size)
+        os.utime(path, (1_000_000 - age, 1_000_000 - age))
+    daemon.config.keep_log_bytes = 700
+    daemon.prune_logs(logs)
+    assert sorted(p.name for p in logs.iterdir()) == ["job-0.log", "job-1.log", "job-2.log"]
+    daemon.config.keep_log_bytes = 10  # smaller than the newest: it stays alone
+    daemon.config.keep_logs = 50
+    daemon.prune_logs(logs)
+    assert [p.name for p in logs.iterdir()] == ["job-0.log"]
+    (logs / "job-9.log").write_bytes(b"")
+    os.utime(logs / "job-9.log", (1, 1))
+    daemon.config.keep_log_bytes, daemon.config.keep_logs = 10**9, 1
+    daemon.prune_logs(logs)
+    assert [p.name for p in logs.iterdir()] == ["job-0.log"]

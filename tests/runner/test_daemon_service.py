@@ -390,3 +390,24 @@ def test_a_refused_runner_token_means_registering_again(
         assert json.loads((state / "runner.json").read_text())["token"] != "forgotten"
     finally:
         daemon.stop()
+
+
+def test_a_step_that_floods_its_output_leaves_a_capped_log(
+    service: Service,
+    tiny_repo: TinyRepo,
+    start,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """A pull request printing 3 MiB: the service and the runner keep 64 KiB, the head and
+    the end (pytest's verdict, the runner's last lines), with a note of what was cut."""
+    job = service.enqueue(tiny_repo, "loud_op", bench=False)
+    start("runner-a", "--log-max-bytes", "65536")
+    assert service.wait(job, JobStatus.failed, JobStatus.errored) is JobStatus.failed
+    _wait_log(service, job, "step accuracy: exit 1")
+    log = service.log(job)
+    assert len(log.encode()) <= 65536
+    assert log.startswith("[ondemand] job ")
+    assert "the middle is cut" in log and "bytes cut here" in log
+    assert "1 failed" in log.split("bytes cut here")[1]  # the verdict survived the cut
+    local = tmp_path / "runner-a" / "work" / "logs" / f"job-{job}.log"
+    assert local.read_text() == log

@@ -1,7 +1,7 @@
 """A small real git repository in this project's layout, for the runner's tests: a pytest suite
 under tests/kernels marked by operator (one passing op, one failing, one that sleeps past any
-timeout, one that reports its environment) and a fake `kernels.benchmark` writing the
-kernels.benchmark/v1 JSON."""
+timeout, one that reports its environment, one that prints 3 MiB and fails) and a fake
+`kernels.benchmark` writing the kernels.benchmark/v1 JSON."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ markers = [
     "bad_op: fails",
     "slow_op: sleeps",
     "env_op: reports its environment",
+    "loud_op: fails after printing 3 MiB",
 ]
 """
 
@@ -68,6 +69,13 @@ def test_bad_value():
 @pytest.mark.bad_op
 def test_bad_fine():
     pass
+
+
+@pytest.mark.loud_op
+def test_loud():
+    for n in range(48 * 1024):
+        print(f"noise {n:08d} " + "x" * 48)
+    assert False, "loud and wrong"
 
 
 @pytest.mark.slow_op
