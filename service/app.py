@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 
 from ondemand.retry import RetryPolicy
 from service.db.engine import Database
@@ -37,6 +39,7 @@ from service.settings import Settings
 from service.web.headers import security_headers
 from service.web.pages import pages_router
 from service.web.runner_api import runner_api_router
+from service.web.unavailable import database_unavailable
 from workflows.spec import WorkflowSpec, backend_names, load_workflows
 
 log = logging.getLogger(__name__)
@@ -167,6 +170,8 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
 
     app = FastAPI(title="ondemand", lifespan=lifespan)
     app.middleware("http")(security_headers)
+    for error in (DBAPIError, SQLAlchemyTimeoutError):
+        app.add_exception_handler(error, database_unavailable(service.db.outages))
     app.state.service = service
     app.include_router(
         runner_api_router(

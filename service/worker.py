@@ -1,10 +1,14 @@
 """The loop every background worker of the service shares: a daemon thread that runs one round
-when kicked or when its last round said something is due, until the service stops."""
+when kicked or when its last round said something is due, until the service stops. A round
+that fails because the database is unreachable is retried in a second, logged once per
+outage."""
 
 from __future__ import annotations
 
 import logging
 import threading
+
+from service.db.outage import Outages, is_outage
 
 log = logging.getLogger(__name__)
 
@@ -17,8 +21,9 @@ class Worker:
 
     name = "worker"
 
-    def __init__(self, stopping: threading.Event) -> None:
+    def __init__(self, stopping: threading.Event, outages: Outages | None = None) -> None:
         self.stopping = stopping
+        self.outages = outages
         self._kick = threading.Event()
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
 
@@ -41,7 +46,10 @@ class Worker:
             self._kick.clear()
             try:
                 wait = self.run_once()
-            except Exception:
-                log.exception("%s round failed; retrying", self.name)
+            except Exception as exc:
+                if self.outages is not None and is_outage(exc):
+                    self.outages.failed(exc, f"{self.name} round")  # logged once an outage
+                else:
+                    log.exception("%s round failed; retrying", self.name)
                 wait = ERROR_WAIT_S
             self._kick.wait(timeout=IDLE_WAIT_S if wait is None else max(0.01, wait))

@@ -3,7 +3,7 @@ writes) or PostgreSQL, and `Database`, the one object the repositories and worke
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -12,6 +12,8 @@ from sqlalchemy import DateTime, Engine, Select, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
+
+from service.db.outage import Outages
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 IMMEDIATE = "ondemand_sqlite_immediate"  # execution option: begin SQLite with BEGIN IMMEDIATE
@@ -99,11 +101,15 @@ class Database:
     engine: Engine
     reads: sessionmaker[Session]
     writes: sessionmaker[Session]
+    outages: Outages = field(default_factory=Outages)
 
     @classmethod
     def connect(cls, url: str, **kwargs: Any) -> Database:
         engine = make_engine(url, **kwargs)
-        return cls(engine, make_sessionmaker(engine), make_sessionmaker(engine, write=True))
+        db = cls(engine, make_sessionmaker(engine), make_sessionmaker(engine, write=True))
+        # A connection handed out (after pool_pre_ping) is the sign an outage may be over.
+        event.listen(engine, "engine_connect", lambda _conn: db.outages.succeeded())
+        return db
 
     @property
     def postgres(self) -> bool:

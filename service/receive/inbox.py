@@ -12,6 +12,7 @@ from ondemand.retry import RetryPolicy
 from service.db.engine import Database, utcnow
 from service.db.leases import LeasedRows
 from service.db.models import Delivery
+from service.db.outage import is_outage
 from service.receive.handle import DeliveryHandler, RetryLater
 from service.report.github import GitHubError
 from service.worker import Worker
@@ -34,7 +35,7 @@ class Inbox(Worker):
         policy: RetryPolicy,
         stopping: threading.Event,
     ) -> None:
-        super().__init__(stopping)
+        super().__init__(stopping, db.outages)
         self.handler = handler
         self.policy = policy
         self.deliveries = LeasedRows(db, Delivery)
@@ -76,6 +77,8 @@ class Inbox(Worker):
                 return None
             return self._retry(delivery, exc.retry_after, str(exc))
         except Exception as exc:
+            if is_outage(exc):
+                raise  # not this delivery's fault: the round is retried, nothing is counted
             log.exception("delivery %s crashed", delivery.delivery_id)
             if delivery.attempts >= MAX_CRASHES:
                 self.deliveries.give_up(row_id, repr(exc))

@@ -16,6 +16,7 @@ from ondemand.retry import RetryPolicy
 from service.db.engine import Database, utcnow
 from service.db.leases import LeasedRows
 from service.db.models import OutboxItem, ResultComment
+from service.db.outage import is_outage
 from service.render.comment import marker
 from service.report.github import GitHubClient, GitHubError
 from service.worker import Worker
@@ -41,7 +42,7 @@ class OutboxWorker(Worker):
         policy: RetryPolicy,
         stopping: threading.Event,
     ) -> None:
-        super().__init__(stopping)
+        super().__init__(stopping, db.outages)
         self.db = db
         self.github = github
         self.compose = compose
@@ -86,6 +87,8 @@ class OutboxWorker(Worker):
         except GitHubError as exc:
             return self._failed(item, exc)
         except Exception as exc:
+            if is_outage(exc):
+                raise  # not this item's fault: the round is retried
             log.exception("outbox item %s (%s) crashed", item.id, item.kind)
             return self._failed(item, GitHubError(f"internal error: {exc}", None))
         self.items.finish(item.id, outcome)

@@ -24,7 +24,7 @@ from service.app import create_app
 from service.queue.jobs import NewJob
 from service.settings import Settings
 from tests.runner.tinyrepo import TinyRepo
-from tests.support.live import live_server
+from tests.support.live import free_port, live_server
 from workflows.models import JobResult, JobStatus
 from workflows.spec import WORKFLOWS_DIR
 
@@ -411,3 +411,44 @@ def test_a_step_that_floods_its_output_leaves_a_capped_log(
     assert "1 failed" in log.split("bytes cut here")[1]  # the verdict survived the cut
     local = tmp_path / "runner-a" / "work" / "logs" / f"job-{job}.log"
     assert local.read_text() == log
+
+
+def test_a_service_down_longer_than_the_lease_does_not_run_a_job_twice(
+    tiny_repo: TinyRepo, roomy_workflows: Path, tmp_path: Path
+) -> None:
+    """The service stops for two leases while a runner works; on restart the runner's
+    heartbeats come first, so the job stays attempt 1 on its runner (it used to be requeued
+    at once, run again, and end "runner lost")."""
+    port = free_port()
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'restart.db'}",
+        registration_tokens=[REGISTRATION],
+        webhook_secrets=["s"],
+        default_backends=["cpu"],
+        lease_seconds=4,
+    )
+    first = create_app(settings)
+    with live_server(first, port=port) as url:
+        service = Service(url, first.state.service)
+        job = service.enqueue(tiny_repo, "slow_op", bench=False)
+        daemon = Daemon(url, tmp_path / "runner-r", roomy_workflows)
+        try:
+            _wait_log(service, job, "step accuracy:")
+        except AssertionError:
+            daemon.stop()
+            raise
+    try:
+        time.sleep(2 * settings.lease_seconds + 2)  # down: the lease lapses unheard
+        second = create_app(settings)
+        with live_server(second, port=port) as url:
+            service = Service(url, second.state.service)
+            time.sleep(settings.lease_seconds + 2)  # past the grace: the reaper has looked
+            held = service.parts.jobs.get_job(job)
+            assert held is not None and held.status == JobStatus.running, held and held.reason
+            assert held.attempt == 1 and held.runner_name == "runner-r", held.reason
+            service.parts.jobs.cancel("octo/tinyops", 7, "cancelled by @maintainer")
+            assert service.wait(job, JobStatus.cancelled, timeout=30) is JobStatus.cancelled
+            assert service.parts.jobs.get_job(job).attempt == 1  # type: ignore[union-attr]
+            assert "attempt 2" not in service.log(job)
+    finally:
+        daemon.stop()
