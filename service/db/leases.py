@@ -1,10 +1,15 @@
 """Rows a worker takes, tries, and then finishes or retries: the inbox's deliveries and the
 outbox's items. Taking a row is one conditional UPDATE, so several workers (threads, or
-service replicas on one PostgreSQL database) never try the same row at once; a worker that
-dies holding a row loses it when its lock runs out."""
+service replicas on one PostgreSQL database) never try the same row at once. The lock is
+short and renewed while the try runs (`held`), so a slow try (GitHub taking its time) is never
+taken twice, and the row of a worker that died comes back within `lock_s`, not minutes."""
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Generic, TypeVar
 
@@ -13,14 +18,16 @@ from sqlalchemy import or_, select, update
 from service.db.engine import Database, utcnow
 from service.db.models import LeasedRow
 
+log = logging.getLogger(__name__)
 R = TypeVar("R", bound=LeasedRow)
 MAX_TEXT = 4000
+LOCK_S = 15.0
 
 
 class LeasedRows(Generic[R]):
     """The pending rows of one table, taken one at a time for `lock_s` seconds."""
 
-    def __init__(self, db: Database, model: type[R], lock_s: float = 120.0) -> None:
+    def __init__(self, db: Database, model: type[R], lock_s: float = LOCK_S) -> None:
         self.db = db
         self.model = model
         self.lock_s = lock_s
@@ -55,6 +62,37 @@ class LeasedRows(Generic[R]):
                 .execution_options(synchronize_session=False)
             ).rowcount
             return session.get(m, row_id) if taken == 1 else None
+
+    @contextmanager
+    def held(self, row_id: int) -> Iterator[None]:
+        """Keep the lock on a row taken with `take` while the block runs: renewed every third
+        of `lock_s` until the block ends (then `finish` or `retry` releases it)."""
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(self.lock_s / 3):
+                try:
+                    self._extend(row_id)
+                except Exception as exc:  # the database is away: the try fails on its own
+                    log.debug("row %s: lock not renewed: %s", row_id, exc)
+
+        thread = threading.Thread(target=renew, name=f"lock-{row_id}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
+    def _extend(self, row_id: int) -> None:
+        m = self.model
+        with self.db.writes() as session, session.begin():
+            session.execute(
+                update(m)
+                .where(m.id == row_id, m.done_at.is_(None), m.locked_until.is_not(None))
+                .values(locked_until=utcnow() + timedelta(seconds=self.lock_s))
+                .execution_options(synchronize_session=False)
+            )
 
     def finish(self, row_id: int, outcome: str) -> None:
         """The row is done with `outcome`; it is never tried again."""

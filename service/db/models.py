@@ -78,6 +78,7 @@ class Job(Base):
     __table_args__ = (
         Index("ix_jobs_queue", "status", "backend", "id"),
         Index("ix_jobs_pr", "repo", "pr_number"),
+        Index("ix_jobs_command", "command_comment_id", "op", "backend"),
         # At most one queued-or-running job per (repo, PR, SHA, op, backend): the dedupe.
         Index(
             "uq_jobs_active",

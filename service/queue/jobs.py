@@ -144,11 +144,17 @@ class JobQueue:
     # -- jobs ---------------------------------------------------------------------------
 
     def create_job(self, new: NewJob) -> tuple[Job, bool]:
-        """Enqueue `new`, or return the queued/running job of the same (repo, PR, SHA, op,
-        backend) and False."""
+        """Enqueue `new`, or return False with the job that stands for it: the one its command
+        comment already created for this target (whatever its state: a command processed
+        again after a crash creates only what it had not), else the queued or running job of
+        the same (repo, PR, SHA, op, backend)."""
         try:
             with self._tx() as (session, pending):
-                existing = session.scalars(self._active_same(new)).first()
+                existing = None
+                if new.command_comment_id is not None:
+                    existing = session.scalars(self._same_command(new)).first()
+                if existing is None:
+                    existing = session.scalars(self._active_same(new)).first()
                 if existing is not None:
                     return existing, False
                 job = Job(
@@ -179,6 +185,20 @@ class JobQueue:
             if existing is None:
                 raise
             return existing, False
+
+    @staticmethod
+    def _same_command(new: NewJob) -> Select[tuple[Job]]:
+        return (
+            select(Job)
+            .where(
+                Job.command_comment_id == new.command_comment_id,
+                Job.op == new.op,
+                Job.backend == new.backend,
+                Job.repo == new.repo,
+                Job.pr_number == new.pr_number,
+            )
+            .order_by(Job.id)
+        )
 
     @staticmethod
     def _active_same(new: NewJob) -> Select[tuple[Job]]:

@@ -63,9 +63,13 @@ class Inbox(Worker):
         if delivery is None:
             return None
         try:
-            outcome = self.handler.handle(
-                delivery.delivery_id, delivery.event, delivery.payload or {}, delivery.received_at
-            )
+            with self.deliveries.held(row_id):
+                outcome = self.handler.handle(
+                    delivery.delivery_id,
+                    delivery.event,
+                    delivery.payload or {},
+                    delivery.received_at,
+                )
         except RetryLater as exc:
             self.deliveries.retry(row_id, exc.after_s, str(exc))
             log.info("delivery %s: %s; again in %.1fs", delivery.delivery_id, exc, exc.after_s)

@@ -83,7 +83,8 @@ class OutboxWorker(Worker):
         if item is None:
             return None
         try:
-            outcome = self._send(item)
+            with self.items.held(item.id):
+                outcome = self._send(item)
         except GitHubError as exc:
             return self._failed(item, exc)
         except Exception as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import threading
 import time
@@ -13,7 +14,9 @@ from alembic.migration import MigrationContext
 from sqlalchemy.engine import make_url
 
 from service.db.engine import Base, make_engine, utcnow
+from service.db.leases import LeasedRows
 from service.db.migrate import upgrade
+from service.db.models import Delivery
 from service.queue import queries
 from service.queue.jobs import RUNNER_LOST, JobQueue
 from service.queue.wakeup import PgListener, Wakeup
@@ -315,3 +318,43 @@ def test_concurrent_claims_across_processes(db_url: str) -> None:
         results = pool.starmap(_claim_all, [(db_url, r, start) for r in runners])
     claimed = [job_id for ids in results for job_id in ids]
     assert sorted(claimed) == sorted(jobs)
+
+
+def test_a_command_processed_again_creates_only_what_it_had_not(db_url: str) -> None:
+    """After a crash mid fan-out the command runs again: its finished job is not created a
+    second time, and only the targets it had not reached get jobs."""
+    with open_queue(db_url) as store:
+        by_comment = dataclasses.replace(new_job("a"), command_comment_id=555)
+        first, created = store.jobs.create_job(by_comment)
+        runner_id, _ = store.runners.register("r1", ["cpu"])
+        assert store.jobs.claim(runner_id, ["cpu"]) is not None
+        store.jobs.complete(runner_id, first.id, _result())  # finished before the crash
+        again, created_again = store.jobs.create_job(by_comment)
+        assert created and not created_again and again.id == first.id
+        rest, created_rest = store.jobs.create_job(dataclasses.replace(by_comment, op="b"))
+        assert created_rest and rest.id != first.id
+        # another comment asking for the same finished target does get a new job
+        other = dataclasses.replace(by_comment, command_comment_id=556)
+        assert store.jobs.create_job(other)[1] is True
+
+
+def test_a_taken_row_stays_locked_while_held_and_comes_back_soon_after_a_crash(
+    db_url: str,
+) -> None:
+    """A try that outlasts the lock keeps it (renewed), so no second worker takes the row; a
+    worker that dies (takes and never finishes) loses it within one short lock."""
+    with open_queue(db_url) as store:
+        with store.db.writes() as session, session.begin():
+            row = Delivery(delivery_id="d-1", event="issue_comment", payload={})
+            session.add(row)
+        rows = LeasedRows(store.db, Delivery, lock_s=0.6)
+        assert rows.take(row.id) is not None
+        with rows.held(row.id):
+            time.sleep(1.5)  # two and a half locks
+            assert rows.take(row.id) is None  # still ours
+        rows.retry(row.id, 0, "GitHub was slow")
+        assert rows.take(row.id) is not None  # the crash: taken, never finished or renewed
+        assert rows.take(row.id) is None
+        time.sleep(0.7)
+        again = rows.take(row.id)
+        assert again is not None and again.attempts == 3
