@@ -10,7 +10,7 @@ import math
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class JobStatus(StrEnum):
@@ -167,6 +167,26 @@ class EnvironmentInfo(_Model):
         default_factory=list,
         description="host packages used where the repository pins other versions",
     )
+
+
+MAX_PROGRESS_FAILURES = 20
+
+
+class Progress(_Model):
+    """A running job's progress as its runner streams it (`POST /api/v1/jobs/{id}/progress`):
+    the current step and, in a pytest step, tests done of the total with the ids of the first
+    failures. Everything here came from the pull request's process: bounded."""
+
+    step: str | None = Field(default=None, max_length=100)
+    tests_done: int = Field(default=0, ge=0)
+    tests_total: int | None = Field(default=None, ge=0)
+    failed: int = Field(default=0, ge=0)
+    failures: list[str] = Field(default_factory=list, max_length=MAX_PROGRESS_FAILURES)
+
+    @field_validator("failures")
+    @classmethod
+    def _short_ids(cls, ids: list[str]) -> list[str]:
+        return [i[:300] for i in ids]
 
 
 class JobResult(_Model):

@@ -42,6 +42,10 @@ MAX_COMMENT_CHARS = 65536
 COMMENT_BUDGET = 60000  # headroom: GitHub may count some characters (emoji) twice
 MAX_STATUS_DESCRIPTION = 140
 INTERPRETER_NOTE = "Timed under the Triton interpreter: not performance."
+# A row is slower than before when its kernel takes this much longer than on the merge base:
+# below it, the difference is within what two runs of the same code vary by.
+NOISE = 0.10
+SLOWER = "📉"  # next to the accuracy verdict: the performance got worse
 
 EMOJI = {
     JobStatus.queued: "⏳",
@@ -60,8 +64,10 @@ STATUS_STATE = {
     JobStatus.failed: "failure",
     JobStatus.errored: "error",
     JobStatus.timed_out: "error",
-    JobStatus.cancelled: "error",
-    JobStatus.superseded: "error",
+    # Commit statuses know no "cancelled": a job stopped before its verdict says nothing
+    # about the code, so it is neither a failure nor a success; the description says why.
+    JobStatus.cancelled: "pending",
+    JobStatus.superseded: "pending",
 }
 
 
@@ -105,7 +111,9 @@ def render_comment(current: JobView, history: Sequence[JobView] = ()) -> str:
 
 
 def summary(view: JobView) -> str:
-    """The plain-text verdict after "op on backend:" (also the commit status description)."""
+    """The plain-text verdict after "op on backend:" (also the commit status description):
+    the accuracy counts, then the geometric-mean speedup, the slowest row and the rows slower
+    than on the merge base."""
     result = view.result
     status = view.status
     if status is JobStatus.queued:
@@ -113,23 +121,99 @@ def summary(view: JobView) -> str:
     if status is JobStatus.running:
         runner = f" on {view.runner_name}" if view.runner_name else ""
         attempt = f" (attempt {view.attempt})" if view.attempt > 1 else ""
-        return f"running{runner}{attempt}"
+        return f"running{runner}{attempt}{_progress_words(view)}"
     if result is not None and result.unknown_op:
         return f"no operator {view.op} in this commit"
     if status in (JobStatus.cancelled, JobStatus.superseded):
-        return view.reason or status.value
+        why = view.reason or (result.error_message if result else None)
+        return why or status.value
     if status in (JobStatus.errored, JobStatus.timed_out):
         return _error_text(view)
     words = _counts(result.accuracy) if result and result.accuracy else status.value
-    speed = _headline_speedup(result.benchmark) if result and view.bench else None
-    return f"{words} · mean speedup {speed}" if speed else words
+    speed = _speed_words(result.benchmark, view.compare) if result and view.bench else None
+    return f"{words} · {speed}" if speed else words
+
+
+def slower_rows(bench: BenchmarkResult) -> list[BenchmarkRow]:
+    """Rows whose kernel got slower than on the merge base beyond the noise, worst first."""
+    rows = [
+        r
+        for r in bench.rows
+        if r.before_kernel_ms is not None
+        and r.before_kernel_ms > 0
+        and r.kernel_ms > r.before_kernel_ms * (1 + NOISE)
+    ]
+    return sorted(rows, key=lambda r: r.before_kernel_ms / r.kernel_ms)  # type: ignore[operator]
+
+
+def performance_dropped(view: JobView) -> bool:
+    """The performance signal beside the verdict: a row slower than on the merge base, or a
+    kernel slower than the reference overall (geometric mean below one, beyond the noise)."""
+    result = view.result
+    if not view.bench or result is None or result.benchmark is None:
+        return False
+    bench = result.benchmark
+    if not bench.performance or not bench.rows:
+        return False
+    if view.compare and slower_rows(bench):
+        return True
+    _, geo = _mean(bench)
+    return geo is not None and geo < 1 - NOISE
+
+
+def _row_label(row: BenchmarkRow) -> str:
+    return f"{row.dtype} [{', '.join(str(n) for n in row.size)}]"
+
+
+def _speed_words(bench: BenchmarkResult | None, compare: bool) -> str | None:
+    """`geomean 0.82x · slowest 0.09x (float16 [1, 2]) · 3 rows slower than before (worst
+    float32 [4]: 0.50 → 0.90 ms)`; under the interpreter, that only latencies were taken."""
+    if bench is None or not bench.rows:
+        return None
+    if not bench.performance:
+        return "latencies only (Triton interpreter)"
+    _, geo = _mean(bench)
+    parts = []
+    if geo is not None:
+        parts.append(f"geomean {geo:.2f}x")
+    slowest = min(bench.rows, key=lambda r: r.speedup)
+    if len(bench.rows) > 1:
+        parts.append(f"slowest {slowest.speedup:.2f}x ({_row_label(slowest)})")
+    slower = slower_rows(bench) if compare else []
+    if slower:
+        worst = slower[0]
+        count = plural(len(slower), "row")
+        parts.append(
+            f"{SLOWER} {count} slower than before (worst {_row_label(worst)}: "
+            f"{worst.before_kernel_ms:.4f} → {worst.kernel_ms:.4f} ms)"
+        )
+    return " · ".join(parts) or None
+
+
+def _progress_words(view: JobView) -> str:
+    """`: accuracy, 12/411 tests, 1 failed` from the runner's last progress."""
+    progress = view.progress
+    if progress is None:
+        return ""
+    words = []
+    if progress.step:
+        words.append(progress.step)
+    if progress.tests_total:
+        words.append(f"{progress.tests_done}/{progress.tests_total} tests")
+    elif progress.tests_done:
+        words.append(plural(progress.tests_done, "test") + " done")
+    if progress.failed:
+        words.append(f"{progress.failed} failed")
+    return ": " + ", ".join(words) if words else ""
 
 
 def headline(view: JobView) -> str:
     """`⏳ `op` on `backend`: queued, …` as one markdown line."""
     unknown = view.result is not None and view.result.unknown_op and view.status.final
     emoji = "⚠️" if unknown else EMOJI[view.status]
-    return f"{emoji} `{view.op}` on `{view.backend}`: {escape_text(summary(view), 300)}"
+    if performance_dropped(view):
+        emoji += f" {SLOWER}"
+    return f"{emoji} `{view.op}` on `{view.backend}`: {escape_text(summary(view), 400)}"
 
 
 def render_status(view: JobView) -> StatusUpdate:
@@ -147,6 +231,8 @@ def render_status(view: JobView) -> StatusUpdate:
 def _comment(view: JobView, earlier: Sequence[JobView], limits: Limits) -> str:
     parts = [marker(view.op, view.backend), f"### {headline(view)}", _facts(view)]
     result = view.result
+    if view.status is JobStatus.running:
+        parts.append(_progress(view, limits))
     if view.status is JobStatus.superseded:
         parts.append(
             "The pull request moved on before this job started: new code needs a new `/test`."
@@ -210,6 +296,40 @@ def _facts(view: JobView) -> str:
     return " · ".join(facts)
 
 
+def _progress(view: JobView, limits: Limits) -> str:
+    """While a job runs: its step, tests done of the total, the failures so far (their ids),
+    the time since it started and how long this operator's jobs usually take here."""
+    progress = view.progress
+    lines = []
+    if progress is not None and progress.step:
+        lines.append(f"Step {code_span(progress.step, 100)}")
+    if progress is not None and (progress.tests_total or progress.tests_done):
+        done = progress.tests_done
+        line = (
+            f"**{done}/{progress.tests_total} tests**"
+            if progress.tests_total
+            else (f"**{plural(done, 'test')}**")
+        )
+        line += f", {progress.failed} failed so far" if progress.failed else ", none failed so far"
+        lines.append(line)
+    timing = []
+    if view.started_at is not None and view.now is not None:
+        timing.append(f"running for {duration((view.now - view.started_at).total_seconds())}")
+    if view.estimate_s is not None:
+        timing.append(f"usually takes {duration(view.estimate_s)}")
+    if timing:
+        lines.append(" · ".join(timing))
+    text = " · ".join(lines)
+    if progress is not None and progress.failures:
+        shown = progress.failures[: max(limits.failures, 3)]
+        ids = "\n".join(f"- {code_span(test_id, 250)}" for test_id in shown)
+        more = progress.failed - len(shown)
+        if more > 0:
+            ids += f"\n- {ELLIPSIS} {more} more"
+        text += f"\n\n**Failed so far**\n{ids}"
+    return text
+
+
 def _environment(result: JobResult) -> list[str]:
     env = result.environment
     fields = [
@@ -269,13 +389,6 @@ def _mean(bench: BenchmarkResult) -> tuple[float | None, float | None]:
         arith = arith if arith is not None else computed[0]
         geo = geo if geo is not None else computed[1]
     return arith, geo
-
-
-def _headline_speedup(bench: BenchmarkResult | None) -> str | None:
-    if bench is None or not bench.performance:
-        return None
-    arith, _ = _mean(bench)
-    return f"{arith:.2f}x" if arith is not None else None
 
 
 def _accuracy(acc: AccuracyResult | None, view: JobView, limits: Limits) -> list[str]:
@@ -342,43 +455,63 @@ def _performance(bench: BenchmarkResult | None, view: JobView, limits: Limits) -
         return []
     parts = ["#### Performance"]
     if not bench.performance:
-        parts.append(f"_{INTERPRETER_NOTE}_")
+        parts.append(f"_{INTERPRETER_NOTE} Latencies only; no speedups._")
+    slower = slower_rows(bench) if view.compare and bench.performance else []
+    if slower:
+        parts.append(
+            f"{SLOWER} **{plural(len(slower), 'row')} slower than on the merge base** "
+            f"(kernel latency up more than {NOISE:.0%}): marked {SLOWER} below."
+        )
     if bench.rows:
-        parts.append(_table(bench.rows, limits, view.compare, bench.performance))
+        parts.append(_table(bench.rows, limits, view.compare, bench.performance, slower))
     else:
         parts.append("The benchmark reported no rows.")
     arith, geo = _mean(bench)
-    if arith is not None:
-        means = f"Arithmetic mean speedup: **{arith:.2f}x**"
-        if view.compare and bench.before_arithmetic_mean_speedup is not None:
-            means += f" (before: {bench.before_arithmetic_mean_speedup:.2f}x)"
-        if geo is not None:
-            means += f" · geometric mean: **{geo:.2f}x**"
+    if bench.performance and geo is not None:
+        means = f"Geometric mean speedup: **{geo:.2f}x**"
+        if bench.rows:
+            slowest = min(bench.rows, key=lambda r: r.speedup)
+            label = escape_text(_row_label(slowest), 200)
+            means += f" · slowest row: **{slowest.speedup:.2f}x** ({label})"
         parts.append(means)
+    if bench.performance and arith is not None:
+        footer = f"Arithmetic mean speedup: {arith:.2f}x"
+        if view.compare and bench.before_arithmetic_mean_speedup is not None:
+            footer += f" (before: {bench.before_arithmetic_mean_speedup:.2f}x)"
+        parts.append(f"<sub>{footer}, as FlagGems reports it.</sub>")
     if not view.compare:
         parts.append("The base branch was not compared (`--no-compare`).")
     return parts
 
 
 def _table(
-    rows: Sequence[BenchmarkRow], limits: Limits, compare: bool, performance: bool = True
+    rows: Sequence[BenchmarkRow],
+    limits: Limits,
+    compare: bool,
+    performance: bool = True,
+    slower: Sequence[BenchmarkRow] = (),
 ) -> str:
     """The seed's table (`dtype | Size | Torch Latency (ms) | Kernel Latency (ms) | Speedup`,
     the output size in the Size cell as `in → out`), then GB/s and % of copy bandwidth when
-    measured on a device, and before → after when the merge base was benchmarked too."""
+    measured on a device, and before → after when the merge base was benchmarked too. Under
+    the interpreter the speedup column is left out: its latencies say nothing of a device."""
     has_gbps = performance and any(r.gbps is not None for r in rows)
     has_frac = performance and any(r.bandwidth_fraction is not None for r in rows)
     has_before = compare and any(
         r.before_kernel_ms is not None or r.before_speedup is not None for r in rows
     )
-    header = ["dtype", "Size", "Torch Latency (ms)", "Kernel Latency (ms)", "Speedup"]
+    header = ["dtype", "Size", "Torch Latency (ms)", "Kernel Latency (ms)"]
+    if performance:
+        header.append("Speedup")
     if has_before:
         header[header.index("Kernel Latency (ms)")] = "Kernel Latency (ms) before → after"
-        header[-1] = "Speedup before → after"
+        if performance:
+            header[-1] = "Speedup before → after"
     if has_gbps:
         header.append("GB/s")
     if has_frac:
         header.append("% of copy bandwidth")
+    flagged = {id(r) for r in slower}
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows[: limits.rows]:
         size = _shape(row.size)
@@ -388,9 +521,14 @@ def _table(
         cells.append(_ms(row.reference_ms))
         if has_before:
             cells.append(_arrow(row.before_kernel_ms, row.kernel_ms, _ms))
-            cells.append(_arrow(row.before_speedup, row.speedup, _x))
+            if performance:
+                cells.append(_arrow(row.before_speedup, row.speedup, _x))
         else:
-            cells += [_ms(row.kernel_ms), _x(row.speedup)]
+            cells.append(_ms(row.kernel_ms))
+            if performance:
+                cells.append(_x(row.speedup))
+        if id(row) in flagged:
+            cells[-1] += f" {SLOWER}"
         if has_gbps:
             cells.append(f"{row.gbps:.1f}" if row.gbps is not None else "–")
         if has_frac:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from workflows.models import JobResult, JobStatus
+from workflows.models import JobResult, JobStatus, Progress
 
 
 @dataclass(frozen=True)
@@ -15,6 +15,9 @@ class JobView:
 
     `reason` is the service's own word on the job ("runner lost", "superseded by abc1234",
     "cancelled by @x"); `queue_position` is 1-based among queued jobs of the backend.
+    While it runs: `progress` is what its runner last streamed, `estimate_s` how long this
+    operator's past jobs on the backend took (None without history), and `now` the moment
+    the view was made (the elapsed time is counted to it).
     """
 
     id: int
@@ -37,6 +40,9 @@ class JobView:
     result: JobResult | None
     reason: str | None
     attempt: int = 1
+    progress: Progress | None = None
+    estimate_s: float | None = None
+    now: datetime | None = None
 
 
 @dataclass(frozen=True)

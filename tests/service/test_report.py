@@ -48,6 +48,10 @@ from workflows.models import (
 SHA = "3f9c2e1d8b7a6f5e4d3c2b1a0f9e8d7c6b5a4f3e"
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 OP = "adaptive_max_pool3d_backward"
+# The seed's headline after "op on backend:", as markdown: geometric mean and the slowest row.
+SEED_WORDS = (
+    "69 passed, 3 skipped · geomean 2.31x · slowest 1.81x \\(float32 \\[1, 1, 4, 4, 4\\]\\)"
+)
 
 # The seed pull request's table: dtype, size, torch ms, kernel ms, speedup.
 SEED_TABLE = """\
@@ -244,7 +248,7 @@ def test_seed_result_renders_headline_facts_accuracy_and_the_seed_table() -> Non
     text = render_comment(view())
     lines = text.split("\n")
     assert lines[0] == f"<!-- ondemand:{OP}:mthreads -->"
-    assert f"### ✅ `{OP}` on `mthreads`: 69 passed, 3 skipped · mean speedup 2.34x" in lines
+    assert f"### ✅ `{OP}` on `mthreads`: {SEED_WORDS}" in lines
     facts = next(line for line in lines if line.startswith("Commit "))
     for part in (
         "`3f9c2e1`",
@@ -267,8 +271,9 @@ def test_seed_result_renders_headline_facts_accuracy_and_the_seed_table() -> Non
     assert table[1] == "|---|---|---|---|---|"
     assert table[2] == "| float16 | 1, 1, 4, 4, 4 | 0.008640 | 0.004440 | 1.946x |"
     assert table[13] == "| bfloat16 | 2, 8, 4, 4, 4 | 0.007620 | 0.003000 | 2.540x |"
-    assert "Arithmetic mean speedup: **2.34x** · geometric mean: **2.31x**" in text
-    assert "not performance" not in text
+    assert "Geometric mean speedup: **2.31x** · slowest row: **1.81x**" in text
+    assert "<sub>Arithmetic mean speedup: 2.34x, as FlagGems reports it.</sub>" in text
+    assert "not performance" not in text and "📉" not in text
     assert "✅ `accuracy` 2m 11s · ✅ `benchmark` 1m 01s" in text
     assert_well_formed(text)
 
@@ -297,7 +302,9 @@ def test_status_of_the_seed_result() -> None:
     assert status.state == "success"
     assert status.context == f"ondemand/{OP}:mthreads"
     assert status.target_url == "https://ondemand.example/jobs/42"
-    assert status.description == "69 passed, 3 skipped · mean speedup 2.34x"
+    assert status.description == (
+        "69 passed, 3 skipped · geomean 2.31x · slowest 1.81x (float32 [1, 1, 4, 4, 4])"
+    )
 
 
 # --- every state ---------------------------------------------------------------------------
@@ -358,11 +365,11 @@ def errored_result(log: str = "Traceback...\nRuntimeError: MUSA driver not found
             "pending",
         ),
         (view(JobStatus.running, finished_at=None), "🏃", "running on musa-01", "pending"),
-        (view(JobStatus.succeeded), "✅", "69 passed, 3 skipped · mean speedup 2.34x", "success"),
+        (view(JobStatus.succeeded), "✅", SEED_WORDS, "success"),
         (
             view(JobStatus.failed, result=failed_result()),
             "❌",
-            "2 failed, 67 passed, 3 skipped · mean speedup 2.34x",
+            "2 failed, 67 passed, " + SEED_WORDS.removeprefix("69 passed, "),
             "failure",
         ),
         (
@@ -387,13 +394,13 @@ def errored_result(log: str = "Traceback...\nRuntimeError: MUSA driver not found
             view(JobStatus.cancelled, result=None, reason="cancelled by @dongxu-h"),
             "⛔",
             "cancelled by @\u2060dongxu-h",
-            "error",
+            "pending",  # no verdict: not a failure of the code,
         ),
         (
             view(JobStatus.superseded, result=None, reason="superseded by 0badc0d"),
             "⛔",
             "superseded by 0badc0d",
-            "error",
+            "pending",  # no verdict: not a failure of the code,
         ),
     ],
     ids=lambda v: v.status.value if isinstance(v, JobView) else None,
@@ -510,7 +517,12 @@ def test_interpreter_timings_are_marked_not_performance() -> None:
     )
     assert INTERPRETER_NOTE in text
     assert "Timed under the Triton interpreter: not performance." in text
-    assert f"### ✅ `{OP}` on `cpu`: 69 passed, 3 skipped" in text.split("\n")
+    headline = (
+        f"### ✅ `{OP}` on `cpu`: 69 passed, 3 skipped · latencies only \\(Triton interpreter\\)"
+    )
+    assert headline in text.split("\n")
+    # Latencies without speedups: no speedup column, no 0.000x, no means.
+    assert "Speedup" not in text and "x |" not in text and "mean speedup" not in text
 
 
 def test_before_after_bandwidth_and_output_size_columns() -> None:
@@ -540,7 +552,8 @@ def test_before_after_bandwidth_and_output_size_columns() -> None:
         "| float16 | 1, 1, 4, 4, 4 → 2, 2, 2 | 0.008640 | 0.008880 → 0.004440 "
         "| 0.973x → 1.946x | 812.3 | 83% |"
     ) in text
-    assert "Arithmetic mean speedup: **2.34x** (before: 1.17x)" in text
+    assert "Arithmetic mean speedup: 2.34x (before: 1.17x)" in text
+    assert "📉" not in text  # every row got faster
     assert_well_formed(text)
     # --no-compare drops the before columns even when the runner sent them
     plain = render_comment(
@@ -566,7 +579,8 @@ def test_means_are_computed_when_the_runner_sent_none() -> None:
         update={"arithmetic_mean_speedup": None, "geometric_mean_speedup": None}
     )
     text = render_comment(view(result=result.model_copy(update={"benchmark": bench})))
-    assert "Arithmetic mean speedup: **2.34x** · geometric mean: **2.31x**" in text
+    assert "Geometric mean speedup: **2.31x**" in text
+    assert "Arithmetic mean speedup: 2.34x" in text
 
 
 # --- escaping and caps ---------------------------------------------------------------------
