@@ -193,6 +193,8 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
             logs=service.logs,
             views=service.views,
             links=service.links,
+            workflows=service.workflows,
+            github_html_url=settings.html_url(),
         )
     )
     return app

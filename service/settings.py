@@ -25,6 +25,9 @@ class Settings(BaseSettings):
 
     database_url: str = "sqlite:///./.ondemand/ondemand.db"
     github_api_url: str = "https://api.github.com"
+    github_html_url: str | None = Field(
+        default=None, description="where people read repositories; derived from the API's URL"
+    )
     github_token: SecretStr | None = None
     github_app_id: int | None = None
     github_private_key: SecretStr | None = None
@@ -105,6 +108,15 @@ class Settings(BaseSettings):
         if self.github_private_key_path is not None:
             return self.github_private_key_path.read_text()
         return None
+
+    def html_url(self) -> str:
+        """Where pull requests and commits are read: the setting, else github.com for its API,
+        the host of an Enterprise server's `/api/v3`, else the API's own base (the sandbox)."""
+        if self.github_html_url:
+            return self.github_html_url.rstrip("/")
+        if self.github_api_url == "https://api.github.com":
+            return "https://github.com"
+        return self.github_api_url.removesuffix("/api/v3")
 
     def link_key(self) -> bytes:
         """The secret job links of private repositories are signed with: the link secret, or

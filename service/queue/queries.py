@@ -3,6 +3,9 @@ repositories and by the views the report is rendered from."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
@@ -42,3 +45,95 @@ def target_jobs(session: Session, repo: str, pr: int, op: str, backend: str) -> 
         .order_by(Job.id)
     )
     return list(session.scalars(query))
+
+
+# -- the dashboard's and the metrics' questions ---------------------------------------------
+
+
+def queued_jobs(session: Session) -> list[Job]:
+    """Every queued job, by backend then age: each backend's queue in claim order."""
+    query = select(Job).where(Job.status == JobStatus.queued).order_by(Job.backend, Job.id)
+    return list(session.scalars(query))
+
+
+def running_jobs(session: Session) -> list[Job]:
+    """Every running job, oldest first."""
+    query = select(Job).where(Job.status == JobStatus.running).order_by(Job.id)
+    return list(session.scalars(query))
+
+
+@dataclass(frozen=True)
+class HistoryFilter:
+    """The dashboard's job history filter; None (or empty) matches anything."""
+
+    repo: str | None = None
+    op: str | None = None
+    backend: str | None = None
+    state: str | None = None
+
+    def where(self, query: Select[tuple[Job]]) -> Select[tuple[Job]]:
+        for column, value in (
+            (Job.repo, self.repo),
+            (Job.op, self.op),
+            (Job.backend, self.backend),
+            (Job.status, self.state),
+        ):
+            if value:
+                query = query.where(column == value)
+        return query
+
+
+def public_history(session: Session, wanted: HistoryFilter, limit: int) -> list[Job]:
+    """The newest jobs of public repositories that match `wanted`, newest first."""
+    query = wanted.where(select(Job).where(Job.private.is_(False)))
+    return list(session.scalars(query.order_by(Job.id.desc()).limit(limit)))
+
+
+def public_choices(session: Session) -> dict[str, list[str]]:
+    """The repositories, operators and backends public jobs have: the filter's options."""
+    columns = {"repo": Job.repo, "op": Job.op, "backend": Job.backend}
+    return {
+        name: list(
+            session.scalars(
+                select(column).where(Job.private.is_(False)).distinct().order_by(column)
+            )
+        )
+        for name, column in columns.items()
+    }
+
+
+def public_benchmarked(session: Session, limit: int) -> list[Job]:
+    """The newest finished jobs of public repositories that carry a result, oldest first:
+    the speedup charts' points."""
+    query = (
+        select(Job)
+        .where(
+            Job.private.is_(False),
+            Job.status.in_((JobStatus.succeeded, JobStatus.failed)),
+            Job.result.is_not(None),
+        )
+        .order_by(Job.id.desc())
+        .limit(limit)
+    )
+    return list(reversed(list(session.scalars(query))))
+
+
+def queue_depths(session: Session) -> list[tuple[str, int, datetime | None]]:
+    """Per backend with queued jobs: how many, and when the oldest was queued."""
+    query = (
+        select(Job.backend, func.count(Job.id), func.min(Job.created_at))
+        .where(Job.status == JobStatus.queued)
+        .group_by(Job.backend)
+    )
+    return [(backend, int(count), oldest) for backend, count, oldest in session.execute(query)]
+
+
+def finished_durations(session: Session) -> list[tuple[str, str, float]]:
+    """(backend, state, seconds from start to finish) of every job that ran and finished."""
+    query = select(Job.backend, Job.status, Job.started_at, Job.finished_at).where(
+        Job.started_at.is_not(None), Job.finished_at.is_not(None)
+    )
+    return [
+        (backend, status, max((finished - started).total_seconds(), 0.0))
+        for backend, status, started, finished in session.execute(query)
+    ]

@@ -1,39 +1,80 @@
-"""Read-only pages: `GET /` (recent jobs and runners), `GET /jobs/{id}` (state and the
-rendered report), `GET /jobs/{id}/log` (the log as text, streamed from the store; a `Range`
-header or `?tail=N` for part of it), `GET /healthz`."""
+"""The pages people read, server-rendered with Jinja2 (`service/web/templates/`):
+
+- `GET /`: the dashboard: the queue of each backend, the runners and what they run, the
+  speedup charts per (operator, backend), and the job history, filterable;
+- `GET /jobs/{id}`: the job page (its commit status's *Details*): state, step timeline,
+  progress, the report rendered from its Markdown, the log's tail, updated live while the job
+  runs (`/static/live.js` reads `GET /jobs/{id}/live`);
+- `GET /jobs/{id}/log`: the log as text, streamed from the store (`Range` or `?tail=N`);
+- `GET /healthz`, and the pages' two static files.
+
+A job of a private repository opens only with the key its links carry (else the same 404 as
+for a job that does not exist) and is never listed."""
 
 from __future__ import annotations
 
-from html import escape
+from collections.abc import Mapping
+from datetime import datetime
+from importlib.resources import files
+from typing import Any
 
 from fastapi import APIRouter, Header, HTTPException, Query
-from fastapi.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
+from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 from sqlalchemy import text
 
-from service.db.engine import Database
+from service.db.engine import Database, utcnow
 from service.db.models import Job
 from service.links import Links
+from service.queue import queries
 from service.queue.jobs import JobQueue
 from service.queue.logs import JobLogs
 from service.queue.runners import RunnerRegistry
-from service.render.comment import render_comment
+from service.render.comment import render_comment, summary
+from service.render.markdown import utc
+from service.render.views import JobView
 from service.report.job_views import JobViews
+from service.web import page_views
 from service.web.ranges import Unsatisfiable, byte_range
+from service.web.report_html import report_html
+from workflows.models import JobStatus
+from workflows.spec import WorkflowSpec
 
-_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 70rem; padding: 0 1rem; }
-table { border-collapse: collapse; } td, th { border: 1px solid #ccc; padding: .25rem .5rem; }
-pre { background: #f6f8fa; padding: 1rem; overflow-x: auto; white-space: pre-wrap; }
-.queued { color: #9a6700; } .running { color: #0969da; } .succeeded { color: #1a7f37; }
-.failed, .errored, .timed_out { color: #cf222e; } .cancelled, .superseded { color: #6e7781; }
-"""
+LOG_TAIL_BYTES = 16 * 1024
+HISTORY_ROWS = 100
+CHART_JOBS = 500
+DASHBOARD_REFRESH_S = 5
+STATIC = {"live.js": "text/javascript", "ondemand.css": "text/css"}
+
+templates = Environment(
+    loader=PackageLoader("service.web", "templates"),
+    autoescape=select_autoescape(["html"]),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 
 
-def _page(title: str, body: str) -> HTMLResponse:
-    return HTMLResponse(
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
-        f"<style>{_STYLE}</style></head><body>{body}</body></html>"
-    )
+def progress_text(view: JobView) -> str:
+    """`accuracy: 120 of 308 tests · 2 failed (test_a, test_b)`, from the runner's stream."""
+    progress = getattr(view, "progress", None)
+    if progress is None or view.status is not JobStatus.running:
+        return ""
+    parts = [f"{progress.step}:" if progress.step else ""]
+    if progress.tests_total:
+        parts.append(f"{progress.tests_done} of {progress.tests_total} tests")
+    elif progress.tests_done:
+        parts.append(f"{progress.tests_done} tests")
+    if progress.failed:
+        shown = ", ".join(progress.failures[:5])
+        parts.append(f"· {progress.failed} failed" + (f" ({shown})" if shown else ""))
+    return " ".join(p for p in parts if p)
 
 
 def pages_router(
@@ -44,16 +85,55 @@ def pages_router(
     logs: JobLogs,
     views: JobViews,
     links: Links,
+    workflows: Mapping[str, WorkflowSpec] | None = None,
+    github_html_url: str = "https://github.com",
 ) -> APIRouter:
-    """The read-only pages over the queue's repositories. A job of a private repository is
-    shown only with the key its links carry; without it the answer is the same 404 as for a
-    job that does not exist."""
+    """The pages over the queue's repositories."""
     router = APIRouter()
+    workflows = workflows or {}
 
     def visible(job: Job | None, job_id: int, key: str | None) -> Job:
         if job is None or not links.opens(job_id, job.private, key):
             raise HTTPException(404, f"no job {job_id}")
         return job
+
+    def planned(backend: str) -> list[str]:
+        spec = workflows.get(backend)
+        return [step.name for step in spec.steps] if spec else []
+
+    def live_state(job: Job, view: JobView) -> dict[str, Any]:
+        """What the job page shows and `live.js` refreshes (read after the job's session)."""
+        size = job.log_size
+        start = max(size - LOG_TAIL_BYTES, 0)
+        tail = logs.read(job.id, start, size - start) if size else b""
+        progress = getattr(view, "progress", None)
+        steps = page_views.timeline(
+            planned(job.backend),
+            job.status,
+            view.result,
+            tail,
+            current=progress.step if progress is not None else None,
+        )
+        now = utcnow()
+        return {
+            "status": job.status,
+            "active": job.status in (JobStatus.queued, JobStatus.running),
+            "summary": summary(view),
+            "runner": job.runner_name,
+            "elapsed": page_views.job_duration(job, now),
+            "progress": progress_text(view),
+            "timeline": [{"name": s.name, "state": s.state, "duration": s.duration} for s in steps],
+            "log": page_views.log_text(tail, cut=start > 0),
+            "log_size": size,
+            "log_cut": start > 0,
+        }
+
+    def job_state(job_id: int, key: str | None) -> tuple[JobView, list[JobView], dict[str, Any]]:
+        with db.reads() as session:
+            job = visible(session.get(Job, job_id), job_id, key)
+            target = views.target(session, job)
+        current = next(v for v in target if v.id == job_id)
+        return current, target, live_state(job, current)
 
     @router.get("/healthz")
     def healthz() -> dict[str, str]:
@@ -61,36 +141,42 @@ def pages_router(
             conn.execute(text("SELECT 1"))
         return {"status": "ok", "database": db.engine.dialect.name}
 
+    @router.get("/static/{name}")
+    def static(name: str) -> Response:
+        if name not in STATIC:
+            raise HTTPException(404, "no such file")
+        body = files("service.web").joinpath("static", name).read_bytes()
+        return Response(body, media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
+
     @router.get("/jobs/{job_id}", response_class=HTMLResponse)
     def job_page(job_id: int, key: str | None = None) -> HTMLResponse:
-        with db.reads() as session:
-            job = visible(session.get(Job, job_id), job_id, key)
-            target = views.target(session, job)
-        current = next(v for v in target if v.id == job_id)
+        current, target, live = job_state(job_id, key)
         history = [v for v in target if v.id < job_id]
-        report = render_comment(current, history)
-        facts = [
-            ("state", f"<span class='{escape(current.status)}'>{escape(current.status)}</span>"),
-            ("repository", escape(current.repo)),
-            ("pull request", f"#{current.pr_number}"),
-            ("operator", escape(current.op)),
-            ("backend", escape(current.backend)),
-            ("commit", f"<code>{escape(current.sha)}</code>"),
-            ("attempt", str(current.attempt)),
-            ("runner", escape(current.runner_name or "—")),
-            ("reason", escape(current.reason or "—")),
-            ("created", escape(current.created_at.isoformat())),
-            ("started", escape(current.started_at.isoformat() if current.started_at else "—")),
-            ("finished", escape(current.finished_at.isoformat() if current.finished_at else "—")),
-        ]
-        rows = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
-        body = (
-            f"<h1>Job #{job_id}: {escape(current.op)} on {escape(current.backend)}</h1>"
-            f"<table>{rows}</table>"
-            f"<p><a href='{escape(current.log_url)}'>full log</a> · <a href='/'>all jobs</a></p>"
-            f"<h2>Report</h2><pre>{escape(report)}</pre>"
+        repo_url = f"{github_html_url}/{current.repo}"
+        key_query = f"?key={key}" if key and links.opens(job_id, True, key) else ""
+        page = templates.get_template("job.html").render(
+            job=current,
+            summary=live["summary"],
+            created=utc(current.created_at),
+            elapsed=live["elapsed"],
+            timeline=live["timeline"],
+            progress=live["progress"],
+            active=live["active"],
+            report=Markup(report_html(render_comment(current, history))),
+            log=live["log"],
+            log_size=live["log_size"],
+            log_cut=live["log_cut"],
+            live_url=f"/jobs/{job_id}/live{key_query}",
+            pr_url=f"{repo_url}/pull/{current.pr_number}",
+            commit_url=f"{repo_url}/commit/{current.sha}",
+            refresh=None,
         )
-        return _page(f"job {job_id}", body)
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+    @router.get("/jobs/{job_id}/live")
+    def job_live(job_id: int, key: str | None = None) -> Response:
+        _, _, live = job_state(job_id, key)
+        return JSONResponse(live, headers={"Cache-Control": "no-store"})
 
     @router.get("/jobs/{job_id}/log", response_class=PlainTextResponse)
     def job_log(
@@ -119,31 +205,65 @@ def pages_router(
         return StreamingResponse(body, status_code=code, media_type=media, headers=headers)
 
     @router.get("/", response_class=HTMLResponse)
-    def dashboard() -> HTMLResponse:
-        recent = [j for j in jobs.recent_jobs(50) if not j.private]
+    def dashboard(
+        repo: str | None = None,
+        op: str | None = None,
+        backend: str | None = None,
+        state: str | None = None,
+    ) -> HTMLResponse:
+        wanted = queries.HistoryFilter(repo=repo, op=op, backend=backend, state=state)
+        now = utcnow()
+        with db.reads() as session:
+            queued = queries.queued_jobs(session)
+            running = queries.running_jobs(session)
+            history = queries.public_history(session, wanted, HISTORY_ROWS)
+            choices = queries.public_choices(session)
+            charted = queries.public_benchmarked(session, CHART_JOBS)
         registered = runners.all()
-        job_rows = "".join(
-            f"<tr><td><a href='/jobs/{j.id}'>#{j.id}</a></td>"
-            f"<td>{escape(j.repo)}#{j.pr_number}</td>"
-            f"<td>{escape(j.op)}</td><td>{escape(j.backend)}</td>"
-            f"<td class='{escape(j.status)}'>{escape(j.status)}</td>"
-            f"<td><code>{escape(j.sha[:7])}</code></td><td>{escape(j.runner_name or '')}</td></tr>"
-            for j in recent
+        backends = sorted(set(workflows) | {j.backend for j in queued})
+        online = {b: runners.online_count(b, registered) for b in backends}
+        choices["state"] = [s.value for s in JobStatus]
+        active = bool(queued or running)
+        page = templates.get_template("dashboard.html").render(
+            now=utc(now),
+            queues=page_views.queues(queued, backends, online, now),
+            runners=[
+                _runner_row(row, now)
+                for row in page_views.runner_rows(
+                    registered, running, {r.id: runners.online(r, now) for r in registered}, now
+                )
+            ],
+            charts=[_chart(c) for c in page_views.charts(charted)],
+            history=[_history_row(j, now) for j in history],
+            choices=choices,
+            filters={"repo": repo, "op": op, "backend": backend, "state": state},
+            filtered=any((repo, op, backend, state)),
+            refresh=DASHBOARD_REFRESH_S if active else None,
         )
-        runner_rows = "".join(
-            f"<tr><td>{escape(r.name)}</td><td>{escape(', '.join(r.backends))}</td>"
-            f"<td>{'online' if runners.online(r) else 'offline'}</td>"
-            f"<td>{'healthy' if r.healthy else escape('sick: ' + (r.health_reason or ''))}</td>"
-            f"<td>{escape(r.last_seen_at.isoformat())}</td></tr>"
-            for r in registered
-        )
-        body = (
-            "<h1>On-demand kernel tests</h1><h2>Recent jobs</h2>"
-            "<table><tr><th>job</th><th>PR</th><th>operator</th><th>backend</th><th>state</th>"
-            f"<th>commit</th><th>runner</th></tr>{job_rows}</table>"
-            "<h2>Runners</h2><table><tr><th>name</th><th>backends</th><th>seen</th><th>health</th>"
-            f"<th>last seen</th></tr>{runner_rows}</table>"
-        )
-        return _page("ondemand", body)
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
     return router
+
+
+def _runner_row(row: page_views.RunnerRow, now: datetime) -> dict[str, Any]:
+    return {
+        "runner": row.runner,
+        "online": row.online,
+        "jobs": row.jobs,
+        "elapsed": row.elapsed,
+        "last_seen": f"{page_views.waited(row.runner.last_seen_at, now)} ago",
+    }
+
+
+def _chart(chart: page_views.Chart) -> dict[str, Any]:
+    return {"op": chart.op, "backend": chart.backend, "points": chart.points,
+            "svg": Markup(chart.svg)}  # fmt: skip
+
+
+def _history_row(job: Job, now: datetime) -> dict[str, Any]:
+    return {
+        "job": job,
+        "queued": utc(job.created_at),
+        "ran": page_views.job_duration(job, now),
+        "speedup": page_views.job_speedup(job),
+    }
