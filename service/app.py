@@ -37,6 +37,7 @@ from service.report.notices import Notices
 from service.report.outbox import OutboxWorker
 from service.settings import Settings
 from service.web.headers import security_headers
+from service.web.metrics import Metrics
 from service.web.pages import pages_router
 from service.web.runner_api import runner_api_router
 from service.web.unavailable import database_unavailable
@@ -170,6 +171,8 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
 
     app = FastAPI(title="ondemand", lifespan=lifespan)
     app.middleware("http")(security_headers)
+    metrics = Metrics(service.db, service.runners, service.workflows)
+    app.middleware("http")(metrics.middleware)
     for error in (DBAPIError, SQLAlchemyTimeoutError):
         app.add_exception_handler(error, database_unavailable(service.db.outages))
     app.state.service = service
@@ -197,4 +200,5 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
             github_html_url=settings.html_url(),
         )
     )
+    app.include_router(metrics.router())
     return app

@@ -1,15 +1,15 @@
 """Read-only questions about jobs, asked inside a caller's session: shared by the queue's
-repositories and by the views the report is rendered from."""
+repositories, the views the report is rendered from, the pages and the metrics."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, func, or_, select
 from sqlalchemy.orm import Session
 
-from service.db.models import ACTIVE_STATUSES, Job
+from service.db.models import ACTIVE_STATUSES, Delivery, Job, OutboxItem
 from workflows.models import JobStatus
 
 
@@ -137,3 +137,43 @@ def finished_durations(session: Session) -> list[tuple[str, str, float]]:
         (backend, status, max((finished - started).total_seconds(), 0.0))
         for backend, status, started, finished in session.execute(query)
     ]
+
+
+def job_counts(session: Session) -> dict[str, int]:
+    """How many jobs are in each state."""
+    query = select(Job.status, func.count(Job.id)).group_by(Job.status)
+    return {status: int(count) for status, count in session.execute(query)}
+
+
+def queue_waits(session: Session) -> list[tuple[str, float]]:
+    """(backend, seconds from queued to started) of every job that started."""
+    query = select(Job.backend, Job.created_at, Job.started_at).where(Job.started_at.is_not(None))
+    return [
+        (backend, max((started - created).total_seconds(), 0.0))
+        for backend, created, started in session.execute(query)
+    ]
+
+
+def backlog(
+    session: Session, model: type[Delivery] | type[OutboxItem]
+) -> tuple[int, datetime | None]:
+    """Rows of the inbox's or the outbox's table not yet done, and the oldest one's time."""
+    stamp = Delivery.received_at if model is Delivery else OutboxItem.created_at
+    count, oldest = session.execute(
+        select(func.count(model.id), func.min(stamp)).where(model.done_at.is_(None))
+    ).one()
+    return int(count or 0), oldest
+
+
+def delivery_outcomes(session: Session) -> dict[str, int]:
+    """Deliveries by outcome: pending, handled, or given up."""
+    gave_up = Delivery.outcome.like("gave up:%")
+    query = select(
+        func.count(Delivery.id).filter(Delivery.done_at.is_(None)),
+        func.count(Delivery.id).filter(Delivery.done_at.is_not(None), gave_up),
+        func.count(Delivery.id).filter(
+            Delivery.done_at.is_not(None), or_(Delivery.outcome.is_(None), ~gave_up)
+        ),
+    )
+    pending, failed, handled = session.execute(query).one()
+    return {"pending": int(pending), "gave_up": int(failed), "handled": int(handled)}

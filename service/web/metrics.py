@@ -1,0 +1,182 @@
+"""`GET /metrics` in Prometheus' text format (prometheus-client), on a registry of the app's
+own (tests start many apps in one process).
+
+What the database knows is read at scrape time, so every replica reports the same totals:
+jobs by state, queue depth and the oldest wait per backend, how long jobs waited and ran
+(histograms by backend and state), the inbox's deliveries by outcome, the outbox's backlog
+and its oldest item's age, runners online per backend. What only this process sees is
+counted here: webhook requests by answer and how long the webhook took to answer."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
+
+from service.db.engine import Database, utcnow
+from service.db.models import Delivery, OutboxItem
+from service.queue import queries
+from service.queue.runners import RunnerRegistry
+
+JOB_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
+WEBHOOK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+
+
+def histogram(
+    name: str, doc: str, labels: Sequence[str], samples: Iterable[tuple[tuple[str, ...], float]]
+) -> HistogramMetricFamily:
+    """A histogram over `samples` ((label values, value)) with the job buckets."""
+    grouped: dict[tuple[str, ...], list[float]] = {}
+    for key, value in samples:
+        grouped.setdefault(key, []).append(value)
+    family = HistogramMetricFamily(name, doc, labels=list(labels))
+    for key, values in sorted(grouped.items()):
+        buckets = [(str(float(b)), sum(1 for v in values if v <= b)) for b in JOB_BUCKETS]
+        buckets.append(("+Inf", len(values)))
+        family.add_metric(list(key), buckets, sum(values))
+    return family
+
+
+def _age(oldest: datetime | None, now: datetime) -> float:
+    return max((now - oldest).total_seconds(), 0.0) if oldest is not None else 0.0
+
+
+class DatabaseCollector(Collector):
+    """The gauges and histograms read from the database at each scrape."""
+
+    def __init__(self, db: Database, runners: RunnerRegistry, backends: Iterable[str]) -> None:
+        self.db = db
+        self.runners = runners
+        self.backends = sorted(backends)
+
+    def collect(self) -> Iterator[Metric]:
+        now = utcnow()
+        with self.db.reads() as session:
+            counts = queries.job_counts(session)
+            depths = queries.queue_depths(session)
+            waits = queries.queue_waits(session)
+            durations = queries.finished_durations(session)
+            deliveries = queries.delivery_outcomes(session)
+            inbox = queries.backlog(session, Delivery)
+            outbox = queries.backlog(session, OutboxItem)
+        registered = self.runners.all()
+
+        jobs = GaugeMetricFamily("ondemand_jobs", "Jobs by state", labels=["state"])
+        for state, count in sorted(counts.items()):
+            jobs.add_metric([state], count)
+        yield jobs
+
+        by_backend: Mapping[str, tuple[int, datetime | None]] = {
+            b: (n, oldest) for b, n, oldest in depths
+        }
+        backends = sorted(set(self.backends) | set(by_backend))
+        depth = GaugeMetricFamily(
+            "ondemand_queue_depth", "Queued jobs per backend", labels=["backend"]
+        )
+        oldest = GaugeMetricFamily(
+            "ondemand_queue_oldest_wait_seconds",
+            "How long the oldest queued job of a backend has waited",
+            labels=["backend"],
+        )
+        online = GaugeMetricFamily(
+            "ondemand_runners_online",
+            "Healthy runners seen recently, per backend",
+            labels=["backend"],
+        )
+        for backend in backends:
+            count, since = by_backend.get(backend, (0, None))
+            depth.add_metric([backend], count)
+            oldest.add_metric([backend], _age(since, now))
+            online.add_metric([backend], self.runners.online_count(backend, registered))
+        yield depth
+        yield oldest
+        yield online
+        yield GaugeMetricFamily(
+            "ondemand_runners_registered",
+            "Runners registered",
+            value=len(registered),
+        )
+        yield histogram(
+            "ondemand_job_wait_seconds",
+            "How long jobs waited in the queue before a runner started them",
+            ["backend"],
+            (((backend,), seconds) for backend, seconds in waits),
+        )
+        yield histogram(
+            "ondemand_job_duration_seconds",
+            "How long finished jobs ran, by backend and final state",
+            ["backend", "state"],
+            (((backend, state), seconds) for backend, state, seconds in durations),
+        )
+        outcomes = GaugeMetricFamily(
+            "ondemand_deliveries", "Webhook deliveries stored, by outcome", labels=["outcome"]
+        )
+        for outcome, count in sorted(deliveries.items()):
+            outcomes.add_metric([outcome], count)
+        yield outcomes
+        yield GaugeMetricFamily(
+            "ondemand_inbox_oldest_age_seconds",
+            "Age of the oldest delivery not yet processed",
+            value=_age(inbox[1], now),
+        )
+        yield GaugeMetricFamily(
+            "ondemand_outbox_backlog", "Outbox items not yet delivered to GitHub", value=outbox[0]
+        )
+        yield GaugeMetricFamily(
+            "ondemand_outbox_oldest_age_seconds",
+            "Age of the oldest outbox item not yet delivered",
+            value=_age(outbox[1], now),
+        )
+
+
+class Metrics:
+    """One app's registry: the database collector and the webhook's own counters."""
+
+    def __init__(self, db: Database, runners: RunnerRegistry, backends: Iterable[str]) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(DatabaseCollector(db, runners, backends))
+        self.webhook_requests = Counter(
+            "ondemand_webhook_requests",
+            "Webhook requests by the HTTP status they were answered with "
+            "(202 accepted, 200 duplicate or ignored, 400 malformed, 401 bad signature, "
+            "413 too large, 503 database unavailable)",
+            ["code"],
+            registry=self.registry,
+        )
+        self.webhook_seconds = Histogram(
+            "ondemand_webhook_latency_seconds",
+            "How long the webhook took to answer a delivery",
+            buckets=WEBHOOK_BUCKETS,
+            registry=self.registry,
+        )
+
+    async def middleware(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        """Counts and times the webhook's answers."""
+        if request.url.path != "/webhook" or request.method != "POST":
+            return await call_next(request)
+        started = time.perf_counter()
+        code = 500
+        try:
+            response = await call_next(request)
+            code = response.status_code
+            return response
+        finally:
+            self.webhook_seconds.observe(time.perf_counter() - started)
+            self.webhook_requests.labels(code=str(code)).inc()
+
+    def router(self) -> APIRouter:
+        router = APIRouter()
+
+        @router.get("/metrics")
+        def metrics() -> Response:
+            return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+
+        return router
