@@ -57,6 +57,11 @@ def daemon_parser() -> argparse.ArgumentParser:
     parser.add_argument("--grace-seconds", type=float, default=10.0, help="SIGTERM → SIGKILL")
     parser.add_argument("--no-network-isolation", action="store_true")
     parser.add_argument(
+        "--no-compile-cache",
+        action="store_true",
+        help="no shared compile cache: every job compiles its kernels afresh (docs/runner.md)",
+    )
+    parser.add_argument(
         "--job-user",
         default=DEFAULT_JOB_USER,
         help="as root: the unprivileged user steps run as, in their own namespaces "
@@ -143,6 +148,7 @@ def daemon_main(argv: list[str]) -> int:
         backoff_max_s=args.backoff_max,
         grace_s=args.grace_seconds,
         network_isolation=not args.no_network_isolation,
+        compile_cache=not args.no_compile_cache,
         job_user=None if args.no_job_user else args.job_user,
         packages=PackageSources.from_args(args),
         log_max_bytes=args.log_max_bytes,

@@ -28,12 +28,13 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 
 from ondemand.retry import Backoff, RetryPolicy
 from runner.client import NotHeld, Rejected, ServiceClient, ServiceUnavailable, Unauthorized
+from runner.compile_cache import CompileCache, default_workers
 from runner.credentials import CredentialFile, Credentials, Registration, load_or_register
 from runner.execute import JobContext, execute
 from runner.health import Health, run_device_check
@@ -42,6 +43,7 @@ from runner.logstream import DEFAULT_LIMIT, LogStream
 from runner.pyenv import PackageSources
 from runner.redact import Redactor, redact_text
 from runner.sandboxing import Jail, JailError, check_jail, jail_for_host, visible_devices
+from runner.warmup import warm
 from runner.workspace import Workspaces
 from workflows.models import JobResult, JobSpec, JobStatus
 from workflows.spec import WorkflowSpec
@@ -81,6 +83,7 @@ class DaemonConfig:
     keep_logs: int = 50  # the newest job logs kept in WORK/logs ...
     keep_log_bytes: int = 1024 * 1024 * 1024  # ... within this many bytes in all
     log_max_bytes: int = DEFAULT_LIMIT  # one job's log: its head and tail past this
+    compile_cache: bool = True  # a shared compile cache filled by trusted builds
 
 
 class Daemon:
@@ -127,6 +130,8 @@ class Daemon:
             report=self.client.health,
         )
         self.workspaces = Workspaces(config.work_dir / "cache")
+        compile_root = config.work_dir / "cache" / "compile"
+        self.compile_cache = CompileCache(compile_root) if config.compile_cache else None
         try:
             self.jail = jail_for_host(config.job_user, config.network_isolation)
         except JailError as exc:
@@ -340,6 +345,8 @@ class Daemon:
             packages=self.config.packages,
             grace_s=self.config.grace_s,
             on_step_start=lambda pid: pidfile.write_text(str(pid)),
+            compile_cache=self.compile_cache,
+            workers=default_workers(len(self.config.devices)),
         )
         try:
             with Heartbeat(self.client, spec, cancel) as beat:
@@ -365,6 +372,21 @@ class Daemon:
             clean = redact_text(result.model_dump_json(), self.secrets())
             self.report(spec, JobResult.model_validate_json(clean))
         self.prune_logs(logs)
+        self.warm(context, spec, workflow)
+
+    def warm(self, context: JobContext, spec: JobSpec, workflow: WorkflowSpec) -> None:
+        """The trusted build of the job's base after its verdict (runner/warmup.py); a
+        first signal to stop cancels it."""
+        if self.compile_cache is None or self.stopping.is_set():
+            return
+        context = replace(context, on_output=lambda data: None, cancel=self.stopping)
+        try:
+            result = warm(spec, workflow, context)
+        finally:
+            context.job_dir.with_suffix(".pgid").unlink(missing_ok=True)
+            empty(context.job_dir)
+        if result is not None:
+            log.info("trusted build of %s: %s", (spec.base_sha or "")[:10], result.status.value)
 
     def secrets(self) -> list[str | None]:
         """What must never leave the runner in a job's log or result."""

@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from runner import layouts, results
+from runner import compile_cache, layouts, results
+from runner.compile_cache import CompileCache, default_workers
 from runner.probe import environment_info
 from runner.pyenv import PackageSources, PythonEnvError, python_env
 from runner.sandboxing import Jail, give, scrubbed_env
@@ -77,6 +78,9 @@ class JobContext:
     grace_s: float = 5.0
     keep: bool = False  # keep the job directory (debugging)
     on_step_start: Callable[[int], None] | None = None  # the step's process group id
+    compile_cache: CompileCache | None = None  # None: each job compiles in its HOME alone
+    trusted: bool = False  # a trusted build (runner.warmup): its compiles fill the shared cache
+    workers: int = field(default_factory=default_workers)  # `{xdist}`
 
 
 class _Stop(Exception):
@@ -117,6 +121,7 @@ class _Job:
         self.operators: list[str] = []
         self.notes: list[str] = []
         self.worktrees: list[tuple[Path, Path]] = []
+        self.seeded: int | None = None  # entries the private compile cache started with
 
     def log(self, text: str) -> None:
         self.ctx.on_output(f"[ondemand] {text}\n".encode())
@@ -159,7 +164,20 @@ class _Job:
         env["PATH"] = f"{pyenv.root / 'bin'}:{env['PATH']}"
         give(self.ctx.job_dir / "home", self.owner)
         give(self.ctx.job_dir / "artifacts", self.owner)
+        if self.ctx.compile_cache is not None:
+            env["TRITON_CACHE_DIR"] = str(self.private_cache())
         return pyenv.python, env
+
+    def private_cache(self) -> Path:
+        """The job's own Triton cache, seeded once from the shared layer (compile_cache.py)."""
+        private = self.ctx.job_dir / "compile" / "triton"
+        if self.seeded is None:
+            assert self.ctx.compile_cache is not None
+            layer = self.ctx.compile_cache.layer(self.spec.clone_url, self.spec.backend)
+            give(private.parent, self.owner, 0o700)
+            self.seeded = compile_cache.seed(layer, private, self.owner)
+            self.log(f"compile cache: {self.seeded} kernels from trusted builds")
+        return private
 
     def setup(self, name: str, func: Callable[[], _T]) -> _T:
         """Run a setup action as a step; a failure errors the job at that step."""
@@ -195,7 +213,10 @@ class _Job:
             "sha": self.spec.sha,
             "backend": self.spec.backend,
         }
-        lists = {"op_tests": layouts.test_files(checkout, self.spec.op)}
+        lists = {
+            "op_tests": layouts.test_files(checkout, self.spec.op),
+            "xdist": compile_cache.xdist_args(self.ctx.workers),
+        }
         argv = step.render(values, lists)
         self.log(f"step {step.name}: {' '.join(argv)} (timeout {step.timeout_s}s)")
         outcome = run_step(
@@ -482,6 +503,13 @@ def execute(spec: JobSpec, workflow: WorkflowSpec, ctx: JobContext) -> JobResult
         finished_at=_now(),
     )
     job.log(f"job {spec.id}: {status.value}")
+    if ctx.trusted and ctx.compile_cache is not None and job.seeded is not None:
+        layer = ctx.compile_cache.layer(spec.clone_url, spec.backend)
+        ran = status in (JobStatus.succeeded, JobStatus.failed)
+        private = ctx.job_dir / "compile" / "triton"
+        added = compile_cache.publish(private, layer, spec.sha if ran else None)
+        job.log(f"compile cache: {added} kernels published from trusted build {spec.sha[:10]}")
     if not ctx.keep:
         shutil.rmtree(ctx.job_dir / "home", ignore_errors=True)
+        shutil.rmtree(ctx.job_dir / "compile", ignore_errors=True)
     return result

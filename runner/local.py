@@ -10,14 +10,17 @@ import os
 import sys
 import tempfile
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from runner.compile_cache import CompileCache
 from runner.daemon import runner_version
 from runner.execute import OP_NAME, JobContext, execute
 from runner.logstream import LogStream
 from runner.pyenv import PackageSources
 from runner.sandboxing import JailError, jail_for_host
+from runner.warmup import warm
 from runner.workspace import WorkspaceError, Workspaces, git
 from workflows.models import JobOptions, JobResult, JobSpec, JobStatus
 from workflows.spec import WorkflowError, WorkflowSpec, backend_names, load_workflows
@@ -125,6 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-network-isolation", action="store_true", help="let the steps use the network"
     )
+    parser.add_argument(
+        "--no-compile-cache",
+        action="store_true",
+        help="compile every kernel afresh: no shared compile cache is read, none is built",
+    )
     return parser
 
 
@@ -174,25 +182,31 @@ def run_main(argv: list[str]) -> int:
             sys.stderr.buffer.write(data)
             sys.stderr.buffer.flush()
 
+    context = JobContext(
+        workspaces=Workspaces(cache),
+        env_cache=cache / "envs",
+        job_dir=run_dir / "job",
+        runner_name=f"local ({os.uname().nodename})",
+        runner_version=runner_version(),
+        on_output=on_output,
+        visible_devices=visible,
+        jail=jail,
+        packages=PackageSources.from_args(args),
+        compile_cache=None if args.no_compile_cache else CompileCache(cache / "compile"),
+    )
     try:
-        result = execute(
-            spec,
-            workflows[backend],
-            JobContext(
-                workspaces=Workspaces(cache),
-                env_cache=cache / "envs",
-                job_dir=run_dir / "job",
-                runner_name=f"local ({os.uname().nodename})",
-                runner_version=runner_version(),
-                on_output=on_output,
-                visible_devices=visible,
-                jail=jail,
-                packages=PackageSources.from_args(args),
-            ),
-        )
+        result = execute(spec, workflows[backend], context)
     finally:
         stream.close()
     if args.json:
         args.json.write_text(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
-    print(render(spec, result, log_path))
+    print(render(spec, result, log_path), flush=True)
+    # After the verdict: the trusted build that warms the next run (runner/warmup.py).
+    quiet = replace(context, on_output=lambda data: None if args.quiet else on_stderr(data))
+    warm(spec, workflows[backend], replace(quiet, job_dir=run_dir / "trusted"), local=True)
     return EXIT.get(result.status, 2)
+
+
+def on_stderr(data: bytes) -> None:
+    sys.stderr.buffer.write(data)
+    sys.stderr.buffer.flush()

@@ -26,10 +26,13 @@ from pydantic import (
 )
 
 WORKFLOWS_DIR = Path(__file__).resolve().parent
-PLACEHOLDERS = frozenset({"op", "artifacts", "python", "workspace", "sha", "backend", "op_tests"})
+PLACEHOLDERS = frozenset(
+    {"op", "artifacts", "python", "workspace", "sha", "backend", "op_tests", "xdist"}
+)
 # Placeholders that stand for several argv elements: each must be a whole element.
 # {op_tests}: the test files that can hold the operator's tests (the layout decides).
-LIST_PLACEHOLDERS = frozenset({"op_tests"})
+# {xdist}: `-n N`, pytest-xdist's workers for the slot, or nothing where it would not help.
+LIST_PLACEHOLDERS = frozenset({"op_tests", "xdist"})
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 

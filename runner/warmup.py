@@ -1,0 +1,57 @@
+"""Trusted builds: after a job's verdict, the runner runs the same workflow on the job's base
+commit, and what that compiles fills the repository's shared compile cache
+(`runner.compile_cache`), so the next job of the repository loads its unchanged kernels
+instead of compiling them.
+
+The base commit is the pull request's base (`base_sha`: a commit of the repository's own
+branch, code its maintainers merged), never the pull request's head. The build is a job of
+its own: a fresh checkout, HOME and private cache in the slot's directory, the jail, the
+same steps; only its private cache is published, and only once per base commit.
+`ondemand run` has no pull request: it trusts the commit it was asked to run (the caller's
+own), unless `--base` names another.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from runner.execute import JobContext, execute
+from workflows.models import JobOptions, JobResult, JobSpec
+from workflows.spec import WorkflowSpec
+
+
+def trusted_commit(spec: JobSpec, *, local: bool = False) -> str | None:
+    """The commit a trusted build of `spec`'s repository compiles, or None."""
+    if spec.base_sha:
+        return spec.base_sha
+    return spec.sha if local else None
+
+
+def warm(
+    spec: JobSpec, workflow: WorkflowSpec, ctx: JobContext, *, local: bool = False
+) -> JobResult | None:
+    """Build the trusted commit of `spec`'s repository into the shared compile cache, unless
+    it is there already or the runner keeps no shared cache; its result, or None."""
+    cache = ctx.compile_cache
+    sha = trusted_commit(spec, local=local)
+    if cache is None or sha is None or ctx.cancel.is_set():
+        return None
+    if cache.has_built(cache.layer(spec.clone_url, spec.backend), sha):
+        return None
+    build = spec.model_copy(
+        update={
+            "sha": sha,
+            "base_sha": None,
+            "base_ref": None,
+            "options": JobOptions(bench=spec.options.bench, compare=False),
+        }
+    )
+    started = time.monotonic()
+    ctx.on_output(f"[ondemand] trusted build of {sha[:10]} for the compile cache\n".encode())
+    result = execute(build, workflow, replace(ctx, trusted=True, keep=False))
+    ctx.on_output(
+        f"[ondemand] trusted build: {result.status.value} in "
+        f"{time.monotonic() - started:.1f}s\n".encode()
+    )
+    return result

@@ -1,0 +1,277 @@
+"""The shared compile cache: only trusted builds fill it, no job can write it, and what one job
+compiles (or plants) in its private layer is never read by another job. Real files, real
+jobs on the tiny repository, and, as root, real steps as the job user in their jail."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runner.compile_cache import CompileCache, publish, seed, xdist_args
+from runner.execute import JobContext, execute
+from runner.sandboxing import Jail, jail_for_host
+from runner.warmup import trusted_commit, warm
+from runner.workspace import Workspaces
+from tests.runner.tinyrepo import TinyRepo
+from workflows.models import JobResult, JobSpec, JobStatus
+from workflows.spec import Step, StepKind, WorkflowSpec, load_workflows
+
+JOB_USER = "ondemand-job"
+CPU = load_workflows()["cpu"]
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="changing user needs root")
+
+# A step that reads its cache, tries to overwrite a trusted entry, and plants an entry of its
+# own under a key another job's kernel could have.
+POKE = """\
+import json, os, sys
+from pathlib import Path
+cache = Path(os.environ["TRITON_CACHE_DIR"])
+seen = {p.name: (p / "k.cubin").read_text() for p in sorted(cache.iterdir()) if p.is_dir()}
+print("SEEN " + json.dumps(seen), flush=True)
+tries = {}
+for name, action in [
+    ("write", lambda: (cache / "TRUSTED" / "k.cubin").write_text("poison")),
+    ("chmod", lambda: os.chmod(cache / "TRUSTED" / "k.cubin", 0o666)),
+    ("truncate", lambda: os.truncate(cache / "TRUSTED" / "k.cubin", 0)),
+]:
+    try:
+        action()
+        tries[name] = "succeeded"
+    except OSError as exc:
+        tries[name] = type(exc).__name__
+print("TRIES " + json.dumps(tries), flush=True)
+(cache / sys.argv[1]).mkdir(exist_ok=True)
+(cache / sys.argv[1] / "k.cubin").write_text(sys.argv[2])
+"""
+
+
+def _workflow(plant: str, content: str) -> WorkflowSpec:
+    step = Step(name="poke", kind=StepKind.command, argv=["{python}", "-c", POKE, plant, content])
+    return CPU.model_copy(update={"steps": [step], "layouts": {}})
+
+
+def _spec(repo: TinyRepo, sha: str, job_id: int, **kw: object) -> JobSpec:
+    return JobSpec.model_validate(
+        {
+            "id": job_id,
+            "repo": "o/tinyops",
+            "clone_url": str(repo.path),
+            "pr_number": 7,
+            "sha": sha,
+            "op": "good_op",
+            "backend": "cpu",
+            **kw,
+        }
+    )
+
+
+def _context(cache: Path, job_dir: Path, compiled: CompileCache, jail: Jail | None) -> JobContext:
+    log = bytearray()
+    return JobContext(
+        workspaces=Workspaces(cache),
+        env_cache=cache / "envs",
+        job_dir=job_dir,
+        runner_name="test-runner",
+        runner_version="0",
+        on_output=log.extend,
+        cancel=threading.Event(),
+        jail=jail,
+        grace_s=1,
+        compile_cache=compiled,
+    )
+
+
+def _said(result: JobResult, ctx: JobContext, word: str) -> dict[str, str]:
+    assert result.status is JobStatus.succeeded, (result, ctx.on_output)
+    log = ctx.on_output.__self__.decode()  # type: ignore[attr-defined]
+    line = next(x for x in log.splitlines() if x.startswith(word + " "))
+    return json.loads(line.split(" ", 1)[1])
+
+
+def _entry(root: Path, name: str, content: str) -> None:
+    (root / name).mkdir(parents=True)
+    (root / name / "k.cubin").write_text(content)
+
+
+# -- the layers, file by file -------------------------------------------------------------------
+
+
+def test_publish_takes_plain_entries_whole_and_keeps_what_is_there(tmp_path: Path) -> None:
+    private, layer = tmp_path / "private", tmp_path / "layer"
+    _entry(private, "AAAA", "first")
+    _entry(private, "BBBB", "b")
+    (private / "BBBB" / "link.so").symlink_to("/etc/passwd")  # a link is never followed
+    (private / "CCCC").symlink_to(private / "AAAA")  # nor an entry that is a link
+    _entry(private, "bad name", "x")  # not a name Triton writes
+    assert publish(private, layer, "sha1") == 2
+    shared = layer / "triton"
+    assert sorted(p.name for p in shared.iterdir()) == ["AAAA", "BBBB"]
+    assert sorted(p.name for p in (shared / "BBBB").iterdir()) == ["k.cubin"]
+    assert stat.S_IMODE((shared / "AAAA" / "k.cubin").stat().st_mode) == 0o644
+    # A later build never replaces an entry that is there: the first trusted build wins.
+    (private / "AAAA" / "k.cubin").write_text("second")
+    _entry(private, "DDDD", "d")
+    assert publish(private, layer, "sha2") == 1
+    assert (shared / "AAAA" / "k.cubin").read_text() == "first"
+    assert CompileCache(tmp_path).built(layer) == ["sha1", "sha2"]
+
+
+def test_seed_copies_where_steps_run_as_the_runner(tmp_path: Path) -> None:
+    layer, private = tmp_path / "layer", tmp_path / "job" / "triton"
+    _entry(tmp_path / "from", "AAAA", "trusted")
+    publish(tmp_path / "from", layer, "sha1")
+    assert seed(layer, private, None) == 1
+    copied = private / "AAAA" / "k.cubin"
+    copied.write_text("changed")  # the job's copy, not the runner's file
+    assert (layer / "triton" / "AAAA" / "k.cubin").read_text() == "trusted"
+    assert seed(tmp_path / "no-layer", tmp_path / "other", None) == 0
+
+
+def test_trusted_commit_is_the_base_never_the_pull_request() -> None:
+    spec = JobSpec(id=1, repo="o/r", clone_url="u", pr_number=1, sha="head", op="x", backend="b")
+    assert trusted_commit(spec) is None
+    assert trusted_commit(spec.model_copy(update={"base_sha": "base"})) == "base"
+    assert trusted_commit(spec, local=True) == "head"  # `ondemand run`: the caller's own commit
+
+
+def test_xdist_workers_only_where_they_help() -> None:
+    assert xdist_args(1) == []
+    assert xdist_args(4) == ["-n", "4"]  # pytest-xdist is in the test extra
+    step = CPU.steps[0].model_copy(update={"argv": ["pytest", "{xdist}", "-q"]})
+    assert step.render({}, {"xdist": ["-n", "3"]}) == ["pytest", "-n", "3", "-q"]
+    assert step.render({}, {"xdist": []}) == ["pytest", "-q"]
+
+
+# -- whole jobs -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def job_user() -> pwd.struct_passwd:
+    """The job user, created as the systemd unit and the runner image create it."""
+    try:
+        return pwd.getpwnam(JOB_USER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+             "--shell", "/usr/sbin/nologin", JOB_USER],
+            check=True,
+        )  # fmt: skip
+        return pwd.getpwnam(JOB_USER)
+
+
+@pytest.fixture(scope="module")
+def reachable_python() -> Iterator[None]:
+    """Let the job user pass through the directories to the runner's Python, for this test."""
+    changed: list[tuple[Path, int]] = []
+    for start in (Path(sys.executable).resolve(), Path(sys.prefix).resolve()):
+        for directory in start.parents:
+            mode = directory.stat().st_mode
+            if not mode & stat.S_IXOTH:
+                changed.append((directory, mode))
+                directory.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+    yield
+    for directory, mode in reversed(changed):
+        directory.chmod(stat.S_IMODE(mode))
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """A directory the job user can pass through (pytest's own are private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="ondemand-compile-"))
+    path.chmod(0o711)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@ROOT_ONLY
+def test_jobs_as_the_job_user_read_trusted_builds_and_nothing_else(
+    job_user: pwd.struct_passwd, reachable_python: None, base: Path, tiny_repo: TinyRepo
+) -> None:
+    """A trusted build publishes; a pull request's job reads it but can neither change the
+    runner's files nor publish what it plants; the next job sees only the trusted entries."""
+    cache, work = base / "cache", base / "work"
+    cache.mkdir(mode=0o711)
+    work.mkdir(mode=0o711)
+    (cache / "envs").mkdir(mode=0o755)
+    compiled = CompileCache(base / "compile")
+    jail = jail_for_host(JOB_USER, network=True)
+    assert jail is not None and jail.user == JOB_USER
+    jail = jail.hiding(compiled.root)  # as the daemon hides its cache directory
+    pr = _spec(tiny_repo, tiny_repo.head_sha, 1, base_sha=tiny_repo.base_sha)
+
+    # The trusted build: the base commit, its step's entry published as the runner's files.
+    ctx = _context(cache, work / "trusted", compiled, jail)
+    built = warm(pr, _workflow("TRUSTED", "trusted"), ctx)
+    assert built is not None and built.status is JobStatus.succeeded, ctx.on_output
+    layer = compiled.layer(pr.clone_url, pr.backend)
+    shared = layer / "triton" / "TRUSTED" / "k.cubin"
+    assert shared.read_text() == "trusted" and shared.stat().st_uid == 0
+    assert compiled.built(layer) == [tiny_repo.base_sha]
+    assert warm(pr, _workflow("TRUSTED", "again"), ctx) is None  # once per base commit
+
+    # The pull request's job, as the job user: it sees the trusted entry, cannot change it,
+    # and plants an entry of its own.
+    ctx = _context(cache, work / "job1", compiled, jail)
+    result = execute(pr, _workflow("POISON", "poison"), ctx)
+    assert _said(result, ctx, "SEEN") == {"TRUSTED": "trusted"}
+    assert _said(result, ctx, "TRIES") == {
+        "write": "PermissionError",
+        "chmod": "PermissionError",
+        "truncate": "PermissionError",
+    }
+    assert shared.read_text() == "trusted" and stat.S_IMODE(shared.stat().st_mode) == 0o644
+    assert sorted(p.name for p in (layer / "triton").iterdir()) == ["TRUSTED"]
+    assert not (work / "job1" / "compile").exists()  # the private layer went with the job
+
+    # The next job of the same repository: the trusted entry, not the planted one.
+    ctx = _context(cache, work / "job2", compiled, jail)
+    result = execute(pr.model_copy(update={"id": 2}), _workflow("OTHER", "x"), ctx)
+    assert _said(result, ctx, "SEEN") == {"TRUSTED": "trusted"}
+
+
+def test_an_unconfined_job_plants_nothing_for_the_next(
+    tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path
+) -> None:
+    """As the runner's own user (`ondemand run`): the private layer is a copy, and still only
+    a trusted build publishes."""
+    compiled = CompileCache(tmp_path / "compile")
+    pr = _spec(tiny_repo, tiny_repo.head_sha, 1, base_sha=tiny_repo.base_sha)
+    ctx = _context(runner_cache, tmp_path / "trusted", compiled, None)
+    assert warm(pr, _workflow("TRUSTED", "trusted"), ctx) is not None
+    ctx = _context(runner_cache, tmp_path / "job1", compiled, None)
+    result = execute(pr, _workflow("POISON", "poison"), ctx)
+    assert _said(result, ctx, "TRIES")["write"] == "succeeded"  # its own copy
+    ctx = _context(runner_cache, tmp_path / "job2", compiled, None)
+    result = execute(pr, _workflow("OTHER", "x"), ctx)
+    assert _said(result, ctx, "SEEN") == {"TRUSTED": "trusted"}
+
+
+def test_accuracy_under_xdist_counts_every_test(
+    tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path
+) -> None:
+    """The accuracy step with `{xdist}` (two workers): the same verdict and counts, and the
+    operators the plugin writes from the workers."""
+    step = CPU.steps[0]
+    argv = [*step.argv[:6], "{xdist}", *step.argv[6:]]
+    workflow = CPU.model_copy(update={"steps": [step.model_copy(update={"argv": argv})]})
+    ctx = _context(runner_cache, tmp_path / "job", CompileCache(tmp_path / "compile"), None)
+    ctx.workers = 2
+    result = execute(_spec(tiny_repo, tiny_repo.head_sha, 1), workflow, ctx)
+    log = ctx.on_output.__self__.decode()  # type: ignore[attr-defined]
+    assert " -n 2 " in log, log
+    assert result.status is JobStatus.succeeded, log
+    acc = result.accuracy
+    assert acc is not None and (acc.passed, acc.failed, acc.skipped) == (3, 0, 2)
+    assert "good_op" in result.operators
+    assert acc.implementation == "kernels.ops.good_op.good_op"  # suite properties survive
