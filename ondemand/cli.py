@@ -9,7 +9,7 @@ import sys
 
 # subcommand -> (module, function taking argv, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "serve": ("service.server", "main", "run the service (webhook, runner API, job pages)"),
+    "serve": ("service.server", "main", "run the service (webhook, runner API, pages, metrics)"),
     "runner": ("runner.cli", "daemon_main", "run the runner daemon on this machine"),
     "run": ("runner.cli", "run_main", "run one OP:BACKEND workflow here and print the report"),
     "sandbox": ("sandbox.cli", "main", "run a local GitHub-compatible server (development)"),

@@ -12,8 +12,9 @@ from types import FrameType
 
 import uvicorn
 from pydantic import ValidationError
+from sqlalchemy.engine import make_url
 
-from service.settings import Settings
+from service.settings import Settings, settings_source
 
 
 class Server(uvicorn.Server):
@@ -37,12 +38,29 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    parser.add_argument(
+        "--local-trial",
+        action="store_true",
+        help="a trial on this machine: start without a webhook secret or GitHub credentials "
+        "(also ONDEMAND_LOCAL_TRIAL=1)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    # Alembic speaks at info when imported and for each revision; the service says what changed.
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         settings = Settings()
     except ValidationError as exc:
         print(f"ondemand serve: bad settings:\n{exc}", file=sys.stderr)
+        return 2
+    missing = settings.missing_for_service()
+    if missing and not (args.local_trial or settings.local_trial):
+        lines = "".join(f"\n  - {m}" for m in missing)
+        print(
+            f"ondemand serve: refusing to start without:{lines}\nSet them (the README says "
+            "how), or pass --local-trial (ONDEMAND_LOCAL_TRIAL=1) to try it here without.",
+            file=sys.stderr,
+        )
         return 2
     from service.app import create_app
 
@@ -51,6 +69,13 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"ondemand serve: {exc}", file=sys.stderr)
         return 2
+    database = make_url(settings.database_url).render_as_string(hide_password=True)
+    trial = " · local trial" if missing else ""
+    print(
+        f"ondemand serve: http://{args.host}:{args.port} (public URL {settings.public_url}) · "
+        f"database {database} · {settings_source()}{trial}",
+        flush=True,
+    )
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level)
     Server(config, app.state.service.begin_shutdown).run()
     return 0

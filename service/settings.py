@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -66,6 +68,10 @@ class Settings(BaseSettings):
         ge=1024,
         description="a job's log is refused past this size (runners keep its head and tail)",
     )
+    local_trial: bool = Field(
+        default=False,
+        description="a trial on this machine: start without a webhook secret or GitHub credentials",
+    )
     process_workers: bool = Field(
         default=True, description="run the inbox, the outbox and the lease reaper in-process"
     )
@@ -109,6 +115,21 @@ class Settings(BaseSettings):
             return self.github_private_key_path.read_text()
         return None
 
+    def missing_for_service(self) -> list[str]:
+        """What a service that GitHub talks to cannot work without and is not set: without a
+        webhook secret every delivery is refused, without credentials nothing is answered."""
+        missing = []
+        if not self.webhook_secrets:
+            missing.append(
+                "ONDEMAND_WEBHOOK_SECRETS (the webhook's secret): every delivery would get 401"
+            )
+        if self.github_token is None and self.github_app_id is None:
+            missing.append(
+                "ONDEMAND_GITHUB_APP_ID with ONDEMAND_GITHUB_PRIVATE_KEY(_PATH), or "
+                "ONDEMAND_GITHUB_TOKEN: no command could be answered"
+            )
+        return missing
+
     def html_url(self) -> str:
         """Where pull requests and commits are read: the setting, else github.com for its API,
         the host of an Enterprise server's `/api/v3`, else the API's own base (the sandbox)."""
@@ -126,3 +147,14 @@ class Settings(BaseSettings):
             return self.link_secret.get_secret_value().encode()
         first = self.webhook_secrets[0] if self.webhook_secrets else ""
         return hashlib.sha256(f"ondemand-links:{first}".encode()).digest()
+
+
+def settings_source(environ: Mapping[str, str] | None = None) -> str:
+    """Where the settings came from, for the start-up line: the `ONDEMAND_*` variables set
+    (names only: values may be secret)."""
+    names = sorted(
+        k for k in (os.environ if environ is None else environ) if k.startswith("ONDEMAND_")
+    )
+    if not names:
+        return "settings: defaults (no ONDEMAND_* variable is set)"
+    return f"settings: {', '.join(names)} from the environment, defaults for the rest"

@@ -52,6 +52,7 @@ def test_serve_runs_and_answers(tmp_path: Path) -> None:
         **os.environ,
         "ONDEMAND_DATABASE_URL": f"sqlite:///{tmp_path / 'serve.db'}",
         "ONDEMAND_WEBHOOK_SECRETS": "s",
+        "ONDEMAND_LOCAL_TRIAL": "1",  # no GitHub credentials
     }
     proc = subprocess.Popen(
         [
@@ -87,7 +88,7 @@ def test_serve_runs_and_answers(tmp_path: Path) -> None:
 
 
 def test_serve_refuses_bad_settings(tmp_path: Path) -> None:
-    env = {**os.environ, "ONDEMAND_DEFAULT_BACKENDS": "tpu"}
+    env = {**os.environ, "ONDEMAND_DEFAULT_BACKENDS": "tpu", "ONDEMAND_LOCAL_TRIAL": "1"}
     done = subprocess.run(
         [sys.executable, "-m", "ondemand", "serve", "--port", str(free_port())],
         cwd=tmp_path,
