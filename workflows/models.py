@@ -128,6 +128,9 @@ class BenchmarkRow(_Model):
     speedup: float
     gbps: float | None = None
     bandwidth_fraction: float | None = None
+    # Host time per call (µs): 1,000 back-to-back calls synchronized once, PyTorch's and ours.
+    reference_host_us: float | None = None
+    kernel_host_us: float | None = None
     # Filled when the operator also exists on the merge base: the same row measured there.
     before_kernel_ms: float | None = None
     before_speedup: float | None = None

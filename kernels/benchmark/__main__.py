@@ -60,6 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--host-reps", type=_positive_int, default=3, help="interpreter: calls timed per case"
     )
+    parser.add_argument(
+        "--host-calls",
+        type=int,
+        default=1000,
+        help="GPU: back-to-back calls, synchronized once, for each side's host time per call "
+        "(0: not measured; never under the interpreter)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
@@ -105,7 +112,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     show = not args.no_progress and sys.stderr.isatty()
     try:
         with _progress(len(cases), show) as advance:
-            rows = run_cases(bench, cases, kernel_fn, target.device, timer, copy_gbps, advance)
+            rows = run_cases(
+                bench,
+                cases,
+                kernel_fn,
+                target.device,
+                timer,
+                copy_gbps,
+                advance,
+                host_calls=max(0, args.host_calls) if target.performance else 0,
+                synchronize=implementations.synchronizer(target.device),
+            )
     except BenchmarkError as exc:
         if exc.__cause__ is not None and not isinstance(exc.__cause__, KernelMismatch):
             traceback.print_exception(exc.__cause__, file=sys.stderr)

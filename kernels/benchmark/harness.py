@@ -12,7 +12,8 @@ odd count than after an even one (two-kernel ops take the sum, so never change),
 flush launch per run every run of a timing had the same parity: the median was one state or
 the other by chance. Alternating the parity makes it the median over both (a probe of both
 states is in docs/notes/kernel-performance-journal.md). Host time per call is a separate
-number (tools/host_probe.py).
+number: the wall time of 1,000 back-to-back calls synchronized once (`host_us_per_call`),
+what a caller looping over tiny inputs waits for.
 Under the Triton interpreter it is a host clock over a few repetitions: those numbers are
 not performance.
 """
@@ -151,6 +152,20 @@ class HostTimer:
         return _positive(statistics.median(times))
 
 
+def host_us_per_call(
+    fn: Callable[[], Any], synchronize: Callable[[], None], calls: int = 1000
+) -> float:
+    """Microseconds per call of `calls` back-to-back calls, synchronized once at the end (and
+    before the start): for tiny inputs the host's own work per call, not the device's."""
+    fn()
+    synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
 def _positive(ms: float) -> float:
     if not ms > 0:
         raise RuntimeError(f"timer returned a non-positive latency: {ms} ms")
@@ -162,9 +177,15 @@ class BenchmarkError(Exception):
 
 
 def make_row(
-    case: Case, reference_ms: float, kernel_ms: float, traffic: int, copy_gbps: float | None
+    case: Case,
+    reference_ms: float,
+    kernel_ms: float,
+    traffic: int,
+    copy_gbps: float | None,
+    host_us: tuple[float, float] | None = None,
 ) -> Row:
-    """One table row; bandwidth fraction only when the copy bandwidth is known."""
+    """One table row; bandwidth fraction only when the copy bandwidth is known; `host_us` is
+    (PyTorch's, ours) host time per call where it was measured."""
     achieved = gbps(traffic, kernel_ms)
     return Row(
         dtype=case.dtype,
@@ -175,6 +196,8 @@ def make_row(
         speedup=reference_ms / kernel_ms,
         gbps=achieved,
         bandwidth_fraction=achieved / copy_gbps if copy_gbps else None,
+        reference_host_us=host_us[0] if host_us else None,
+        kernel_host_us=host_us[1] if host_us else None,
     )
 
 
@@ -186,8 +209,11 @@ def run_cases(
     timer: Timer,
     copy_gbps: float | None,
     on_case: Callable[[Case], None] = lambda case: None,
+    host_calls: int = 0,
+    synchronize: Callable[[], None] = lambda: None,
 ) -> list[Row]:
-    """Verify, then time, every case in order. Raises BenchmarkError on the first failure."""
+    """Verify, then time, every case in order; with `host_calls`, also each side's host time
+    per call over that many calls. Raises BenchmarkError on the first failure."""
     rows: list[Row] = []
     for case in cases:
         on_case(case)
@@ -197,10 +223,18 @@ def run_cases(
             prepared.verify()
             reference_ms = timer(prepared.reference)
             kernel_ms = timer(prepared.kernel)
+            host_us = None
+            if host_calls > 0:
+                host_us = (
+                    host_us_per_call(prepared.reference, synchronize, host_calls),
+                    host_us_per_call(prepared.kernel, synchronize, host_calls),
+                )
         except KernelMismatch as exc:
             raise BenchmarkError(f"{where}: kernel result differs from PyTorch's: {exc}") from exc
         except Exception as exc:
             raise BenchmarkError(f"{where}: {type(exc).__name__}: {exc}") from exc
-        rows.append(make_row(case, reference_ms, kernel_ms, prepared.traffic_bytes, copy_gbps))
+        rows.append(
+            make_row(case, reference_ms, kernel_ms, prepared.traffic_bytes, copy_gbps, host_us)
+        )
         del prepared
     return rows

@@ -42,6 +42,11 @@ class Row:
     speedup: float
     gbps: float | None = None
     bandwidth_fraction: float | None = None
+    reference_host_us: float | None = None  # host time per call, 1,000 calls synced once
+    kernel_host_us: float | None = None
+
+
+HOST_COLUMNS: tuple[str, ...] = ("Torch Host (µs/call)", "Kernel Host (µs/call)")
 
 
 @dataclass(frozen=True)
@@ -101,9 +106,11 @@ class Report:
         ]
         if not env.performance:
             lines += [f"**{NOT_PERFORMANCE}**", ""]
-        lines.append(_table_line(COLUMNS))
-        lines.append(_table_line(("---",) * 2 + ("---:",) * (len(COLUMNS) - 2)))
-        lines += [_table_line(_cells(row)) for row in self.rows]
+        host = any(row.kernel_host_us is not None for row in self.rows)
+        columns = COLUMNS + (HOST_COLUMNS if host else ())
+        lines.append(_table_line(columns))
+        lines.append(_table_line(("---",) * 2 + ("---:",) * (len(columns) - 2)))
+        lines += [_table_line(_cells(row) + (_host(row) if host else ())) for row in self.rows]
         arithmetic, geometric = self.means()
         lines += [
             "",
@@ -137,6 +144,12 @@ def _cells(row: Row) -> tuple[str, ...]:
         _speedup(row.speedup, 3),
         _gbps(row.gbps),
         "—" if row.bandwidth_fraction is None else f"{row.bandwidth_fraction * 100:.1f}%",
+    )
+
+
+def _host(row: Row) -> tuple[str, str]:
+    return tuple(  # type: ignore[return-value]
+        "—" if v is None else f"{v:.1f}" for v in (row.reference_host_us, row.kernel_host_us)
     )
 
 

@@ -356,3 +356,34 @@ def test_copy_bandwidth_counts_bytes_read_and_written() -> None:
     assert copy_bandwidth_gbps("cpu", timer, size=size) == pytest.approx(2 * size / 2e-3 / 1e9)
     (copied,) = calls
     assert copied.numel() == size and bool((copied == 1).all())  # the copy really ran
+
+
+def test_host_time_per_call_is_one_loop_synchronized_once() -> None:
+    from kernels.benchmark.harness import host_us_per_call
+
+    calls: list[int] = []
+    syncs: list[int] = []
+    per_call = host_us_per_call(
+        lambda: calls.append(1), lambda: syncs.append(len(calls)), calls=1000
+    )
+    # One call and a sync before the clock starts; then 1,000 calls and one sync.
+    assert len(calls) == 1001 and syncs == [1, 1001]
+    assert 0 < per_call < 1000  # appending to a list takes well under a millisecond
+
+
+def test_host_time_columns_appear_where_measured() -> None:
+    from kernels.benchmark.report import HOST_COLUMNS
+
+    env = Environment(
+        impl="active", implementation="kernels.ops.x.x", device="NVIDIA H200", vendor="nvidia",
+        torch="2.11.0", triton="3.6.0", performance=True, timing="do_bench",
+    )  # fmt: skip
+    row = Row("float32", [1, 1, 8, 8, 8], [4, 4, 4], 0.008, 0.004, 2.0, None, None, 14.25, 9.5)
+    report = Report("adaptive_max_pool3d_backward", env, [row])
+    header, _, cells = [line for line in report.to_markdown().splitlines() if "|" in line][:3]
+    assert header.strip("| ").split(" | ")[-2:] == list(HOST_COLUMNS)
+    assert cells.strip("| ").split(" | ")[-2:] == ["14.2", "9.5"]
+    (json_row,) = report.to_json()["rows"]
+    assert BenchmarkRow.model_validate(json_row).kernel_host_us == 9.5
+    unmeasured = Report("x", env, [Row("float32", [1], [1], 1.0, 1.0, 1.0)]).to_markdown()
+    assert "Host" not in unmeasured
