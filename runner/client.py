@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from workflows.models import JobResult, JobSpec
+from workflows.models import JobResult, JobSpec, Progress
 
 
 class ServiceUnavailable(RuntimeError):
@@ -118,6 +118,17 @@ class ServiceClient:
     def heartbeat(self, job_id: int) -> HeartbeatAnswer:
         data = self._post(f"/api/v1/jobs/{job_id}/heartbeat", {}).json()
         return HeartbeatAnswer(bool(data.get("cancel")), data.get("reason"))
+
+    def events(self, job_id: int, wait_s: float) -> HeartbeatAnswer:
+        """The job's open channel: held up to `wait_s`, answered at once on a cancel."""
+        data = self._post(
+            f"/api/v1/jobs/{job_id}/events", {"wait_s": wait_s}, timeout=wait_s + 30
+        ).json()
+        return HeartbeatAnswer(bool(data.get("cancel")), data.get("reason"))
+
+    def progress(self, job_id: int, progress: Progress) -> None:
+        """The job's progress now (the service keeps the latest)."""
+        self._post(f"/api/v1/jobs/{job_id}/progress", progress.model_dump(mode="json"))
 
     def append_log(self, job_id: int, offset: int, data: str) -> tuple[bool, int]:
         """Append a chunk at `offset`; (accepted, the service's end offset)."""

@@ -113,6 +113,7 @@ class Daemon:
         )
         self.stopping = threading.Event()  # first signal: no new claims
         self.stop_now = threading.Event()  # second signal: cancel running jobs
+        self.signal_name: str | None = None  # the signal that stopped it: a cancel says so
         self.cancels: dict[int, threading.Event] = {}
         self.lock = threading.Lock()  # guards `cancels` (also taken by the signal handler)
         self.register_lock = threading.Lock()
@@ -140,6 +141,7 @@ class Daemon:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self.signal_name = signal.Signals(signum).name
         if not self.stopping.is_set():
             log.warning("signal %s: no new claims; finishing current jobs (again: cancel)", signum)
             self.stopping.set()
@@ -361,7 +363,7 @@ class Daemon:
             with self.lock:
                 self.cancels.pop(spec.id, None)
         if result.status is JobStatus.cancelled:
-            why = beat.reason or "runner stopping"
+            why = beat.reason or f"runner stopped ({self.signal_name or 'stopping'})"
             result = result.model_copy(update={"error_message": why})
         if result.status is JobStatus.errored:
             self.health.invalidate(spec.backend)

@@ -2,6 +2,11 @@
 service's answers into the job's outcome: cancel requested (the steps watch the `cancel`
 Event), or lost (a 404: the job is no longer ours, so it is stopped and not reported).
 
+Beside it, the job's open channel (`POST /jobs/{id}/events`, a long-poll the service answers
+the moment the job is cancelled or superseded): a cancel reaches the steps within the time a
+wake-up takes, not at the next heartbeat. Where the channel fails, the heartbeat still carries
+the cancel.
+
     with Heartbeat(client, spec, cancel) as beat:
         result = execute(...)
     if beat.lost: ...        # do not report
@@ -21,12 +26,16 @@ from workflows.models import JobSpec
 log = logging.getLogger("ondemand.runner")
 MIN_INTERVAL_S = 0.2
 JOIN_TIMEOUT_S = 30.0
+CHANNEL_WAIT_S = 25.0  # one long-poll of the open channel
+CHANNEL_RETRY_S = 1.0  # after the channel failed
 
 
 class LeaseClient(Protocol):
-    """The one call a heartbeat needs (runner.client.ServiceClient has it)."""
+    """The calls a heartbeat needs (runner.client.ServiceClient has them)."""
 
     def heartbeat(self, job_id: int) -> HeartbeatAnswer: ...
+
+    def events(self, job_id: int, wait_s: float) -> HeartbeatAnswer: ...
 
 
 class Heartbeat:
@@ -54,7 +63,12 @@ class Heartbeat:
         self.reason: str | None = None
         self._lost = threading.Event()
         self._done = threading.Event()
+        self._outcome = threading.Lock()  # nothing changes the outcome once the block ended
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{spec.id}", daemon=True)
+        # Not joined: its long-poll may still be open when the job ends; it then acts on nothing.
+        self._channel = threading.Thread(
+            target=self._listen, name=f"channel-{spec.id}", daemon=True
+        )
 
     @property
     def lost(self) -> bool:
@@ -63,6 +77,7 @@ class Heartbeat:
 
     def __enter__(self) -> Heartbeat:
         self._thread.start()
+        self._channel.start()
         return self
 
     def __exit__(
@@ -71,7 +86,8 @@ class Heartbeat:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._done.set()
+        with self._outcome:
+            self._done.set()
         self._thread.join(timeout=JOIN_TIMEOUT_S)
 
     def _run(self) -> None:
@@ -83,20 +99,48 @@ class Heartbeat:
             if not self._beat():
                 return
 
+    def _listen(self) -> None:
+        """Hold the job's open channel until the job ends, is cancelled or is lost."""
+        while not self._done.is_set() and not self.cancel.is_set():
+            try:
+                answer = self.client.events(self.job_id, CHANNEL_WAIT_S)
+            except NotHeld:
+                self._lose()
+                return
+            except (ServiceUnavailable, Rejected) as exc:
+                log.debug("job %s: open channel failed: %s", self.job_id, exc)
+                self._done.wait(CHANNEL_RETRY_S)
+                continue
+            if answer.cancel:
+                self._cancelled(answer.reason)
+                return
+
+    def _lose(self) -> None:
+        with self._outcome:
+            if self._done.is_set():
+                return  # the job ended meanwhile: a 404 now is its completion, not a loss
+            log.warning("job %s: the service says it is not ours any more; stopping", self.job_id)
+            self._lost.set()
+            self.cancel.set()
+
+    def _cancelled(self, reason: str | None) -> None:
+        with self._outcome:
+            if self._done.is_set() or self.cancel.is_set():
+                return
+            log.info("job %s: cancel requested: %s", self.job_id, reason)
+            self.reason = reason or "cancelled"
+            self.cancel.set()
+
     def _beat(self) -> bool:
         """One heartbeat; False when the job is lost and the thread should end."""
         try:
             answer = self.client.heartbeat(self.job_id)
         except NotHeld:
-            log.warning("job %s: the service says it is not ours any more; stopping", self.job_id)
-            self._lost.set()
-            self.cancel.set()
+            self._lose()
             return False
         except (ServiceUnavailable, Rejected) as exc:
             log.warning("job %s: heartbeat failed: %s", self.job_id, exc)
             return True
-        if answer.cancel and not self.cancel.is_set():
-            log.info("job %s: cancel requested: %s", self.job_id, answer.reason)
-            self.reason = answer.reason or "cancelled"
-            self.cancel.set()
+        if answer.cancel:
+            self._cancelled(answer.reason)
         return True

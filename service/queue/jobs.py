@@ -71,6 +71,19 @@ class Heartbeat:
     lease_expires_at: datetime
 
 
+@dataclass(frozen=True)
+class CancelState:
+    """What a runner's open channel answers: whether to stop the job now, and why."""
+
+    cancel: bool
+    reason: str | None
+
+
+def job_channel(job_id: int) -> str:
+    """The wake-up key of one job's open channel (woken on cancel, supersede and progress)."""
+    return f"job:{job_id}"
+
+
 @dataclass
 class _Pending:
     backends: set[str] = field(default_factory=set)
@@ -295,6 +308,17 @@ class JobQueue:
             job.lease_expires_at = now + timedelta(seconds=self.lease_seconds)
             return Heartbeat(job.cancel_requested, job.reason, job.lease_expires_at)
 
+    def cancel_state(self, runner_id: int, job_id: int) -> CancelState | None:
+        """Whether the job `runner_id` holds should stop (read only: the lease is the
+        heartbeat's); None when it does not hold it."""
+        with self.db.reads() as session:
+            job = session.scalars(queries.held(runner_id, job_id)).first()
+            if job is None:
+                return None
+            if job.status != JobStatus.running:
+                return CancelState(True, job.reason or f"job is {job.status}")
+            return CancelState(job.cancel_requested, job.reason if job.cancel_requested else None)
+
     def complete(self, runner_id: int, job_id: int, result: JobResult) -> JobStatus | None:
         """Record the result of a job `runner_id` holds; the same call again changes nothing."""
         if result.status not in RUNNER_REPORTABLE:
@@ -317,6 +341,8 @@ class JobQueue:
             job.lease_expires_at = None
             if result.status != JobStatus.cancelled and not job.cancel_requested:
                 job.reason = None
+            elif result.status == JobStatus.cancelled and not job.reason:
+                job.reason = result.error_message  # the runner's own: "runner stopped (SIGTERM)"
             self._changed(session, pending, job)
             return JobStatus(job.status)
 
@@ -349,6 +375,7 @@ class JobQueue:
                     continue
                 else:
                     job.cancel_requested = True
+                    pending.backends.add(job_channel(job.id))  # its runner hears it at once
                 job.reason = reason
                 affected.append(job)
                 self._changed(session, pending, job)

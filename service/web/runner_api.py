@@ -1,5 +1,6 @@
 """The runner API (docs/runner-protocol.md): register, health, claim (long-poll), heartbeat,
-logs by offset, complete. A runner sees only jobs it holds: anything else is 404."""
+a job's open channel (long-poll: cancel at once), progress, logs by offset, complete. A runner
+sees only jobs it holds: anything else is 404."""
 
 # No `from __future__ import annotations`: the routes' annotations name the runner dependency
 # built inside `runner_api_router`, which FastAPI can only see when they are evaluated there.
@@ -16,7 +17,7 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from service.db.models import Runner
-from service.queue.jobs import JobQueue, job_spec
+from service.queue.jobs import JobQueue, job_channel, job_spec
 from service.queue.logs import JobLogs
 from service.queue.runners import RunnerRegistry
 from service.queue.wakeup import Wakeup
@@ -55,6 +56,15 @@ class HeartbeatResponse(BaseModel):
     cancel: bool
     reason: str | None
     lease_expires_at: str
+
+
+class EventsRequest(BaseModel):
+    wait_s: float = Field(default=0.0, ge=0, le=30)
+
+
+class EventsResponse(BaseModel):
+    cancel: bool
+    reason: str | None
 
 
 class LogRequest(BaseModel):
@@ -179,6 +189,23 @@ def runner_api_router(
             reason=beat.reason,
             lease_expires_at=beat.lease_expires_at.isoformat(),
         )
+
+    @router.post("/jobs/{job_id}/events", response_model=EventsResponse)
+    async def events(job_id: int, body: EventsRequest, runner: RunnerDep) -> EventsResponse:
+        """The runner's open channel to a job it holds: answers the moment the job is to stop
+        (cancelled, superseded), or after `wait_s` with nothing to do. A runner hears of a
+        cancel within the time a wake-up takes, not at its next heartbeat."""
+        keys = [job_channel(job_id)]
+        deadline = time.monotonic() + min(body.wait_s, settings.max_claim_wait_s)
+        while True:
+            since = wakeup.snapshot(keys)
+            state = await run_in_threadpool(jobs.cancel_state, runner.id, job_id)
+            if state is None:
+                raise _not_held(job_id)
+            remaining = deadline - time.monotonic()
+            if state.cancel or remaining <= 0 or stopping.is_set():
+                return EventsResponse(cancel=state.cancel, reason=state.reason)
+            await wakeup.wait(keys, since, remaining)
 
     @router.post("/jobs/{job_id}/logs", response_model=OffsetResponse)
     def append_log(job_id: int, body: LogRequest, runner: RunnerDep) -> JSONResponse:

@@ -32,6 +32,11 @@ class FakeClient:
             raise answer
         return answer
 
+    def events(self, job_id: int, wait_s: float) -> HeartbeatAnswer:
+        """No open channel here (these tests are of the heartbeat's own answers)."""
+        time.sleep(FAST)
+        raise ServiceUnavailable("no channel")
+
 
 def _until(condition: Callable[[], bool], timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
