@@ -7,7 +7,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sandbox import admin_api, github_api
+from sandbox import admin_api, github_api, pages
 from sandbox.middleware import DOCS, github_middleware
 from sandbox.state import SandboxError, SandboxState
 from sandbox.webhooks import Deliverer
@@ -56,6 +56,7 @@ def create_app(
         return _error(exc.status_code, "Not Found" if exc.status_code == 404 else str(exc.detail))
 
     app.middleware("http")(github_middleware)
+    app.include_router(pages.router)
     app.include_router(admin_api.router)
     app.include_router(github_api.router)
     return app

@@ -108,3 +108,20 @@ def count_commits(git_path: str | Path, base: str, head: str) -> int:
         return int(_git(git_path, "rev-list", "--count", f"{base}..{head}").strip() or 0)
     except (GitError, ValueError):
         return 0
+
+
+def changed_files(git_path: str | Path, base: str, head: str) -> list[tuple[str, int, int]]:
+    """(path, lines added, lines removed) of each file `head` changes against `base`; binary
+    files count 0 lines."""
+    out = _git(git_path, "diff", "--numstat", "--end-of-options", base, head)
+    files = []
+    for line in out.splitlines():
+        added, removed, path = line.split("\t", 2)
+        files.append((path, int(added) if added.isdigit() else 0,
+                      int(removed) if removed.isdigit() else 0))  # fmt: skip
+    return files
+
+
+def diff(git_path: str | Path, base: str, head: str, limit: int = 200_000) -> str:
+    """The unified diff of `head` against `base`, cut at `limit` characters."""
+    return _git(git_path, "diff", "--end-of-options", base, head)[:limit]

@@ -1,5 +1,5 @@
-"""What wraps every REST call (not the admin API): injected faults, GitHub's rate-limit and
-request-id headers, and the call log."""
+"""What wraps every REST call (not the admin API, nor the pages): injected faults, GitHub's
+rate-limit and request-id headers, and the call log."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from sandbox.auth import peek_login
+from sandbox.pages import is_page
 from sandbox.state import Fault, SandboxState
 
 ADMIN_PREFIX = "/_sandbox"
@@ -64,7 +65,7 @@ async def github_middleware(
     request: Request, call_next: Callable[[Request], Awaitable[Response]]
 ) -> Response:
     path = request.url.path
-    if path.startswith(ADMIN_PREFIX):
+    if path.startswith(ADMIN_PREFIX) or is_page(path):
         return await call_next(request)
     state: SandboxState = request.app.state.sandbox
     header = request.headers.get("authorization")

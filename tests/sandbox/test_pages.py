@@ -1,0 +1,54 @@
+"""The sandbox's pull-request page, at the `html_url` its REST API gives: the conversation with
+comments rendered from Markdown (hidden comments hidden, HTML escaped) and their reactions, the
+changed files, and the head's statuses; a page view is no REST call."""
+
+from __future__ import annotations
+
+import httpx
+
+from sandbox.markdown import render
+from tests.sandbox.conftest import REPO, World
+
+
+def test_markdown_hides_comments_escapes_html_keeps_details() -> None:
+    html = render(
+        "<!-- ondemand:op:cpu -->\n### ✅ done\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+        "<details><summary>Earlier runs</summary>\n\n<script>alert(1)</script>\n\n</details>"
+    )
+    assert "ondemand:op:cpu" not in html
+    assert "<h3>✅ done</h3>" in html and "<td>1</td>" in html
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "<details><summary>Earlier runs</summary>" in html and html.count("</details>") == 1
+
+
+def test_pull_page_shows_the_conversation_and_statuses(world: World) -> None:
+    sandbox = world.sandbox
+    admin = sandbox.admin
+    pr = world.pr
+    command = admin.comment(REPO, pr["number"], "alice", "/test op:cpu <b>now</b>")
+    gh = sandbox.github(world.bot_token)
+    issue = gh.get_repo(REPO).get_issue(pr["number"])
+    issue.get_comment(command["id"]).create_reaction("eyes")
+    issue.create_comment("<!-- ondemand:op:cpu -->\n### ⏳ `op` on `cpu`: queued, position 1")
+    gh.get_repo(REPO).get_commit(pr["head"]["sha"]).create_status(
+        "pending", "http://ondemand.test/jobs/1", "queued", "ondemand/op:cpu"
+    )
+    calls = len(sandbox.state.api_calls)
+
+    page = httpx.get(pr["html_url"])
+
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    text = page.text
+    assert "Add op" in text and f"#{pr['number']}" in text and "Open" in text
+    assert "&lt;b&gt;now&lt;/b&gt;" in text and "<b>now</b>" not in text  # the comment's HTML
+    assert "👀 1" in text
+    assert "<h3>⏳ <code>op</code> on <code>cpu</code>: queued, position 1</h3>" in text
+    assert "ondemand:op:cpu --&gt;" not in text and "<!-- ondemand" not in text
+    assert "<code>op.py</code>" in text and "+2" in text  # the PR's change against main
+    assert 'data-context="ondemand/op:cpu" data-state="pending"' in text
+    assert "Some checks haven&#39;t completed yet" in text
+    assert 'href="http://ondemand.test/jobs/1"' in text
+    assert len(sandbox.state.api_calls) == calls  # a page is not a REST call
+
+    missing = httpx.get(pr["html_url"].replace(f"/pull/{pr['number']}", "/pull/999"))
+    assert missing.status_code == 404
