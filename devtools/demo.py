@@ -1,9 +1,11 @@
 """`ondemand demo`: the whole loop on this machine, as a maintainer would see it.
 
 Starts the GitHub sandbox, the service (SQLite) and a runner, each as a real process; makes a
-sandbox repository backed by a bare clone of this checkout and a pull request whose head is the
-current commit; comments `/test | OP:BACKEND`; then shows the acknowledgement, the queue and
-running states and the final result comment, commit status and job page as they happen.
+sandbox repository backed by a bare clone of this checkout and a pull request based on the
+current commit that changes a kernel's tuning on top of it (so the report shows before → after;
+`--no-change`: the commit itself); comments `/test | OP:BACKEND`; then shows the
+acknowledgement, the queue and running states and the final result comment, commit status and
+job page as they happen (`--keep` leaves it all running and prints the pull request's page).
 Exit status: 0 when the verdict is a pass, 1 when it is not, 2 when the demo itself broke.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import secrets
 import signal
@@ -28,6 +31,15 @@ from devtools.terminal import print_comment
 from sandbox.client import SandboxAdmin
 
 OWNER, REPO_NAME = "demo", "kernels"
+# The change the demo's pull request makes on top of the commit it tests, so the report shows
+# before → after: the interpreter's backward programs take twice the elements. (path, the line
+# as it is, the line as the PR makes it, the commit message)
+KERNEL_CHANGE = (
+    "kernels/backends/_cpu/heuristics.py",
+    "    backward_elements=32768,\n",
+    "    backward_elements=65536,\n",
+    "Interpreter: twice the elements per backward program",
+)
 REPO = f"{OWNER}/{REPO_NAME}"
 MAINTAINER = "maintainer"
 _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>])")
@@ -45,6 +57,7 @@ class Options:
     timeout: float
     workflows: Path | None
     json_out: Path | None
+    change: bool = True
     extra: list[str] = field(default_factory=list)
 
 
@@ -66,6 +79,12 @@ def parse_args(argv: list[str]) -> Options:
     parser.add_argument("--workflows", type=Path, help="the runner's workflow directory")
     parser.add_argument("--json", type=Path, dest="json_out", help="write the outcome as JSON")
     parser.add_argument(
+        "--no-change",
+        dest="change",
+        action="store_false",
+        help="open the pull request at --ref itself, with no kernel change on top",
+    )
+    parser.add_argument(
         "--flags", default="", help="extra command flags, e.g. '--no-compare --no-bench'"
     )
     args = parser.parse_args(argv)
@@ -80,6 +99,7 @@ def parse_args(argv: list[str]) -> Options:
         timeout=args.timeout,
         workflows=args.workflows.resolve() if args.workflows else None,
         json_out=args.json_out,
+        change=args.change,
         extra=args.flags.split(),
     )
 
@@ -117,6 +137,13 @@ def run_demo(opts: Options, stack: Stack, console: Console) -> int:
         git("clone", "--quiet", "--bare", str(opts.repo), str(bare), cwd=opts.workdir)
     git("fetch", "--quiet", str(opts.repo), f"+{sha}:refs/heads/demo-head", cwd=bare)
     base = _base_branch(bare)
+    head, change = sha, None
+    if opts.change:
+        head, change = _kernel_change(bare, sha)
+        if head != sha:  # the PR: the tested commit as its base, the change on top
+            git("update-ref", "refs/heads/demo-base", sha, cwd=bare)
+            git("update-ref", "refs/heads/demo-head", head, cwd=bare)
+            base = "demo-base"
 
     secret, registration = secrets.token_hex(16), secrets.token_hex(16)
     sandbox_port, service_port = free_port(), free_port()
@@ -159,7 +186,9 @@ def run_demo(opts: Options, stack: Stack, console: Console) -> int:
         "ONDEMAND_BOT_LOGIN": BOT,
     }
     service = stack.start(
-        "service", ["serve", "--port", str(service_port), "--log-level", "warning"], service_env
+        "service",
+        ["serve", "--port", str(service_port), "--log-level", "warning", "--local-trial"],
+        service_env,
     )
     stack.wait_http(service, f"{service_url}/healthz")
     console.print(f"  service            {service_url}  (dashboard)")
@@ -183,22 +212,28 @@ def run_demo(opts: Options, stack: Stack, console: Console) -> int:
     _wait_registered(runner, opts.workdir / "runner" / "runner.json")
     console.print(f"  runner             {opts.backend}  (log {runner.log})")
 
-    pr = admin.open_pull(
-        REPO, head="demo-head", base=base, user=MAINTAINER, title=f"Demo: test {opts.op}"
-    )
+    title = change or f"Demo: test {opts.op}"
+    body = f"Changes `{KERNEL_CHANGE[0]}`: {KERNEL_CHANGE[3].lower()}." if change else ""
+    pr = admin.open_pull(REPO, head="demo-head", base=base, user=MAINTAINER, title=title, body=body)
     number = int(pr["number"])
     command = " ".join([f"/test | {opts.op}:{opts.backend}", *opts.extra])
     admin.comment(REPO, number, MAINTAINER, command)
-    console.print(f"  pull request #{number}, head {sha[:12]}")
+    console.print(
+        f"  pull request #{number}, head {head[:12]}" + (f" ({change})" if change else "")
+    )
+    console.print(f"  pull request page  {pr['html_url']}")
     console.print(f"  @{MAINTAINER} commented: {command}\n")
 
-    outcome = watch(admin, number, sha, opts, console, procs=stack)
+    outcome = watch(admin, number, head, opts, console, procs=stack)
+    outcome["base_sha"] = sha
+    outcome["pull_request_url"] = pr["html_url"]
     outcome["pids"] = [p.popen.pid for p in stack.procs]
     if opts.json_out:
         opts.json_out.write_text(json.dumps(outcome, indent=2))
     verdict = 0 if outcome["verdict"] == "success" else 1
     if opts.keep:
         console.print("\n[bold]--keep[/]: everything keeps running")
+        console.print(f"  pull request     {pr['html_url']}")
         console.print(f"  dashboard        {service_url}/")
         console.print(f"  job page         {outcome['status'].get('target_url')}")
         console.print(f"  sandbox state    {sandbox_url}/_sandbox/state")
@@ -224,6 +259,46 @@ def _wait_registered(runner: Proc, credentials: Path, timeout: float = 60.0) -> 
             raise RuntimeError(f"the runner did not register:\n{runner.log_tail()}")
         time.sleep(0.1)
     time.sleep(0.5)  # its first claim marks it online
+
+
+def _kernel_change(bare: Path, sha: str) -> tuple[str, str | None]:
+    """A commit on top of `sha` that makes KERNEL_CHANGE, written straight into the bare
+    repository (the checkout is left alone): (its SHA, its message); (`sha`, None) when the
+    file or its line is not there (another repository, a later rewrite)."""
+    path, old, new, message = KERNEL_CHANGE
+    shown = subprocess.run(
+        ["git", "show", f"{sha}:{path}"], cwd=bare, capture_output=True, text=True, check=False
+    )
+    if shown.returncode != 0 or shown.stdout.count(old) != 1:
+        return sha, None
+    blob = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"],
+        cwd=bare,
+        input=shown.stdout.replace(old, new),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    env = {
+        **os.environ,
+        "GIT_INDEX_FILE": str(bare / "demo-index"),
+        "GIT_AUTHOR_NAME": MAINTAINER,
+        "GIT_AUTHOR_EMAIL": f"{MAINTAINER}@example.org",
+        "GIT_COMMITTER_NAME": MAINTAINER,
+        "GIT_COMMITTER_EMAIL": f"{MAINTAINER}@example.org",
+    }
+
+    def run(*argv: str) -> str:
+        done = subprocess.run(
+            ["git", *argv], cwd=bare, env=env, capture_output=True, text=True, check=True
+        )
+        return done.stdout.strip()
+
+    run("read-tree", sha)
+    run("update-index", "--cacheinfo", f"100644,{blob},{path}")
+    tree = run("write-tree")
+    (bare / "demo-index").unlink(missing_ok=True)
+    return run("commit-tree", tree, "-p", sha, "-m", message), message
 
 
 def _base_branch(bare: Path) -> str:

@@ -12,8 +12,9 @@ from markdown_it import MarkdownIt
 _MARKER = re.compile(r"^<!-- ondemand:[^\n]*-->\n?", re.MULTILINE)
 # With HTML disabled, the report's collapsed sections arrive as escaped paragraphs; only these
 # exact shapes become elements again, and their summary stays the escaped text it is.
-_OPEN = re.compile(r"<p>&lt;details&gt;&lt;summary&gt;(.*?)&lt;/summary&gt;</p>")
-_CLOSE = re.compile(r"<p>&lt;/details&gt;</p>")
+_SECTION = re.compile(
+    r"<p>&lt;details&gt;&lt;summary&gt;(?P<summary>.*?)&lt;/summary&gt;</p>|<p>&lt;/details&gt;</p>"
+)
 _LINK = re.compile(r"<a href=")
 
 _md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
@@ -27,25 +28,26 @@ def strip_marker(markdown: str) -> str:
 
 def report_html(markdown: str) -> str:
     """Safe HTML for the report `markdown`: every tag in it is one markdown-it made."""
-    html = _md.render(strip_marker(markdown))
+    html = _sections(_md.render(strip_marker(markdown)))
+    # Links leave the page without telling where from (job links of private repositories carry
+    # their key) and never drive this window.
+    return _LINK.sub('<a rel="noopener noreferrer nofollow" href=', html)
+
+
+def _sections(html: str) -> str:
+    """The escaped `<details><summary>…</summary>` and `</details>` paragraphs as elements,
+    in order, every one opened also closed."""
     opened = 0
 
-    def _open(match: re.Match[str]) -> str:
+    def _element(match: re.Match[str]) -> str:
         nonlocal opened
-        opened += 1
-        return f"<details><summary>{match.group(1)}</summary>"
-
-    html = _OPEN.sub(_open, html)
-
-    def _close(match: re.Match[str]) -> str:
-        nonlocal opened
-        if opened == 0:
+        if match.group("summary") is not None:
+            opened += 1
+            return f"<details><summary>{match.group('summary')}</summary>"
+        if not opened:
             return match.group(0)
         opened -= 1
         return "</details>"
 
-    html = _CLOSE.sub(_close, html)
-    html += "</details>" * opened
-    # Links leave the page without telling where from (job links of private repositories carry
-    # their key) and never drive this window.
-    return _LINK.sub('<a rel="noopener noreferrer nofollow" href=', html)
+    html = _SECTION.sub(_element, html)
+    return html + "</details>" * opened

@@ -104,7 +104,8 @@ def test_a_passing_pull_request_gets_a_green_verdict(tmp_path: Path, small_workf
     rc, outcome, log = run_demo(ROOT, tmp_path / "demo", small_workflows)
     assert rc == 0, log
     assert outcome["verdict"] == "success", log
-    assert outcome["sha"] == sha
+    assert outcome["base_sha"] == sha  # the pull request changes a kernel on top of it
+    assert outcome["sha"] != sha
     comment = outcome["comment"]
     assert comment.startswith(f"<!-- ondemand:{OP}:cpu -->"), comment
     assert "✅" in comment and OP in comment
@@ -112,7 +113,7 @@ def test_a_passing_pull_request_gets_a_green_verdict(tmp_path: Path, small_workf
     counts = re.search(r"(\d+) passed", comment)
     assert counts and int(counts.group(1)) == 48, comment
     assert " failed" not in comment.split("\n", 3)[1]
-    assert sha[:7] in comment
+    assert outcome["sha"][:7] in comment
     assert TABLE_HEADER in comment
     assert "float32" in comment and "not performance" in comment
     status = outcome["status"]
