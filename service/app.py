@@ -29,6 +29,7 @@ from service.receive.gate import Gate
 from service.receive.handle import DeliveryHandler
 from service.receive.heads import PullHeads
 from service.receive.inbox import Inbox
+from service.receive.recorder import DeliveryRecorder
 from service.receive.trust import TrustPolicy
 from service.receive.webhook import webhook_router
 from service.report.github import GitHubClient
@@ -36,7 +37,7 @@ from service.report.job_views import JobViews
 from service.report.notices import Notices
 from service.report.outbox import OutboxWorker
 from service.settings import Settings
-from service.web.headers import security_headers
+from service.web.headers import SecurityHeaders
 from service.web.metrics import Metrics
 from service.web.pages import pages_router
 from service.web.runner_api import runner_api_router
@@ -64,6 +65,7 @@ class Service:
     jobs: JobQueue
     logs: JobLogs
     handler: DeliveryHandler
+    recorder: DeliveryRecorder
     inbox: Inbox
     reaper: LeaseReaper
     stopping: threading.Event
@@ -135,6 +137,7 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
         jobs=jobs,
         logs=JobLogs(db, settings.log_max_bytes),
         handler=handler,
+        recorder=DeliveryRecorder(db),
         inbox=Inbox(db, handler, policy, stopping),
         reaper=LeaseReaper(jobs, stopping),
         stopping=stopping,
@@ -162,6 +165,7 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
             yield
         finally:
             service.begin_shutdown()
+            service.recorder.stop()
             if settings.process_workers:
                 for worker in reversed(workers):
                     worker.join()
@@ -170,7 +174,7 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
             service.db.dispose()
 
     app = FastAPI(title="ondemand", lifespan=lifespan)
-    app.middleware("http")(security_headers)
+    app.add_middleware(SecurityHeaders)
     metrics = Metrics(service.db, service.runners, service.workflows)
     app.middleware("http")(metrics.middleware)
     for error in (DBAPIError, SQLAlchemyTimeoutError):
@@ -187,7 +191,7 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
             stopping=service.stopping,
         )
     )
-    app.include_router(webhook_router(settings, service.db, service.inbox.kick))
+    app.include_router(webhook_router(settings, service.recorder, service.inbox.kick))
     app.include_router(
         pages_router(
             db=service.db,

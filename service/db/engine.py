@@ -1,14 +1,18 @@
-"""The database: engine and sessions on SQLite (WAL, busy timeout, immediate transactions for
-writes) or PostgreSQL, and `Database`, the one object the repositories and workers take."""
+"""The database: engine and sessions on SQLite (WAL, immediate transactions for writes, queued
+on an in-process lock) or PostgreSQL, and `Database`, the one object the repositories and
+workers take."""
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import DateTime, Engine, Select, create_engine, event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
@@ -47,10 +51,55 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class _WriterQueuedConnection(sqlite3.Connection):
+    """A SQLite connection whose write transactions first take its engine's `lock`, released
+    once the transaction has ended (after COMMIT or ROLLBACK, so the next writer finds
+    SQLite's lock free)."""
+
+    lock: threading.Lock
+    _holds = False
+
+    def take_write_lock(self) -> None:
+        if not self.lock.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
+            busy = sqlite3.OperationalError("database is locked (this process's writers)")
+            raise sa_exc.OperationalError("BEGIN IMMEDIATE", None, busy)
+        self._holds = True
+
+    def release_write_lock(self) -> None:
+        if self._holds:
+            self._holds = False
+            self.lock.release()
+
+    def commit(self) -> None:
+        try:
+            super().commit()
+        finally:
+            self.release_write_lock()
+
+    def rollback(self) -> None:
+        try:
+            super().rollback()
+        finally:
+            self.release_write_lock()
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.release_write_lock()
+
+
 def make_engine(url: str, **kwargs: Any) -> Engine:
     """An engine for `url`. SQLite gets WAL and a busy timeout; sessions from
     `make_sessionmaker(engine, write=True)` begin with `BEGIN IMMEDIATE`, so that concurrent
-    writers queue on the lock instead of failing when a read turns into a write."""
+    writers queue on the lock instead of failing when a read turns into a write.
+
+    SQLite has one writer at a time, and its busy handler makes waiting writers sleep and poll:
+    under a burst most of them sleep through the moment the lock is free, and throughput
+    collapses. So this process's writers first queue on a `threading.Lock` (handed straight to
+    the next waiter) and only then take SQLite's; the busy timeout still covers other processes.
+    A write transaction must therefore never open a second write transaction: it would wait on
+    itself (bounded by the busy timeout, then "database is locked")."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         if parsed.drivername == "postgresql":
@@ -59,9 +108,18 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     database = parsed.database
     if database and database != ":memory:" and not database.startswith("file:"):
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    writers = threading.Lock()
+
+    class Connection(_WriterQueuedConnection):
+        lock = writers
+
     engine = create_engine(
         parsed,
-        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
+        connect_args={
+            "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
+            "check_same_thread": False,
+            "factory": Connection,
+        },
         **kwargs,
     )
 
@@ -77,8 +135,16 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        immediate = conn.get_execution_options().get(IMMEDIATE, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        if not conn.get_execution_options().get(IMMEDIATE, False):
+            conn.exec_driver_sql("BEGIN")
+            return
+        dbapi_conn = conn.connection.dbapi_connection
+        dbapi_conn.take_write_lock()
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            dbapi_conn.release_write_lock()
+            raise
 
     return engine
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from service.db.engine import Database, utcnow
 from service.db.models import Runner
@@ -70,9 +71,13 @@ class RunnerRegistry:
                 runner.backends = list(backends)
             runner.last_seen_at = utcnow()
 
-    def all(self) -> list[Runner]:
-        with self.db.reads() as session:
+    def all(self, session: Session | None = None) -> list[Runner]:
+        """Every runner; read in `session` when given (a caller inside a write transaction
+        must not take a second connection: on SQLite it would wait on its own lock's pool)."""
+        if session is not None:
             return list(session.scalars(select(Runner).order_by(Runner.id)))
+        with self.db.reads() as own:
+            return list(own.scalars(select(Runner).order_by(Runner.id)))
 
     def online(self, runner: Runner, now: datetime | None = None) -> bool:
         now = now or utcnow()

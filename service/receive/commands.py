@@ -153,6 +153,12 @@ def parse_comment(
     return commands
 
 
+def may_hold_commands(body: str) -> bool:
+    """Whether any line of `body` starts with a command word: cheap, read on every delivery;
+    `command_lines` then decides which of those lines GitHub shows as text."""
+    return any(_COMMAND_WORD.match(line.lstrip()) for line in body.splitlines())
+
+
 def command_lines(body: str) -> list[str]:
     """The lines of a comment that GitHub shows as text starting with `/test` or `/retest`,
     stripped, in order: never code (fenced, indented, or a code span), HTML (comments, tags),

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from service.receive.commands import may_hold_commands
+
 HANDLED_PR_ACTIONS = frozenset({"opened", "reopened", "synchronize", "closed"})
 
 
@@ -37,6 +39,8 @@ def triage(event: str, payload: dict[str, Any], bot_login: str | None) -> Triage
         comment = payload.get("comment")
         if not isinstance(comment, dict) or not isinstance(comment.get("body"), str):
             return Triage(False, "comment without a body")
+        if not may_hold_commands(comment["body"]):
+            return Triage(False, "no command line in the comment")
         return Triage(True, "command candidate")
     if event == "pull_request":
         if action in HANDLED_PR_ACTIONS:

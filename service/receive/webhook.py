@@ -13,13 +13,10 @@ from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import IntegrityError
-from starlette.concurrency import run_in_threadpool
 
-from service.db.engine import Database, utcnow
-from service.db.models import Delivery
 from service.receive.payloads import problem
-from service.receive.triage import Triage, triage
+from service.receive.recorder import DeliveryRecorder
+from service.receive.triage import triage
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -90,43 +87,21 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"detail": message}, status_code=status)
 
 
-def record_delivery(
-    db: Database, delivery_id: str, event: str, payload: dict[str, Any], verdict: Triage
-) -> bool:
-    """Store the delivery; False when it was already recorded (a redelivery)."""
-    now = utcnow()
-    row = Delivery(
-        delivery_id=delivery_id,
-        event=event,
-        action=str(payload.get("action")) if payload.get("action") is not None else None,
-        payload=payload if verdict.handled else None,
-        received_at=now,
-        next_attempt_at=now,
-        done_at=None if verdict.handled else now,
-        outcome=None if verdict.handled else f"ignored: {verdict.why}",
-        attempts=0,
-    )
-    try:
-        with db.writes() as session, session.begin():
-            session.add(row)
-    except IntegrityError:
-        return False
-    return True
-
-
-def webhook_router(settings: Settings, db: Database, kick: Callable[[], None]) -> APIRouter:
+def webhook_router(
+    settings: Settings, recorder: DeliveryRecorder, kick: Callable[[], None]
+) -> APIRouter:
     """The webhook route; `kick` wakes the inbox worker after a delivery to process."""
     router = APIRouter()
 
     @router.post("/webhook")
     async def webhook(request: Request) -> JSONResponse:
-        return await receive(request, settings, db, kick)
+        return await receive(request, settings, recorder, kick)
 
     return router
 
 
 async def receive(
-    request: Request, settings: Settings, db: Database, kick: Callable[[], None]
+    request: Request, settings: Settings, recorder: DeliveryRecorder, kick: Callable[[], None]
 ) -> JSONResponse:
     limit = settings.max_webhook_bytes
     declared = request.headers.get("content-length", "")
@@ -161,7 +136,7 @@ async def receive(
             why = f"malformed {event} payload: {missing}"
             log.warning("delivery %s %s refused: %s", delivery_id, event, why)
             return _error(400, why)
-    new = await run_in_threadpool(record_delivery, db, delivery_id, event, payload, verdict)
+    new = await recorder.record(delivery_id, event, payload, verdict)
     if not new:
         return JSONResponse({"delivery": delivery_id, "status": "duplicate"})
     log.info("delivery %s %s: %s", delivery_id, event, verdict.why)

@@ -36,7 +36,7 @@ class JobViews:
                 result = None
         online = runners_online
         if online is None:
-            online = self.runners.online_count(job.backend)
+            online = self.runners.online_count(job.backend, self.runners.all(session))
         return JobView(
             id=job.id,
             repo=job.repo,
@@ -62,7 +62,7 @@ class JobViews:
 
     def target(self, session: Session, job: Job) -> list[JobView]:
         """Every run of `job`'s (PR, op, backend), oldest first."""
-        online = self.runners.online_count(job.backend)
+        online = self.runners.online_count(job.backend, self.runners.all(session))
         jobs = queries.target_jobs(session, job.repo, job.pr_number, job.op, job.backend)
         return [self.view(session, j, online) for j in jobs]
 

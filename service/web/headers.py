@@ -4,9 +4,7 @@ only what the service itself serves."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
-from fastapi import Request, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 HEADERS = {
     "X-Content-Type-Options": "nosniff",
@@ -20,10 +18,26 @@ HEADERS = {
 }
 
 
-async def security_headers(
-    request: Request, call_next: Callable[[Request], Awaitable[Response]]
-) -> Response:
-    response = await call_next(request)
-    for name, value in HEADERS.items():
-        response.headers.setdefault(name, value)
-    return response
+class SecurityHeaders:
+    """ASGI middleware adding `HEADERS` to every HTTP answer that does not set them itself.
+    Plain ASGI rather than `@app.middleware("http")`: that wraps each request in a task and a
+    stream, which costs the webhook a good part of its time under a burst."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._raw = [(k.lower().encode(), v.encode()) for k, v in HEADERS.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
+                headers.extend((k, v) for k, v in self._raw if k not in present)
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
