@@ -40,6 +40,7 @@ from runner.execute import JobContext, execute
 from runner.health import Health, run_device_check
 from runner.heartbeat import Heartbeat
 from runner.logstream import DEFAULT_LIMIT, LogStream
+from runner.progress import ProgressSender
 from runner.pyenv import PackageSources
 from runner.redact import Redactor, redact_text
 from runner.sandboxing import Jail, JailError, check_jail, jail_for_host, visible_devices
@@ -83,6 +84,7 @@ class DaemonConfig:
     keep_logs: int = 50  # the newest job logs kept in WORK/logs ...
     keep_log_bytes: int = 1024 * 1024 * 1024  # ... within this many bytes in all
     log_max_bytes: int = DEFAULT_LIMIT  # one job's log: its head and tail past this
+    progress_interval_s: float = 2.0  # a job's progress goes to the service at most this often
     compile_cache: bool = True  # a shared compile cache filled by trusted builds
 
 
@@ -326,6 +328,9 @@ class Daemon:
             logs / f"job-{spec.id}.log", self.client, spec.id, limit=self.config.log_max_bytes
         ).start()
         redacted = Redactor(stream.write, self.secrets)
+        progress = ProgressSender(
+            lambda now: self.client.progress(spec.id, now), self.config.progress_interval_s
+        )
         cancel = threading.Event()
         with self.lock:  # under the lock: a second signal either sees it or has set stop_now
             self.cancels[spec.id] = cancel
@@ -347,11 +352,12 @@ class Daemon:
             packages=self.config.packages,
             grace_s=self.config.grace_s,
             on_step_start=lambda pid: pidfile.write_text(str(pid)),
+            on_progress=progress.update,
             compile_cache=self.compile_cache,
             workers=default_workers(len(self.config.devices)),
         )
         try:
-            with Heartbeat(self.client, spec, cancel) as beat:
+            with Heartbeat(self.client, spec, cancel) as beat, progress:
                 try:
                     result = execute(spec, workflow, context)
                 finally:

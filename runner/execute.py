@@ -20,6 +20,7 @@ from typing import TypeVar
 from runner import compile_cache, layouts, results
 from runner.compile_cache import CompileCache, default_workers
 from runner.probe import environment_info
+from runner.progress import ProgressWatch, progress_file
 from runner.pyenv import PackageSources, PythonEnvError, python_env
 from runner.sandboxing import Jail, give, scrubbed_env
 from runner.steps import StepOutcome, run_step
@@ -31,6 +32,7 @@ from workflows.models import (
     JobResult,
     JobSpec,
     JobStatus,
+    Progress,
     StepResult,
     StepStatus,
 )
@@ -78,6 +80,7 @@ class JobContext:
     grace_s: float = 5.0
     keep: bool = False  # keep the job directory (debugging)
     on_step_start: Callable[[int], None] | None = None  # the step's process group id
+    on_progress: Callable[[Progress], None] = lambda _: None  # the step, tests done / total
     compile_cache: CompileCache | None = None  # None: each job compiles in its HOME alone
     trusted: bool = False  # a trusted build (runner.warmup): its compiles fill the shared cache
     workers: int = field(default_factory=default_workers)  # `{xdist}`
@@ -181,6 +184,7 @@ class _Job:
 
     def setup(self, name: str, func: Callable[[], _T]) -> _T:
         """Run a setup action as a step; a failure errors the job at that step."""
+        self.ctx.on_progress(Progress(step=name))
         started = _now()
         try:
             value = func()
@@ -218,6 +222,7 @@ class _Job:
             "xdist": compile_cache.xdist_args(self.ctx.workers),
         }
         argv = step.render(values, lists)
+        self.ctx.on_progress(Progress(step=step.name))
         self.log(f"step {step.name}: {' '.join(argv)} (timeout {step.timeout_s}s)")
         outcome = run_step(
             self.confined(argv),
@@ -260,7 +265,9 @@ class _Job:
 
     def accuracy_step(self, step: Step, checkout: Path, python: Path, env: dict[str, str]) -> None:
         artifacts = self.ctx.job_dir / "artifacts"
-        outcome, values = self.run(step, checkout, python, self.with_plugins(env, step), artifacts)
+        plugged = self.with_plugins(env, step)
+        with ProgressWatch(progress_file(artifacts), step.name, self.ctx.on_progress):
+            outcome, values = self.run(step, checkout, python, plugged, artifacts)
         self.operators = read_operators(artifacts / OPERATORS_FILE)
         self.interrupted(step.name, outcome, step.timeout_s)
         code = outcome.exit_code
@@ -290,16 +297,20 @@ class _Job:
 
     def with_plugins(self, env: dict[str, str], step: Step) -> dict[str, str]:
         """`env` with the runner's pytest plugins loaded, copied into the job's directory: the
-        one that writes the checkout's operators (pytest_operators.py), and where the step
-        names a proof log, the one that counts its lines (pytest_proof.py)."""
+        one that writes the checkout's operators (pytest_operators.py), the one that writes its
+        progress (pytest_progress.py), and where the step names a proof log, the one that counts
+        its lines (pytest_proof.py)."""
         plugins = self.ctx.job_dir / "plugins"
         plugins.mkdir(parents=True, exist_ok=True)
-        names = ["pytest_operators"] + (["pytest_proof"] if step.proof else [])
+        names = ["pytest_operators", "pytest_progress"] + (["pytest_proof"] if step.proof else [])
         for name in names:
             shutil.copyfile(Path(__file__).with_name(f"{name}.py"), plugins / f"{name}.py")
         artifacts = self.ctx.job_dir / "artifacts"
         addopts = [env.get("PYTEST_ADDOPTS"), *(f"-p {name}" for name in names)]
-        extra = {"TEST_OPERATORS_FILE": str(artifacts / OPERATORS_FILE)}
+        extra = {
+            "TEST_OPERATORS_FILE": str(artifacts / OPERATORS_FILE),
+            "TEST_PROGRESS_FILE": str(progress_file(artifacts)),
+        }
         if step.proof:
             extra |= {
                 "TEST_PROOF_PREFIX": step.proof.prefix,

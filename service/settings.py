@@ -72,6 +72,11 @@ class Settings(BaseSettings):
         default=False,
         description="a trial on this machine: start without a webhook secret or GitHub credentials",
     )
+    progress_edit_interval_s: float = Field(
+        default=20.0,
+        ge=0,
+        description="a running job's comment and status show new progress at most this often",
+    )
     process_workers: bool = Field(
         default=True, description="run the inbox, the outbox and the lease reaper in-process"
     )

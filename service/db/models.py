@@ -115,6 +115,9 @@ class Job(Base):
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     reason: Mapped[str | None] = mapped_column(Text)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    progress: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # its runner's latest
+    progress_noticed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # comment paced
+    check_run_id: Mapped[int | None] = mapped_column(BigInteger)  # as a GitHub App
     log_size: Mapped[int] = mapped_column(Integer, default=0)
     private: Mapped[bool] = mapped_column(Boolean, default=False)  # its repository's
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

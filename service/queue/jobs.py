@@ -23,7 +23,7 @@ from service.db.models import ACTIVE_STATUSES, Job, Runner
 from service.queue import queries
 from service.queue.operators import record_operators
 from service.queue.wakeup import CHANNEL, Wakeup
-from workflows.models import JobOptions, JobResult, JobSpec, JobStatus
+from workflows.models import JobOptions, JobResult, JobSpec, JobStatus, Progress
 
 RUNNER_REPORTABLE = frozenset(
     {
@@ -45,6 +45,9 @@ class JobListener(Protocol):
 
     def queue_moved(self, session: Session, jobs: Sequence[Job]) -> None:
         """Called when queued `jobs` moved up (a job ahead of them left the queue)."""
+
+    def job_progressed(self, session: Session, job: Job) -> None:
+        """Called when a running `job`'s progress changed (what to say may wait: it paces)."""
 
 
 @dataclass(frozen=True)
@@ -256,6 +259,8 @@ class JobQueue:
                     acked_at=None,
                     lease_expires_at=now + timedelta(seconds=self.ack_seconds),
                     reason=None,
+                    progress=None,  # an earlier attempt's progress says nothing of this one
+                    progress_noticed_at=None,
                 )
                 .returning(Job.id)
                 .execution_options(synchronize_session=False)
@@ -318,6 +323,23 @@ class JobQueue:
             if job.status != JobStatus.running:
                 return CancelState(True, job.reason or f"job is {job.status}")
             return CancelState(job.cancel_requested, job.reason if job.cancel_requested else None)
+
+    def progress(self, runner_id: int, job_id: int, progress: Progress) -> bool | None:
+        """Keep the latest progress of a running job `runner_id` holds; True when it changed
+        (then the listener hears of it), None when the runner does not hold the job."""
+        data = progress.model_dump(mode="json")
+        with self._tx() as (session, pending):
+            job = self._held(session, runner_id, job_id)
+            if job is None:
+                return None
+            if job.status != JobStatus.running or job.progress == data:
+                return False
+            job.progress = data
+            session.flush()
+            pending.changed = True
+            if self.listener is not None:
+                self.listener.job_progressed(session, job)
+            return True
 
     def complete(self, runner_id: int, job_id: int, result: JobResult) -> JobStatus | None:
         """Record the result of a job `runner_id` holds; the same call again changes nothing."""

@@ -5,16 +5,19 @@ them."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic import ValidationError
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from service.db.engine import utcnow
 from service.db.models import Job
 from service.links import Links
 from service.queue import queries
 from service.queue.runners import RunnerRegistry
 from service.render.views import BackendInfo, JobView
-from workflows.models import JobResult, JobStatus
+from workflows.models import JobResult, JobStatus, Progress
 from workflows.spec import WorkflowSpec
 
 
@@ -58,7 +61,29 @@ class JobViews:
             result=result,
             reason=job.reason,
             attempt=job.attempt,
+            **_running(session, job),
         )
+
+    @staticmethod
+    def estimate_s(session: Session, job: Job) -> float | None:
+        """How long this operator's jobs of the repository take on the backend: the median
+        of the last finished runs with a verdict (None without any)."""
+        query = (
+            select(Job.started_at, Job.finished_at)
+            .where(
+                Job.repo == job.repo,
+                Job.op == job.op,
+                Job.backend == job.backend,
+                Job.status.in_([JobStatus.succeeded, JobStatus.failed]),
+                Job.started_at.is_not(None),
+                Job.finished_at.is_not(None),
+                Job.id != job.id,
+            )
+            .order_by(Job.id.desc())
+            .limit(ESTIMATE_RUNS)
+        )
+        spans = sorted((end - start).total_seconds() for start, end in session.execute(query))
+        return spans[len(spans) // 2] if spans else None
 
     def target(self, session: Session, job: Job) -> list[JobView]:
         """Every run of `job`'s (PR, op, backend), oldest first."""
@@ -78,3 +103,24 @@ class JobViews:
             )
             for spec in self.workflows.values()
         ]
+
+
+ESTIMATE_RUNS = 20  # the past jobs an estimate is the median of
+
+
+def _running(session: Session, job: Job) -> dict[str, Any]:
+    """What a running job's view adds: its runner's progress, an estimate from its history,
+    and the moment of the view."""
+    if job.status != JobStatus.running:
+        return {}
+    progress: Progress | None = None
+    if job.progress is not None:
+        try:
+            progress = Progress.model_validate(job.progress)
+        except ValidationError:
+            progress = None
+    return {
+        "progress": progress,
+        "estimate_s": JobViews.estimate_s(session, job),
+        "now": utcnow(),
+    }

@@ -1,11 +1,17 @@
 """What GitHub should be told, as outbox rows written in the caller's transaction (a
 transactional outbox): a job change updates the result comment of its (PR, op, backend),
 rendered fresh when the outbox delivers it, and sets the job's commit status; a command gets
-a reaction and, where it needs one, a reply."""
+a reaction and, where it needs one, a reply.
+
+A running job's progress is paced: its comment and status are edited at most once every
+`progress_interval_s` (GitHub asks integrators not to edit one thing in bursts) and only when
+the progress changed; a change of state (the verdict) goes out at once, pulling in any paced
+edit still waiting."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import or_, select
@@ -34,9 +40,10 @@ def reply_marker(tag: str) -> str:
 class Notices:
     """The queue's `JobListener`, and the composer of a result comment's current text."""
 
-    def __init__(self, db: Database, views: JobViews) -> None:
+    def __init__(self, db: Database, views: JobViews, progress_interval_s: float = 20.0) -> None:
         self.db = db
         self.views = views
+        self.progress_interval = timedelta(seconds=progress_interval_s)
 
     # -- the listener -------------------------------------------------------------------
 
@@ -44,6 +51,19 @@ class Notices:
         row = self._comment_row(session, job)
         self._enqueue_comment(session, row)
         self._enqueue_status(session, job)
+
+    def job_progressed(self, session: Session, job: Job) -> None:
+        """Show the new progress no sooner than one interval after the last progress edit
+        (the first: one interval after the job started)."""
+        now = utcnow()
+        noticed = job.progress_noticed_at
+        if noticed is not None and noticed > now:
+            due = noticed  # an edit is set for then; it renders the latest progress
+        else:
+            due = max(now, (noticed or job.started_at or now) + self.progress_interval)
+        job.progress_noticed_at = due
+        self._enqueue_comment(session, self._comment_row(session, job), due)
+        self._enqueue_status(session, job, due)
 
     def queue_moved(self, session: Session, jobs: Sequence[Job]) -> None:
         """Their comments show a queue position: refresh them (statuses stay as they are)."""
@@ -98,14 +118,21 @@ class Notices:
         )
         return session.scalars(self.db.for_update(query)).first()
 
-    def _enqueue_comment(self, session: Session, row: ResultComment) -> None:
+    def _enqueue_comment(
+        self, session: Session, row: ResultComment, due: datetime | None = None
+    ) -> None:
+        """An edit of the comment at `due` (None: now, and sooner than a paced one)."""
         key = comment_key(row.id)
-        if self._pending(session, key) is not None:
-            return  # it renders the comment when it is delivered: the change will be in it
+        pending = self._pending(session, key)
+        if pending is not None:
+            # It renders the comment when it is delivered: the change will be in it.
+            if due is None:
+                pending.next_attempt_at = min(pending.next_attempt_at, utcnow())
+            return
         payload = {"repo": row.repo, "pr_number": row.pr_number, "row_id": row.id}
-        session.add(OutboxItem(kind="comment", key=key, payload=payload, **_fresh()))
+        session.add(OutboxItem(kind="comment", key=key, payload=payload, **_fresh(due)))
 
-    def _enqueue_status(self, session: Session, job: Job) -> None:
+    def _enqueue_status(self, session: Session, job: Job, due: datetime | None = None) -> None:
         update = render_status(self.views.view(session, job))
         payload = {
             "repo": job.repo,
@@ -119,13 +146,15 @@ class Notices:
         pending = self._pending(session, key)
         if pending is not None:
             pending.payload = payload  # only the newest state matters
+            if due is None:
+                pending.next_attempt_at = min(pending.next_attempt_at, utcnow())
             return
-        session.add(OutboxItem(kind="status", key=key, payload=payload, **_fresh()))
+        session.add(OutboxItem(kind="status", key=key, payload=payload, **_fresh(due)))
 
 
-def _fresh() -> dict[str, Any]:
+def _fresh(due: datetime | None = None) -> dict[str, Any]:
     now = utcnow()
-    return {"created_at": now, "next_attempt_at": now, "attempts": 0}
+    return {"created_at": now, "next_attempt_at": due or now, "attempts": 0}
 
 
 def enqueue_reaction(session: Session, repo: str, comment_id: int, content: str) -> None:

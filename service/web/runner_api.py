@@ -22,7 +22,7 @@ from service.queue.logs import JobLogs
 from service.queue.runners import RunnerRegistry
 from service.queue.wakeup import Wakeup
 from service.settings import Settings
-from workflows.models import JobResult
+from workflows.models import JobResult, Progress
 
 MAX_LOG_CHUNK = 1024 * 1024
 
@@ -206,6 +206,14 @@ def runner_api_router(
             if state.cancel or remaining <= 0 or stopping.is_set():
                 return EventsResponse(cancel=state.cancel, reason=state.reason)
             await wakeup.wait(keys, since, remaining)
+
+    @router.post("/jobs/{job_id}/progress", status_code=204)
+    def progress(job_id: int, body: Progress, runner: RunnerDep) -> Response:
+        """The job's progress now (step, tests done / total, failures so far); the service
+        keeps the latest and shows it in the comment at its own pace."""
+        if jobs.progress(runner.id, job_id, body) is None:
+            raise _not_held(job_id)
+        return Response(status_code=204)
 
     @router.post("/jobs/{job_id}/logs", response_model=OffsetResponse)
     def append_log(job_id: int, body: LogRequest, runner: RunnerDep) -> JSONResponse:

@@ -235,6 +235,11 @@ def test_cancellation(service: Service, tiny_repo: TinyRepo, start, workflows: P
         assert time.monotonic() < deadline
         time.sleep(0.05)
     child = int(pidfile.read_text())  # a process of the step's group, sleeping 600 s
+    # The runner streams the step's structured progress: the one slow test, collected.
+    while (service.parts.jobs.get_job(job).progress or {}).get("tests_total") != 1:  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, service.parts.jobs.get_job(job).progress  # type: ignore[union-attr]
+        time.sleep(0.05)
+    assert service.parts.jobs.get_job(job).progress["step"] == "accuracy"  # type: ignore[union-attr,index]
     time.sleep(LEASE_S / 3 + 0.5)  # a heartbeat just went out: the next is a lease/3 away
     requested = time.monotonic()
     service.parts.jobs.cancel("octo/tinyops", 7, "cancelled by @maintainer")

@@ -34,5 +34,10 @@ def live_server(app: Any, port: int | None = None) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
+        # As `ondemand serve` does on SIGTERM: open long-polls (claims, a job's channel) are
+        # answered now, else uvicorn waits for them while the app's workers go on running.
+        service = getattr(getattr(app, "state", None), "service", None)
+        if service is not None:
+            service.begin_shutdown()
         server.should_exit = True
         thread.join(timeout=15)

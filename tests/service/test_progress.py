@@ -1,0 +1,106 @@
+"""Live progress in the one comment: a runner (played over HTTP) streams its progress to the
+service, which keeps the latest on the job and shows it in the PR comment and status of the
+sandbox, paced (one edit per interval however often progress comes, none when nothing
+changed), and the verdict at once, even with a paced edit waiting. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.service.test_flow import BOT, REPO, Flow, auth, make_flow, seed_result
+from workflows.models import Progress
+
+INTERVAL_S = 3.0  # GitHub's pace is 20 s; compressed here
+
+
+def _progress(**fields: Any) -> dict[str, Any]:
+    return Progress(**fields).model_dump(mode="json")
+
+
+def _comment(flow: Flow) -> dict[str, Any]:
+    return flow.bot_comments()[0]
+
+
+def test_progress_reaches_the_comment_paced_then_the_verdict_at_once(
+    tmp_path: Path, db_url: str
+) -> None:
+    with make_flow(tmp_path, db_url=db_url) as flow:
+        flow.svc.service.notices.progress_interval = timedelta(seconds=INTERVAL_S)
+        flow.comment("/test add:cpu")
+        flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="ondemand:add:cpu")
+        _, token = flow.svc.register("cpu-1", ["cpu"])
+        api = f"{flow.svc.url}/api/v1/jobs"
+        spec = httpx.post(f"{api}/claim", json={"wait_s": 5}, headers=auth(token)).json()
+        job_id = spec["id"]
+        flow.wait_until(lambda: "running on cpu-1" in _comment(flow)["body"])
+        flow.wait_until(flow.quiet)
+
+        # A runner that does not hold the job is refused; a malformed body is 422.
+        _, other = flow.svc.register("cpu-2", ["cpu"])
+        sent = httpx.post(f"{api}/{job_id}/progress", json=_progress(), headers=auth(other))
+        assert sent.status_code == 404
+        bad = httpx.post(f"{api}/{job_id}/progress", json={"tests_done": -1}, headers=auth(token))
+        assert bad.status_code == 422
+
+        first = _progress(
+            step="accuracy",
+            tests_done=12,
+            tests_total=411,
+            failed=1,
+            failures=["tests/test_add.py::test_add[float16]"],
+        )
+        started = time.monotonic()
+        assert (
+            httpx.post(f"{api}/{job_id}/progress", json=first, headers=auth(token)).status_code
+            == 204
+        )
+        body = flow.wait_until(
+            lambda: "12/411 tests" in _comment(flow)["body"] and _comment(flow)["body"],
+            timeout=INTERVAL_S + 10,
+        )
+        assert "`tests/test_add.py::test_add[float16]`" in body
+        assert "1 failed so far" in body and "running for" in body
+        flow.wait_until(
+            lambda: any(
+                "12/411 tests" in s["description"] for s in flow.admin.statuses(REPO, flow.head)
+            )
+        )
+        flow.wait_until(flow.quiet)
+        edits = len(_comment(flow)["history"])
+
+        # The same progress again changes nothing; a burst of new progress is one paced edit.
+        again = httpx.post(f"{api}/{job_id}/progress", json=first, headers=auth(token))
+        assert again.status_code == 204
+        burst_started = time.monotonic()
+        for done in range(13, 43):
+            update = _progress(step="accuracy", tests_done=done, tests_total=411, failed=1)
+            httpx.post(f"{api}/{job_id}/progress", json=update, headers=auth(token))
+        burst_s = time.monotonic() - burst_started
+        assert burst_s < INTERVAL_S, f"the burst took {burst_s:.1f}s: the test proves nothing"
+        flow.wait_until(lambda: "42/411 tests" in _comment(flow)["body"], timeout=INTERVAL_S + 10)
+        shown = time.monotonic()
+        # No edit before the interval after the last one; thirty updates made one edit.
+        assert shown - started >= INTERVAL_S * 0.9
+        flow.wait_until(flow.quiet)
+        assert len(_comment(flow)["history"]) == edits + 1
+
+        # The verdict goes out at once, pulling in a paced edit that was waiting.
+        late = _progress(step="accuracy", tests_done=400, tests_total=411, failed=1)
+        httpx.post(f"{api}/{job_id}/progress", json=late, headers=auth(token))
+        result = seed_result(flow.head).model_dump(mode="json")
+        completed = time.monotonic()
+        httpx.post(f"{api}/{job_id}/complete", json=result, headers=auth(token))
+        flow.wait_until(lambda: "69 passed" in _comment(flow)["body"], timeout=INTERVAL_S)
+        assert time.monotonic() - completed < INTERVAL_S
+        final = _comment(flow)["body"]
+        assert "/411 tests" not in final and "so far" not in final
+        # Progress after the verdict changes nothing: the job is no longer running.
+        after = httpx.post(f"{api}/{job_id}/progress", json=late, headers=auth(token))
+        assert after.status_code == 204
+        flow.wait_until(flow.quiet)
+        assert "/411 tests" not in _comment(flow)["body"]
