@@ -38,7 +38,7 @@ from service.report.notices import Notices
 from service.report.outbox import OutboxWorker
 from service.settings import Settings
 from service.web.headers import SecurityHeaders
-from service.web.metrics import Metrics
+from service.web.metrics import Metrics, WebhookMetrics
 from service.web.pages import pages_router
 from service.web.runner_api import runner_api_router
 from service.web.unavailable import database_unavailable
@@ -176,7 +176,7 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
     app = FastAPI(title="ondemand", lifespan=lifespan)
     app.add_middleware(SecurityHeaders)
     metrics = Metrics(service.db, service.runners, service.workflows)
-    app.middleware("http")(metrics.middleware)
+    app.add_middleware(WebhookMetrics, metrics=metrics)
     for error in (DBAPIError, SQLAlchemyTimeoutError):
         app.add_exception_handler(error, database_unavailable(service.db.outages))
     app.state.service = service

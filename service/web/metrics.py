@@ -10,14 +10,15 @@ counted here: webhook requests by answer and how long the webhook took to answer
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.db.engine import Database, utcnow
 from service.db.models import Delivery, OutboxItem
@@ -136,7 +137,8 @@ class DatabaseCollector(Collector):
 
 
 class Metrics:
-    """One app's registry: the database collector and the webhook's own counters."""
+    """One app's registry: the database collector and the webhook's own counters (kept by
+    `WebhookMetrics`)."""
 
     def __init__(self, db: Database, runners: RunnerRegistry, backends: Iterable[str]) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
@@ -156,22 +158,6 @@ class Metrics:
             registry=self.registry,
         )
 
-    async def middleware(
-        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        """Counts and times the webhook's answers."""
-        if request.url.path != "/webhook" or request.method != "POST":
-            return await call_next(request)
-        started = time.perf_counter()
-        code = 500
-        try:
-            response = await call_next(request)
-            code = response.status_code
-            return response
-        finally:
-            self.webhook_seconds.observe(time.perf_counter() - started)
-            self.webhook_requests.labels(code=str(code)).inc()
-
     def router(self) -> APIRouter:
         router = APIRouter()
 
@@ -180,3 +166,31 @@ class Metrics:
             return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
 
         return router
+
+
+class WebhookMetrics:
+    """ASGI middleware counting and timing the webhook's answers (every other request passes
+    straight through)."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/webhook" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        code = 500
+
+        async def sending(message: Message) -> None:
+            nonlocal code
+            if message["type"] == "http.response.start":
+                code = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            self.metrics.webhook_seconds.observe(time.perf_counter() - started)
+            self.metrics.webhook_requests.labels(code=str(code)).inc()
