@@ -95,7 +95,7 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
     runners = RunnerRegistry(db, online_seconds=settings.runner_online_seconds)
     links = Links(settings.public_url, settings.link_key())
     views = JobViews(links, runners, workflows)
-    notices = Notices(db, views)
+    notices = Notices(db, views, settings.progress_edit_interval_s)
     outbox = OutboxWorker(db, github, notices.comment_body, policy, stopping)
     jobs = JobQueue(
         db,
