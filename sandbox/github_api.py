@@ -12,7 +12,12 @@ from fastapi.responses import JSONResponse
 from sandbox import git, shapes
 from sandbox.auth import Caller, resolve
 from sandbox.state import Comment, Pull, Repo, SandboxError, SandboxState, Team, now
-from sandbox.webhooks import Deliverer, issue_comment_payload
+from sandbox.webhooks import (
+    Deliverer,
+    check_run_json,
+    check_run_payload,
+    issue_comment_payload,
+)
 
 router = APIRouter()
 Json = dict[str, Any]
@@ -501,6 +506,118 @@ def list_statuses(
             shapes.status_json(c.base, c.state, repo, s) for s in c.state.statuses_for(repo, sha)
         ]
     return paginate(request, items, response)
+
+
+# -- check runs ----------------------------------------------------------------------------
+
+
+def _checks_app(c: Ctx) -> int:
+    """The App an installation token acts for: only GitHub Apps may write check runs."""
+    inst_id = c.caller.installation_id
+    inst = c.state.installations.get(inst_id) if inst_id is not None else None
+    if c.caller.kind == "anonymous":
+        raise SandboxError(401, "Requires authentication")
+    if inst is None:
+        raise SandboxError(403, "You must authenticate via a GitHub App.")
+    return inst.app_id
+
+
+@router.post("/repos/{owner}/{name}/check-runs", status_code=201)
+def create_check_run(owner: str, name: str, request: Request, payload: OptionalBody = None) -> Json:
+    c = ctx(request)
+    app_id = _checks_app(c)
+    data = payload or {}
+    head = data.get("head_sha")
+    if not isinstance(head, str) or not head:
+        raise SandboxError(422, "Validation Failed: head_sha wasn't supplied.")
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+    sha = _resolve_sha(repo, head)
+    with c.state.lock:
+        run = c.state.add_check_run(repo, app_id, sha, data)
+        return check_run_json(c.base, c.state, repo, run)
+
+
+def _own_check_run(c: Ctx, owner: str, name: str, run_id: int) -> tuple[Repo, Any]:
+    app_id = _checks_app(c)
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        run = c.state.check_run(repo, run_id)
+    if run.app_id != app_id:
+        raise SandboxError(
+            403,
+            f"Invalid app_id `{app_id}` - check run can only be modified by the "
+            "GitHub App that created it.",
+        )
+    return repo, run
+
+
+@router.patch("/repos/{owner}/{name}/check-runs/{run_id:int}")
+def update_check_run(
+    owner: str, name: str, run_id: int, request: Request, payload: OptionalBody = None
+) -> Json:
+    c = ctx(request)
+    repo, run = _own_check_run(c, owner, name, run_id)
+    with c.state.lock:
+        run = c.state.update_check_run(run, payload or {})
+        return check_run_json(c.base, c.state, repo, run)
+
+
+@router.get("/repos/{owner}/{name}/check-runs/{run_id:int}")
+def get_check_run(owner: str, name: str, run_id: int, request: Request) -> Json:
+    c = ctx(request)
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        return check_run_json(c.base, c.state, repo, c.state.check_run(repo, run_id))
+
+
+@router.get("/repos/{owner}/{name}/commits/{ref}/check-runs")
+def list_check_runs(owner: str, name: str, ref: str, request: Request, response: Response) -> Json:
+    """A commit's check runs, newest first; `filter=latest` (the default) keeps the newest of
+    each name; `check_name`, `status` and `app_id` narrow them."""
+    c = ctx(request)
+    query = request.query_params
+    if query.get("filter", "latest") not in ("latest", "all"):
+        raise SandboxError(422, "filter must be latest or all")
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+    sha = _resolve_sha(repo, ref)
+    with c.state.lock:
+        runs = c.state.check_runs_for(repo, sha)
+        if query.get("filter", "latest") == "latest":
+            newest: dict[str, Any] = {}
+            for run in runs:
+                newest.setdefault(run.name, run)
+            runs = list(newest.values())
+        if "check_name" in query:
+            runs = [r for r in runs if r.name == query["check_name"]]
+        if "status" in query:
+            runs = [r for r in runs if r.status == query["status"]]
+        if "app_id" in query:
+            runs = [r for r in runs if str(r.app_id) == query["app_id"]]
+        items = [check_run_json(c.base, c.state, repo, r) for r in runs]
+    page = paginate(request, items, response)
+    return {"total_count": len(items), "check_runs": page}
+
+
+@router.post("/repos/{owner}/{name}/check-runs/{run_id:int}/rerequest", status_code=201)
+def rerequest_check_run(owner: str, name: str, run_id: int, request: Request) -> Json:
+    """The Re-run button: GitHub tells the App with a `check_run` `rerequested` event. Anyone
+    with write access may press it."""
+    c = ctx(request)
+    login = c.require_user()
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        run = c.state.check_run(repo, run_id)
+        if c.caller.installation_id is None and c.state.permission(repo, login) not in (
+            "write",
+            "maintain",
+            "admin",
+        ):
+            raise SandboxError(403, "Resource not accessible by personal access token")
+        payload = check_run_payload(c.base, c.state, repo, run, "rerequested", login)
+    c.deliverer.emit("check_run", payload, repo=repo)
+    return {}
 
 
 @router.get("/repos/{owner}/{name}/commits/{ref}/status")

@@ -14,12 +14,25 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 UserType = Literal["User", "Bot", "Organization"]
 PERMISSIONS = ("none", "read", "triage", "write", "maintain", "admin")
 REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
 STATUS_STATES = ("error", "failure", "pending", "success")
+CHECK_STATUSES = ("queued", "in_progress", "completed", "waiting", "requested", "pending")
+CHECK_CONCLUSIONS = (
+    "action_required",
+    "cancelled",
+    "failure",
+    "neutral",
+    "success",
+    "skipped",
+    "stale",
+    "timed_out",
+)
+MAX_CHECK_OUTPUT_CHARS = 65535  # GitHub's limit on a check run's output summary and text
+MAX_CHECK_NAME_CHARS = 255
 FAULT_STATUSES = (403, 429, 500, 502, 503)
 T = TypeVar("T")
 
@@ -164,6 +177,25 @@ class Status:
 
 
 @dataclass
+class CheckRun:
+    """A check run an App made on a commit; `output` holds title, summary and text."""
+
+    id: int
+    repo: str
+    head_sha: str
+    name: str
+    app_id: int
+    status: str
+    conclusion: str | None
+    details_url: str | None
+    external_id: str | None
+    output: dict[str, str | None]
+    started_at: datetime
+    completed_at: datetime | None
+    updates: int = 0  # how often it was changed after its creation
+
+
+@dataclass
 class Attempt:
     """One HTTP attempt of a webhook delivery."""
 
@@ -237,6 +269,7 @@ class SandboxState:
         self.comments: dict[int, Comment] = {}
         self.reactions: dict[int, Reaction] = {}
         self.statuses: list[Status] = []
+        self.check_runs: dict[int, CheckRun] = {}
         self.deliveries: dict[str, Delivery] = {}
         self.faults: dict[int, Fault] = {}
         self.webhook: Webhook | None = None
@@ -598,6 +631,63 @@ class SandboxState:
             self.touch()
             return status
 
+    # -- check runs ------------------------------------------------------------------------
+
+    def add_check_run(
+        self, repo: Repo, app_id: int, head_sha: str, data: dict[str, Any]
+    ) -> CheckRun:
+        """A new check run from a create request's body, checked as GitHub checks it."""
+        name = data.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise SandboxError(422, "Validation Failed: name wasn't supplied.")
+        if len(name) > MAX_CHECK_NAME_CHARS:
+            raise SandboxError(422, "Validation Failed: name is too long")
+        with self.lock:
+            run = CheckRun(
+                id=self.new_id(),
+                repo=repo.full_name,
+                head_sha=head_sha,
+                name=name,
+                app_id=app_id,
+                status="queued",
+                conclusion=None,
+                details_url=None,
+                external_id=None,
+                output={"title": None, "summary": None, "text": None},
+                started_at=now(),
+                completed_at=None,
+            )
+            _apply_check(run, data)
+            self.check_runs[run.id] = run
+            self.touch()
+            return run
+
+    def update_check_run(self, run: CheckRun, data: dict[str, Any]) -> CheckRun:
+        if "name" in data and (not isinstance(data["name"], str) or not data["name"].strip()):
+            raise SandboxError(422, "Validation Failed: name wasn't supplied.")
+        with self.lock:
+            changed = CheckRun(**{**run.__dict__, "output": dict(run.output)})
+            if "name" in data:
+                changed.name = data["name"]
+            _apply_check(changed, data)
+            changed.updates += 1
+            self.check_runs[run.id] = changed
+            self.touch()
+            return changed
+
+    def check_run(self, repo: Repo, run_id: int) -> CheckRun:
+        with self.lock:
+            run = self.check_runs.get(run_id)
+            if run is None or run.repo != repo.full_name:
+                raise SandboxError(404, "Not Found")
+            return run
+
+    def check_runs_for(self, repo: Repo, sha: str) -> list[CheckRun]:
+        """Newest first."""
+        with self.lock:
+            runs = [r for r in self.check_runs.values() if r.repo == repo.full_name]
+            return sorted((r for r in runs if r.head_sha == sha), key=lambda r: -r.id)
+
     def statuses_for(self, repo: Repo, sha: str) -> list[Status]:
         """Newest first, as GitHub lists them."""
         with self.lock:
@@ -690,3 +780,44 @@ class SandboxState:
             self.api_calls.append(ApiCall(now(), method, path, status, login))
             del self.api_calls[:-2000]
             self.touch()
+
+
+def _apply_check(run: CheckRun, data: dict[str, Any]) -> None:
+    """Apply the writable fields of a create or update body to `run`, with GitHub's checks: a
+    known status and conclusion, a conclusion whenever the run is completed (giving one
+    completes it), and an output with a title and a summary within 65,535 characters."""
+    status = data.get("status")
+    conclusion = data.get("conclusion")
+    if status is not None and status not in CHECK_STATUSES:
+        raise SandboxError(422, f"Validation Failed: status must be one of {CHECK_STATUSES}")
+    if conclusion is not None and conclusion not in CHECK_CONCLUSIONS:
+        raise SandboxError(422, f"Validation Failed: conclusion must be one of {CHECK_CONCLUSIONS}")
+    if status == "completed" and conclusion is None and run.conclusion is None:
+        raise SandboxError(422, "Validation Failed: conclusion wasn't supplied.")
+    output = data.get("output")
+    if output is not None:
+        if not isinstance(output, dict):
+            raise SandboxError(422, "Validation Failed: output is not an object")
+        for key in ("title", "summary"):
+            if not isinstance(output.get(key), str) or not output[key]:
+                raise SandboxError(422, f"Validation Failed: output.{key} wasn't supplied.")
+        for key in ("summary", "text"):
+            value = output.get(key)
+            if value is not None and not isinstance(value, str):
+                raise SandboxError(422, f"Validation Failed: output.{key} is not a string")
+            if isinstance(value, str) and len(value) > MAX_CHECK_OUTPUT_CHARS:
+                raise SandboxError(
+                    422,
+                    f"Invalid request.\n\nOnly {MAX_CHECK_OUTPUT_CHARS} characters are "
+                    f"allowed; {len(value)} were supplied.",
+                )
+        run.output = {k: output.get(k) for k in ("title", "summary", "text")}
+    for key in ("details_url", "external_id"):
+        if key in data:
+            setattr(run, key, None if data[key] is None else str(data[key]))
+    if conclusion is not None:
+        run.conclusion = conclusion
+        run.status = "completed"
+        run.completed_at = run.completed_at or now()
+    elif status is not None:
+        run.status = status

@@ -19,7 +19,16 @@ from urllib.parse import urlencode
 import httpx
 
 from sandbox import shapes
-from sandbox.state import Attempt, Comment, Delivery, Pull, Repo, SandboxState, now
+from sandbox.state import (
+    Attempt,
+    CheckRun,
+    Comment,
+    Delivery,
+    Pull,
+    Repo,
+    SandboxState,
+    now,
+)
 
 log = logging.getLogger(__name__)
 HOOK_ID = 424242
@@ -82,6 +91,54 @@ def pull_request_payload(
     if action == "synchronize":
         data["before"] = before
         data["after"] = pull.head_sha
+    data.update(_envelope(base, state, repo, sender))
+    return data
+
+
+def check_run_json(base: str, state: SandboxState, repo: Repo, run: CheckRun) -> dict[str, Any]:
+    """A check run in GitHub's shape (the REST answer and the `check_run` event's object)."""
+    app = state.apps.get(run.app_id)
+    pulls = [
+        {
+            "number": p.number,
+            "url": f"{base}/repos/{repo.full_name}/pulls/{p.number}",
+            "head": {"sha": p.head_sha},
+        }
+        for (name, _), p in state.pulls.items()
+        if name == repo.full_name and p.head_sha == run.head_sha
+    ]
+    return {
+        "id": run.id,
+        "node_id": shapes.node_id("CheckRun", run.id),
+        "head_sha": run.head_sha,
+        "external_id": run.external_id,
+        "url": f"{base}/repos/{repo.full_name}/check-runs/{run.id}",
+        "html_url": f"{base}/{repo.full_name}/runs/{run.id}",
+        "details_url": run.details_url,
+        "status": run.status,
+        "conclusion": run.conclusion,
+        "started_at": shapes.ts(run.started_at),
+        "completed_at": shapes.ts(run.completed_at),
+        "output": {
+            **run.output,
+            "annotations_count": 0,
+            "annotations_url": f"{base}/repos/{repo.full_name}/check-runs/{run.id}/annotations",
+        },
+        "name": run.name,
+        "check_suite": {"id": run.id},
+        "app": shapes.app_json(base, state, app) if app is not None else None,
+        "pull_requests": pulls,
+    }
+
+
+def check_run_payload(
+    base: str, state: SandboxState, repo: Repo, run: CheckRun, action: str, sender: str
+) -> dict[str, Any]:
+    """`check_run` created, completed or rerequested (the Re-run button)."""
+    data: dict[str, Any] = {
+        "action": action,
+        "check_run": check_run_json(base, state, repo, run),
+    }
     data.update(_envelope(base, state, repo, sender))
     return data
 
