@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Locator, Page, expect, sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
 BOT = "ondemand-bot"
@@ -66,6 +66,14 @@ class Demo:
             self.proc.wait(timeout=60)
 
 
+def shown(locator: Locator, text: re.Pattern[str], timeout_s: float) -> None:
+    """Wait up to `timeout_s` for `locator` to contain `text`; go on without it after that."""
+    try:
+        expect(locator).to_contain_text(text, timeout=timeout_s * 1000)
+    except AssertionError:
+        print(f"(no {text.pattern!r} within {timeout_s:.0f}s; taking the shot anyway)")
+
+
 def comment_shot(page: Page, path: Path) -> None:
     comment = page.locator(f'.comment[data-user="{BOT}"]').first
     comment.scroll_into_view_if_needed()
@@ -97,9 +105,14 @@ def main(argv: list[str]) -> int:
             expect(job.locator('#timeline li[data-step="accuracy"]')).to_have_class(
                 "running", timeout=300_000
             )
-            time.sleep(8)  # some tests done: progress to show
+            shown(job.locator("#progress"), re.compile(r"[1-9]\d* of \d+ tests"), 60)
             job.screenshot(path=str(args.out / "job-page-running.png"))
-            pull.reload()
+            # The comment is edited at a bounded rate: wait for an edit that shows progress.
+            shown(
+                pull.locator(f'.comment[data-user="{BOT}"] .body'),
+                re.compile(r"[1-9]\d*/\d+ tests"),
+                60,
+            )
             comment_shot(pull, args.out / "comment-running.png")
 
             dashboard_url = demo.wait_for(r"dashboard\s+(http://\S+)", 1800).group(1)
