@@ -1,7 +1,8 @@
 """Pages of the sandbox that look enough like GitHub's to watch the demo: a pull request's
-conversation (its description, comments rendered from Markdown with their reactions) and the
-statuses of its head commit, at the `html_url` the REST API gives (`/{owner}/{repo}/pull/{n}`),
-plus its changed files. The page reloads itself when the sandbox's state changes."""
+conversation (its description, comments rendered from Markdown with their reactions), its
+changed files, and the statuses and check runs of its head commit, at the `html_url` the REST
+API gives (`/{owner}/{repo}/pull/{n}`). The page reloads itself when the sandbox's state
+changes."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from sandbox import git, markdown
-from sandbox.state import Comment, Pull, Repo, SandboxState, Status
+from sandbox.state import CheckRun, Comment, Pull, Repo, SandboxState, Status
 
 EMOJI = {
     "+1": "👍",
@@ -27,7 +28,7 @@ EMOJI = {
     "rocket": "🚀",
     "eyes": "👀",
 }
-STATUS_ICON = {"success": "✓", "failure": "✗", "error": "✗", "pending": "●"}
+STATUS_ICON = {"success": "✓", "failure": "✗", "error": "✗", "pending": "●", "neutral": "◻"}
 PAGE_PATH = re.compile(r"^/[^/_][^/]*/[^/]+/pull/\d+/?$")
 
 templates = Environment(
@@ -56,11 +57,11 @@ def latest_statuses(statuses: list[Status]) -> list[Status]:
     return sorted(seen.values(), key=lambda s: s.context)
 
 
-def combined(statuses: list[Status]) -> tuple[str, str]:
+def combined(statuses: list[Status], runs: list[CheckRun]) -> tuple[str, str]:
     """GitHub's summary of the checks box: (state, words)."""
-    if not statuses:
+    if not statuses and not runs:
         return "none", "No checks have been reported"
-    states = {s.state for s in statuses}
+    states = {s.state for s in statuses} | {check_state(r) for r in runs}
     if states & {"failure", "error"}:
         return "failure", "Some checks were not successful"
     if "pending" in states:
@@ -108,7 +109,7 @@ def pull_page(request: Request, owner: str, name: str, number: int) -> HTMLRespo
         statuses = latest_statuses(state.statuses_for(repo, pull.head_sha))
         checks = _check_runs(state, repo, pull.head_sha)
         version_now = state.version
-    overall, words = combined(statuses)
+    overall, words = combined(statuses, checks)
     page = templates.get_template("pull.html").render(
         repo=repo,
         pull=pull,
@@ -117,7 +118,16 @@ def pull_page(request: Request, owner: str, name: str, number: int) -> HTMLRespo
         body=Markup(markdown.render(pull.body)) if pull.body else None,
         comments=comments,
         statuses=statuses,
-        checks=checks,
+        checks=[
+            {
+                "name": run.name,
+                "state": check_state(run),
+                "words": run.conclusion or run.status.replace("_", " "),
+                "title": run.output.get("title") or "",
+                "url": run.details_url,
+            }
+            for run in checks
+        ],
         icons=STATUS_ICON,
         overall=overall,
         overall_words=words,
@@ -127,31 +137,23 @@ def pull_page(request: Request, owner: str, name: str, number: int) -> HTMLRespo
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
 
-def _check_runs(state: SandboxState, repo: Repo, sha: str) -> list[dict[str, object]]:
-    """Check runs on `sha`, when the sandbox keeps them (`check_runs`: objects with a name,
-    status, conclusion, output and details URL)."""
-    runs = getattr(state, "check_runs", None)
-    if not runs:
-        return []
-    values = runs.values() if isinstance(runs, dict) else runs
-    found = []
-    for run in values:
-        if getattr(run, "repo", repo.full_name) != repo.full_name:
-            continue
-        if getattr(run, "head_sha", sha) != sha:
-            continue
-        output = getattr(run, "output", None) or {}
-        title = output.get("title") if isinstance(output, dict) else getattr(output, "title", "")
-        found.append(
-            {
-                "name": getattr(run, "name", "check"),
-                "status": getattr(run, "status", ""),
-                "conclusion": getattr(run, "conclusion", None),
-                "title": title or "",
-                "url": getattr(run, "details_url", None),
-            }
-        )
-    return found
+def _check_runs(state: SandboxState, repo: Repo, sha: str) -> list[CheckRun]:
+    """The newest check run of each name on `sha`, by name."""
+    seen: dict[str, CheckRun] = {}
+    for run in state.check_runs_for(repo, sha):  # newest first
+        seen.setdefault(run.name, run)
+    return sorted(seen.values(), key=lambda r: r.name)
+
+
+def check_state(run: CheckRun) -> str:
+    """A check run as the checks box colours it: success, failure, neutral or pending."""
+    if run.status != "completed":
+        return "pending"
+    if run.conclusion in ("success",):
+        return "success"
+    if run.conclusion in ("neutral", "skipped", "cancelled", "stale"):
+        return "neutral"
+    return "failure"
 
 
 def is_page(path: str) -> bool:

@@ -1,6 +1,6 @@
 """The sandbox's pull-request page, at the `html_url` its REST API gives: the conversation with
 comments rendered from Markdown (hidden comments hidden, HTML escaped) and their reactions, the
-changed files, and the head's statuses; a page view is no REST call."""
+changed files, and the head's statuses and check runs; a page view is no REST call."""
 
 from __future__ import annotations
 
@@ -33,6 +33,14 @@ def test_pull_page_shows_the_conversation_and_statuses(world: World) -> None:
     gh.get_repo(REPO).get_commit(pr["head"]["sha"]).create_status(
         "pending", "http://ondemand.test/jobs/1", "queued", "ondemand/op:cpu"
     )
+    state = sandbox.state
+    repo = state.repos[REPO]
+    run = state.add_check_run(
+        repo, 1, pr["head"]["sha"], {"name": "ondemand/op:cpu", "status": "in_progress"}
+    )
+    output = {"title": "cancelled", "summary": "cancelled by @alice"}
+    state.update_check_run(run, {"status": "completed", "conclusion": "neutral", "output": output})
+    state.add_check_run(repo, 1, pr["head"]["sha"], {"name": "lint", "status": "queued"})
     calls = len(sandbox.state.api_calls)
 
     page = httpx.get(pr["html_url"])
@@ -47,6 +55,9 @@ def test_pull_page_shows_the_conversation_and_statuses(world: World) -> None:
     assert "<code>op.py</code>" in text and "+2" in text  # the PR's change against main
     assert 'data-context="ondemand/op:cpu" data-state="pending"' in text
     assert "Some checks haven&#39;t completed yet" in text
+    neutral = text.split('data-name="ondemand/op:cpu" data-state="neutral"', 1)[1]
+    assert "neutral — cancelled" in neutral.split("</div>", 1)[0]
+    assert 'data-name="lint" data-state="pending"' in text
     assert 'href="http://ondemand.test/jobs/1"' in text
     assert len(sandbox.state.api_calls) == calls  # a page is not a REST call
 
