@@ -146,11 +146,15 @@ def runner_rows(
     return rows
 
 
-def job_duration(job: Job, now: datetime) -> str:
-    """How long it ran (so far, while running); empty before it started."""
+def job_duration(job: Job, now: datetime, estimate_s: float | None = None) -> str:
+    """How long it ran (so far, while running, with `estimate_s`, how long such jobs took:
+    `1m 10s of about 2m 05s`); empty before it started."""
     if job.started_at is None:
         return ""
-    return waited(job.started_at, job.finished_at or now)
+    ran = waited(job.started_at, job.finished_at or now)
+    if job.finished_at is None and estimate_s:
+        return f"{ran} of about {duration(estimate_s)}"
+    return ran
 
 
 def job_speedup(job: Job) -> float | None:

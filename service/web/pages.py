@@ -62,8 +62,8 @@ templates = Environment(
 
 
 def progress_text(view: JobView) -> str:
-    """`accuracy: 120 of 308 tests · 2 failed (test_a, test_b)`, from the runner's stream."""
-    progress = getattr(view, "progress", None)
+    """`accuracy: 120 of 308 tests · 2 failed (test_a, test_b)`, as the runner streams it."""
+    progress = view.progress
     if progress is None or view.status is not JobStatus.running:
         return ""
     parts = [f"{progress.step}:" if progress.step else ""]
@@ -106,7 +106,7 @@ def pages_router(
         size = job.log_size
         start = max(size - LOG_TAIL_BYTES, 0)
         tail = logs.read(job.id, start, size - start) if size else b""
-        progress = getattr(view, "progress", None)
+        progress = view.progress
         steps = page_views.timeline(
             planned(job.backend),
             job.status,
@@ -120,7 +120,7 @@ def pages_router(
             "active": job.status in (JobStatus.queued, JobStatus.running),
             "summary": summary(view),
             "runner": job.runner_name,
-            "elapsed": page_views.job_duration(job, now),
+            "elapsed": page_views.job_duration(job, now, view.estimate_s),
             "progress": progress_text(view),
             "timeline": [{"name": s.name, "state": s.state, "duration": s.duration} for s in steps],
             "log": page_views.log_text(tail, cut=start > 0),

@@ -13,6 +13,7 @@ from service.web.page_views import timeline
 from service.web.report_html import report_html
 from tests.service.helpers import live_service, service_settings
 from tests.web.support import HOSTILE, finish_job, new_job, result, run_job
+from workflows.models import Progress
 
 
 def test_report_html_renders_markdown_and_nothing_else() -> None:
@@ -73,6 +74,14 @@ def test_job_page_report_log_and_privacy(db_url: str) -> None:
         assert [s["state"] for s in live_json["timeline"]][:3] == [
             "succeeded", "succeeded", "running",
         ]  # fmt: skip
+        streamed = Progress(
+            step="accuracy", tests_done=2, tests_total=3, failed=1, failures=[f"t::{HOSTILE}"]
+        )
+        assert live.service.jobs.progress(runner[0], job.id, streamed)
+        live_json = httpx.get(f"{live.url}/jobs/{job.id}/live").json()
+        assert live_json["progress"] == f"accuracy: 2 of 3 tests · 1 failed (t::{HOSTILE})"
+        page = httpx.get(f"{live.url}/jobs/{job.id}").text
+        assert "accuracy: 2 of 3 tests · 1 failed (t::&lt;script&gt;" in page
 
         finish_job(live, runner, job.id, result("a" * 40))
         page = httpx.get(f"{live.url}/jobs/{job.id}").text
