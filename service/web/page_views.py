@@ -13,6 +13,7 @@ from html import escape
 
 from service.db.models import Job, Runner
 from service.render.markdown import clean, duration
+from service.render.views import JobView
 from workflows.models import BenchmarkResult, JobResult, JobStatus, StepResult
 
 SETUP_STEPS = ("checkout", "environment")
@@ -71,6 +72,22 @@ def _last_event(log_tail: bytes) -> tuple[str, bool] | None:
         return None
     name, ended = found[-1]
     return name.decode(errors="replace"), bool(ended)
+
+
+def progress_text(view: JobView) -> str:
+    """`accuracy: 120 of 308 tests · 2 failed (test_a, test_b)`, as the runner streams it."""
+    progress = view.progress
+    if progress is None or view.status is not JobStatus.running:
+        return ""
+    parts = [f"{progress.step}:" if progress.step else ""]
+    if progress.tests_total:
+        parts.append(f"{progress.tests_done} of {progress.tests_total} tests")
+    elif progress.tests_done:
+        parts.append(f"{progress.tests_done} tests")
+    if progress.failed:
+        shown = ", ".join(progress.failures[:5])
+        parts.append(f"· {progress.failed} failed" + (f" ({shown})" if shown else ""))
+    return " ".join(p for p in parts if p)
 
 
 def log_text(tail: bytes, cut: bool) -> str:

@@ -61,22 +61,6 @@ templates = Environment(
 )
 
 
-def progress_text(view: JobView) -> str:
-    """`accuracy: 120 of 308 tests · 2 failed (test_a, test_b)`, as the runner streams it."""
-    progress = view.progress
-    if progress is None or view.status is not JobStatus.running:
-        return ""
-    parts = [f"{progress.step}:" if progress.step else ""]
-    if progress.tests_total:
-        parts.append(f"{progress.tests_done} of {progress.tests_total} tests")
-    elif progress.tests_done:
-        parts.append(f"{progress.tests_done} tests")
-    if progress.failed:
-        shown = ", ".join(progress.failures[:5])
-        parts.append(f"· {progress.failed} failed" + (f" ({shown})" if shown else ""))
-    return " ".join(p for p in parts if p)
-
-
 def pages_router(
     *,
     db: Database,
@@ -121,7 +105,7 @@ def pages_router(
             "summary": summary(view),
             "runner": job.runner_name,
             "elapsed": page_views.job_duration(job, now, view.estimate_s),
-            "progress": progress_text(view),
+            "progress": page_views.progress_text(view),
             "timeline": [{"name": s.name, "state": s.state, "duration": s.duration} for s in steps],
             "log": page_views.log_text(tail, cut=start > 0),
             "log_size": size,
