@@ -16,6 +16,12 @@ could put its own binary under the key of a kernel another job compiles. So:
   replacing a link changes only the job's own directory), copies where steps run as the
   runner's own user (no boundary to keep there). What a job compiles stays in its private
   layer and is never published, so one job's writes are never read by another job.
+
+Triton's group files (`__grp__<name>.json`) name an entry's files by absolute path, and a
+group whose files are not all there is a miss. Both copies rewrite them: published groups
+name the shared layer's files, seeded groups the private layer's, each only files of its
+own entry (a group naming anything else is dropped), so a moved cache still hits and no
+group ever leads a job outside its own layer.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=-]{0,199}$")
 MAX_FILE = 256 * 1024 * 1024
 MAX_ENTRY_FILES = 64
 BUILT = "built.json"
+GROUP = "__grp__"  # Triton's group files: which files make one compiled kernel
+MAX_GROUP = 1024 * 1024
 KEEP_BUILT = 50
 
 
@@ -86,6 +94,11 @@ def seed(layer: Path, private: Path, owner: tuple[int, int] | None) -> int:
         target.mkdir()
         for src in _files(entry):
             dst = target / src.name
+            if src.name.startswith(GROUP):
+                _rewrite_group(src, dst, target)
+                if owner is not None:
+                    os.chown(dst, *owner)
+                continue
             if owner is None:
                 shutil.copyfile(src, dst)
                 continue
@@ -123,7 +136,10 @@ def publish(private: Path, layer: Path, sha: str | None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(mode=0o755)
             for src in files:
-                _copy_plain(src, tmp / src.name)
+                if src.name.startswith(GROUP):
+                    _rewrite_group(src, tmp / src.name, target)
+                else:
+                    _copy_plain(src, tmp / src.name)
             tmp.chmod(0o755)
             os.rename(tmp, target)
             added += 1
@@ -133,6 +149,28 @@ def publish(private: Path, layer: Path, sha: str | None) -> int:
             tmp_built.write_text(json.dumps(done[-KEEP_BUILT:]))
             os.replace(tmp_built, layer / BUILT)
     return added
+
+
+def _rewrite_group(src: Path, dst: Path, entry: Path) -> None:
+    """`src`, a Triton group file, written to `dst` with its files named in `entry` (the
+    directory the group will be read in): only names of files the entry holds; a group that
+    names anything else, or does not parse, is not written (Triton then compiles afresh)."""
+    try:
+        with open(src, "rb", opener=_no_follow) as handle:
+            data = json.loads(handle.read(MAX_GROUP))
+        children = data["child_paths"]
+        names = {name: os.path.basename(path) for name, path in children.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return
+    here = {p.name for p in src.parent.iterdir()}
+    if not all(isinstance(n, str) and _NAME.match(n) and n in here for n in names.values()):
+        return
+    dst.write_text(json.dumps({"child_paths": {k: str(entry / n) for k, n in names.items()}}))
+    dst.chmod(0o644)
+
+
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW)
 
 
 def _read_built(layer: Path) -> list[str]:

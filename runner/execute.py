@@ -83,7 +83,8 @@ class JobContext:
     on_progress: Callable[[Progress], None] = lambda _: None  # the step, tests done / total
     compile_cache: CompileCache | None = None  # None: each job compiles in its HOME alone
     trusted: bool = False  # a trusted build (runner.warmup): its compiles fill the shared cache
-    workers: int = field(default_factory=default_workers)  # `{xdist}`
+    workers: int = field(default_factory=default_workers)  # `{xdist}` on a cold cache
+    warm_workers: int | None = None  # `{xdist}` once kernels load from trusted builds
 
 
 class _Stop(Exception):
@@ -171,6 +172,14 @@ class _Job:
             env["TRITON_CACHE_DIR"] = str(self.private_cache())
         return pyenv.python, env
 
+    @property
+    def workers(self) -> int:
+        """xdist workers: fewer once the kernels load instead of compiling (loading is quick,
+        and more processes on one device then cost more than they share)."""
+        if self.seeded and self.ctx.warm_workers is not None:
+            return self.ctx.warm_workers
+        return self.ctx.workers
+
     def private_cache(self) -> Path:
         """The job's own Triton cache, seeded once from the shared layer (compile_cache.py)."""
         private = self.ctx.job_dir / "compile" / "triton"
@@ -219,7 +228,7 @@ class _Job:
         }
         lists = {
             "op_tests": layouts.test_files(checkout, self.spec.op),
-            "xdist": compile_cache.xdist_args(self.ctx.workers),
+            "xdist": compile_cache.xdist_args(self.workers),
         }
         argv = step.render(values, lists)
         self.ctx.on_progress(Progress(step=step.name))

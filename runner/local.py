@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from runner.compile_cache import CompileCache
+from runner.compile_cache import CompileCache, default_workers
 from runner.daemon import runner_version
 from runner.execute import OP_NAME, JobContext, execute
 from runner.logstream import LogStream
@@ -129,6 +129,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-network-isolation", action="store_true", help="let the steps use the network"
     )
     parser.add_argument(
+        "--workers", type=int, default=None, help="pytest-xdist workers (default: cores, at most 8)"
+    )
+    parser.add_argument(
+        "--warm-workers",
+        type=int,
+        default=None,
+        help="pytest-xdist workers once kernels load from the compile cache (default: --workers)",
+    )
+    parser.add_argument(
         "--no-compile-cache",
         action="store_true",
         help="compile every kernel afresh: no shared compile cache is read, none is built",
@@ -193,6 +202,8 @@ def run_main(argv: list[str]) -> int:
         jail=jail,
         packages=PackageSources.from_args(args),
         compile_cache=None if args.no_compile_cache else CompileCache(cache / "compile"),
+        workers=args.workers if args.workers is not None else default_workers(),
+        warm_workers=args.warm_workers,
     )
     try:
         result = execute(spec, workflows[backend], context)

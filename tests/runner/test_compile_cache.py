@@ -275,3 +275,23 @@ def test_accuracy_under_xdist_counts_every_test(
     assert acc is not None and (acc.passed, acc.failed, acc.skipped) == (3, 0, 2)
     assert "good_op" in result.operators
     assert acc.implementation == "kernels.ops.good_op.good_op"  # suite properties survive
+
+
+def test_group_files_name_the_layer_they_are_read_in(tmp_path: Path) -> None:
+    """Triton's group files hold absolute paths: published, they name the shared layer's
+    files; seeded, the job's own; one that names a file outside its entry is dropped."""
+    build, layer, private = tmp_path / "build", tmp_path / "layer", tmp_path / "job"
+    _entry(build, "AAAA", "cubin")
+    group = {"child_paths": {"k.cubin": str(build / "AAAA" / "k.cubin")}}
+    (build / "AAAA" / "__grp__k.json").write_text(json.dumps(group))
+    _entry(build, "BBBB", "cubin")
+    evil = {"child_paths": {"k.cubin": "/etc/passwd"}}  # not a file of its entry
+    (build / "BBBB" / "__grp__k.json").write_text(json.dumps(evil))
+    publish(build, layer, "sha1")
+    shared = layer / "triton"
+    published = json.loads((shared / "AAAA" / "__grp__k.json").read_text())
+    assert published == {"child_paths": {"k.cubin": str(shared / "AAAA" / "k.cubin")}}
+    assert not (shared / "BBBB" / "__grp__k.json").exists()
+    seed(layer, private, None)
+    seeded = json.loads((private / "AAAA" / "__grp__k.json").read_text())
+    assert seeded == {"child_paths": {"k.cubin": str(private / "AAAA" / "k.cubin")}}
