@@ -1,8 +1,8 @@
 """Pages of the sandbox that look enough like GitHub's to watch the demo: a pull request's
 conversation (its description, comments rendered from Markdown with their reactions), its
 changed files, and the statuses and check runs of its head commit, at the `html_url` the REST
-API gives (`/{owner}/{repo}/pull/{n}`). The page reloads itself when the sandbox's state
-changes."""
+API gives (`/{owner}/{repo}/pull/{n}`), which reloads itself when the sandbox's state
+changes; and a commit with its diff (`/{owner}/{repo}/commit/{sha}`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from sandbox import git, markdown
-from sandbox.state import CheckRun, Comment, Pull, Repo, SandboxState, Status
+from sandbox.state import CheckRun, Comment, Pull, Repo, SandboxError, SandboxState, Status
 
 EMOJI = {
     "+1": "👍",
@@ -29,7 +29,7 @@ EMOJI = {
     "eyes": "👀",
 }
 STATUS_ICON = {"success": "✓", "failure": "✗", "error": "✗", "pending": "●", "neutral": "◻"}
-PAGE_PATH = re.compile(r"^/[^/_][^/]*/[^/]+/pull/\d+/?$")
+PAGE_PATH = re.compile(r"^/[^/_][^/]*/[^/]+/(pull/\d+|commit/[0-9A-Za-z]+)/?$")
 
 templates = Environment(
     loader=PackageLoader("sandbox", "templates"),
@@ -135,6 +135,42 @@ def pull_page(request: Request, owner: str, name: str, number: int) -> HTMLRespo
         version=version_now,
     )
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+
+@router.get("/{owner}/{name}/commit/{sha}", response_class=HTMLResponse)
+def commit_page(request: Request, owner: str, name: str, sha: str) -> HTMLResponse:
+    """A commit: its message, author and diff against its first parent."""
+    state: SandboxState = request.app.state.sandbox
+    repo = state.repo(owner, name)
+    try:
+        full = git.resolve(repo.git_path, sha)
+        info = git.commit_info(repo.git_path, full)
+        text = git.diff(repo.git_path, info.parents[0], full) if info.parents else ""
+    except git.GitError as exc:
+        raise SandboxError(404, "Not Found") from exc
+    subject, _, body = info.message.partition("\n")
+    page = templates.get_template("commit.html").render(
+        repo=repo, info=info, subject=subject, body=body.strip(), lines=diff_lines(text)
+    )
+    return HTMLResponse(page)
+
+
+def diff_lines(text: str) -> list[tuple[str, str]]:
+    """A unified diff's lines, each with its class: add, del, hunk, file or none."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(("+++", "---", "diff --git")):
+            kind = "file"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        elif line.startswith("@@"):
+            kind = "hunk"
+        else:
+            kind = ""
+        out.append((kind, line))
+    return out
 
 
 def _check_runs(state: SandboxState, repo: Repo, sha: str) -> list[CheckRun]:

@@ -63,3 +63,14 @@ def test_pull_page_shows_the_conversation_and_statuses(world: World) -> None:
 
     missing = httpx.get(pr["html_url"].replace(f"/pull/{pr['number']}", "/pull/999"))
     assert missing.status_code == 404
+
+
+def test_commit_page_shows_the_message_and_diff(world: World) -> None:
+    base = world.sandbox.url
+    page = httpx.get(f"{base}/{REPO}/commit/{world.repo.feature_sha}")
+    assert page.status_code == 200
+    assert "<h1>add op</h1>" in page.text
+    assert '<span class="add">+def op():</span>' in page.text
+    assert '<span class="file">+++ b/op.py</span>' in page.text
+    assert httpx.get(f"{base}/{REPO}/commit/{'f' * 40}").status_code == 404
+    assert httpx.get(f"{base}/{REPO}/commit/--output=x").status_code == 404
