@@ -95,8 +95,11 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
     runners = RunnerRegistry(db, online_seconds=settings.runner_online_seconds)
     links = Links(settings.public_url, settings.link_key())
     views = JobViews(links, runners, workflows)
-    notices = Notices(db, views, settings.progress_edit_interval_s)
-    outbox = OutboxWorker(db, github, notices.comment_body, policy, stopping)
+    checks = github is not None and github.app_mode
+    notices = Notices(db, views, settings.progress_edit_interval_s, checks=checks)
+    outbox = OutboxWorker(
+        db, github, notices.comment_body, policy, stopping, compose_check=notices.check_run
+    )
     jobs = JobQueue(
         db,
         wakeup,

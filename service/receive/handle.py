@@ -29,7 +29,7 @@ from service.receive.commands import (
 )
 from service.receive.gate import Gate
 from service.receive.heads import PullHeads
-from service.receive.payloads import CommentPayload, PullRequestPayload
+from service.receive.payloads import CheckRunPayload, CommentPayload, PullRequestPayload
 from service.receive.trust import Commenter, is_bot
 from service.render.replies import (
     join_replies,
@@ -149,7 +149,49 @@ class DeliveryHandler:
             return self.comment(CommentEvent.from_payload(delivery_id, payload), received_at)
         if event == "pull_request":
             return self.pull_request(PullRequestPayload.model_validate(payload))
+        if event == "check_run":
+            return self.check_run(CheckRunPayload.model_validate(payload))
         return f"{event}: nothing to do"
+
+    # -- check_run ----------------------------------------------------------------------
+
+    def check_run(self, data: CheckRunPayload) -> str:
+        """The Re-run button of one of the App's check runs: the same job again, on the same
+        commit, when the one who pressed it may start jobs."""
+        if data.action != "rerequested":
+            return f"check_run {data.action}: nothing to do"
+        repo = data.repository.full_name
+        external = data.check_run.external_id or ""
+        old = self.jobs.get_job(int(external)) if external.isdigit() else None
+        if old is None or old.repo != repo or old.sha != data.check_run.head_sha:
+            return "check run of no job of ours"
+        presser = Commenter(data.sender.login, data.sender.type, None)
+        if is_bot(presser):
+            return "bot: ignored"
+        decision = self.gate.decide(repo, presser)
+        if not decision.allowed:
+            return f"re-run not allowed: {decision.reason}"
+        pull = self.github.pull(repo, old.pr_number)
+        if pull.state != "open":
+            return f"#{old.pr_number} is {pull.state}: nothing runs"
+        job, new = self.jobs.create_job(
+            NewJob(
+                repo=repo,
+                clone_url=old.clone_url,
+                pr_number=old.pr_number,
+                sha=old.sha,
+                op=old.op,
+                backend=old.backend,
+                bench=old.bench,
+                compare=old.compare,
+                base_ref=pull.base_ref,
+                base_sha=pull.base_sha,
+                requested_by=data.sender.login,
+                private=old.private,
+            )
+        )
+        again = "" if new else " (it was still queued or running)"
+        return f"re-run of job {old.id} by {data.sender.login}: job {job.id}{again}"
 
     # -- pull_request -------------------------------------------------------------------
 
@@ -176,13 +218,15 @@ class DeliveryHandler:
         commenter = Commenter(ev.login, ev.sender_type, None)
         if is_bot(commenter):
             return "bot: ignored"
+        # Seen, before anything is asked of GitHub: the 👀 goes out with the first call that
+        # can, the answer follows whenever GitHub allows (a refusal is an answer too).
+        self._react(ev, ACK_REACTION)
         only_help = all(isinstance(c, HelpCommand | CommandError) for c in commands)
         if not only_help:
             decision = self.gate.decide(ev.repo, commenter)
             if not decision.allowed:
                 self._reply(ev, render_not_allowed(ev.login, decision.reason))
                 return f"not allowed: {decision.reason}"
-        self._react(ev, ACK_REACTION)
         pull: PullInfo | None = None
         approval: Approval | None = None
         if any(isinstance(c, TestCommand | RetestCommand) for c in commands):

@@ -67,9 +67,25 @@ class PullRequestPayload(_Model):
     sender: Account | None = None
 
 
+class CheckRun(_Model):
+    id: int
+    head_sha: str = Field(min_length=7, max_length=64)
+    external_id: str | None = None
+
+
+class CheckRunPayload(_Model):
+    """`check_run` (rerequested: the Re-run button of one of the App's check runs)."""
+
+    action: str
+    check_run: CheckRun
+    repository: Repository
+    sender: Account
+
+
 MODELS: dict[str, type[_Model]] = {
     "issue_comment": CommentPayload,
     "pull_request": PullRequestPayload,
+    "check_run": CheckRunPayload,
 }
 
 

@@ -46,4 +46,8 @@ def triage(event: str, payload: dict[str, Any], bot_login: str | None) -> Triage
         if action in HANDLED_PR_ACTIONS:
             return Triage(True, f"pull_request {action}")
         return Triage(False, f"pull_request {action}: not handled")
+    if event == "check_run":
+        if action == "rerequested":
+            return Triage(True, "check_run rerequested: the Re-run button")
+        return Triage(False, f"check_run {action}: not handled")
     return Triage(False, f"event {event}: not handled")

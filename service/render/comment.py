@@ -26,7 +26,7 @@ from service.render.markdown import (
     short_sha,
     utc,
 )
-from service.render.views import JobView, StatusUpdate
+from service.render.views import CheckRunUpdate, JobView, StatusUpdate
 from workflows.models import (
     AccuracyResult,
     BenchmarkResult,
@@ -225,6 +225,46 @@ def render_status(view: JobView) -> StatusUpdate:
         description=one_line(summary(view), MAX_STATUS_DESCRIPTION),
         context=f"ondemand/{view.op}:{view.backend}",
         target_url=view.job_url,
+    )
+
+
+CHECK_CONCLUSION = {
+    JobStatus.succeeded: "success",
+    JobStatus.failed: "failure",
+    JobStatus.errored: "failure",
+    JobStatus.timed_out: "timed_out",
+    JobStatus.cancelled: "cancelled",  # grey, not red: nothing was said about the code
+    JobStatus.superseded: "neutral",
+}
+MAX_CHECK_TITLE = 200
+MAX_CHECK_OUTPUT = 65535  # GitHub's limit on a check run's summary and on its text
+
+
+def render_check(view: JobView) -> CheckRunUpdate:
+    """The check run of a job when the service is a GitHub App: named like the commit
+    status, its output the report (the headline and facts as the summary, the whole report
+    with its table as the text); a cancel or a supersede is `cancelled` / `neutral`."""
+    if view.status is JobStatus.queued:
+        status, conclusion = "queued", None
+    elif view.status is JobStatus.running:
+        status, conclusion = "in_progress", None
+    else:
+        status, conclusion = "completed", CHECK_CONCLUSION[view.status]
+    report = render_comment(view)
+    body = report.split("\n", 1)[1].lstrip("\n")  # without the hidden marker
+    summary_parts = [f"### {headline(view)}", _facts(view)]
+    if view.status is JobStatus.running:
+        summary_parts.append(_progress(view, LEVELS[1]))
+    return CheckRunUpdate(
+        name=f"ondemand/{view.op}:{view.backend}",
+        head_sha=view.sha,
+        external_id=str(view.id),
+        details_url=view.job_url,
+        status=status,
+        conclusion=conclusion,
+        title=one_line(summary(view), MAX_CHECK_TITLE),
+        summary=clip("\n\n".join(p for p in summary_parts if p), MAX_CHECK_OUTPUT),
+        text=clip(body, MAX_CHECK_OUTPUT),
     )
 
 

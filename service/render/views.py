@@ -56,6 +56,22 @@ class StatusUpdate:
 
 
 @dataclass(frozen=True)
+class CheckRunUpdate:
+    """A GitHub check run of a job (as an App): `status` queued, in_progress or completed;
+    `conclusion` only when completed; the output's title, summary and text."""
+
+    name: str
+    head_sha: str
+    external_id: str
+    details_url: str
+    status: str
+    conclusion: str | None
+    title: str
+    summary: str
+    text: str
+
+
+@dataclass(frozen=True)
 class BackendInfo:
     """A backend as `/test help` shows it; `unhealthy` holds "runner: reason" lines."""
 

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 import requests
 from github import Auth, Github, GithubException, GithubIntegration
@@ -267,6 +268,29 @@ class GitHubClient:
             return None
         gh = self._gh("_/_")
         return self._call(lambda: gh.get_user().login)
+
+    @property
+    def app_mode(self) -> bool:
+        """Running as a GitHub App: jobs are check runs (only Apps may write them)."""
+        return self._token is None
+
+    def create_check_run(self, repo: str, body: dict[str, Any]) -> int:
+        data = self._request(repo, "POST", f"/repos/{repo}/check-runs", body)
+        return int(data["id"])
+
+    def update_check_run(self, repo: str, run_id: int, body: dict[str, Any]) -> None:
+        self._request(repo, "PATCH", f"/repos/{repo}/check-runs/{run_id}", body)
+
+    def find_check_run(self, repo: str, sha: str, name: str, external_id: str) -> int | None:
+        """This App's check run `name` on `sha` made for `external_id` (a create retried
+        after an answer that never came), or None."""
+        query = urlencode({"check_name": name, "filter": "all"})
+        path = f"/repos/{repo}/commits/{sha}/check-runs?{query}"
+        data = self._request(repo, "GET", path)
+        for run in data.get("check_runs", []) if isinstance(data, dict) else []:
+            if str(run.get("external_id")) == external_id:
+                return int(run["id"])
+        return None
 
     def create_status(
         self, repo: str, sha: str, state: str, description: str, context: str, target_url: str

@@ -21,7 +21,8 @@ from sqlalchemy.orm import Session
 from service.db.engine import Database, utcnow
 from service.db.models import Job, OutboxItem, ResultComment
 from service.queue import queries
-from service.render.comment import render_comment, render_status
+from service.render.comment import render_check, render_comment, render_status
+from service.render.views import CheckRunUpdate
 from service.report.job_views import JobViews
 
 
@@ -33,6 +34,10 @@ def status_key(job_id: int) -> str:
     return f"status:{job_id}"
 
 
+def check_key(job_id: int) -> str:
+    return f"check:{job_id}"
+
+
 def reply_marker(tag: str) -> str:
     return f"<!-- ondemand:reply:{tag} -->"
 
@@ -40,10 +45,18 @@ def reply_marker(tag: str) -> str:
 class Notices:
     """The queue's `JobListener`, and the composer of a result comment's current text."""
 
-    def __init__(self, db: Database, views: JobViews, progress_interval_s: float = 20.0) -> None:
+    def __init__(
+        self,
+        db: Database,
+        views: JobViews,
+        progress_interval_s: float = 20.0,
+        *,
+        checks: bool = False,
+    ) -> None:
         self.db = db
         self.views = views
         self.progress_interval = timedelta(seconds=progress_interval_s)
+        self.checks = checks  # as a GitHub App: a check run per job instead of a status
 
     # -- the listener -------------------------------------------------------------------
 
@@ -79,6 +92,10 @@ class Notices:
             return None
         views = self.views.target(session, jobs[-1])
         return render_comment(views[-1], views[:-1])
+
+    def check_run(self, session: Session, job: Job) -> CheckRunUpdate:
+        """The current check run of a job."""
+        return render_check(self.views.view(session, job))
 
     # -- rows ---------------------------------------------------------------------------
 
@@ -133,6 +150,9 @@ class Notices:
         session.add(OutboxItem(kind="comment", key=key, payload=payload, **_fresh(due)))
 
     def _enqueue_status(self, session: Session, job: Job, due: datetime | None = None) -> None:
+        if self.checks:
+            self._enqueue_check(session, job, due)
+            return
         update = render_status(self.views.view(session, job))
         payload = {
             "repo": job.repo,
@@ -150,6 +170,17 @@ class Notices:
                 pending.next_attempt_at = min(pending.next_attempt_at, utcnow())
             return
         session.add(OutboxItem(kind="status", key=key, payload=payload, **_fresh(due)))
+
+    def _enqueue_check(self, session: Session, job: Job, due: datetime | None) -> None:
+        """The job's check run, rendered when it is sent (like the comment)."""
+        key = check_key(job.id)
+        pending = self._pending(session, key)
+        if pending is not None:
+            if due is None:
+                pending.next_attempt_at = min(pending.next_attempt_at, utcnow())
+            return
+        payload = {"repo": job.repo, "job_id": job.id}
+        session.add(OutboxItem(kind="check", key=key, payload=payload, **_fresh(due)))
 
 
 def _fresh(due: datetime | None = None) -> dict[str, Any]:

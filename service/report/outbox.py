@@ -1,6 +1,7 @@
-"""The outbox worker: delivers reactions, replies, result comments and commit statuses to
-GitHub, in order per key, with the retry policy; waits out rate limits (the client pauses every
-call until `Retry-After` or the reset); never loses an item while GitHub is down or limiting,
+"""The outbox worker: delivers reactions, replies, result comments, commit statuses and (as
+an App) check runs to GitHub, in order per key, with the retry policy; waits out rate limits
+(the client pauses every call until `Retry-After` or the reset); never loses an item while
+GitHub is down or limiting,
 gives up only on answers that cannot change, and never posts a comment twice (a comment's
 GitHub id is stored the moment it exists; a retried create first looks for it)."""
 
@@ -15,9 +16,10 @@ from sqlalchemy.orm import Session
 from ondemand.retry import RetryPolicy
 from service.db.engine import Database, utcnow
 from service.db.leases import LeasedRows
-from service.db.models import OutboxItem, ResultComment
+from service.db.models import Job, OutboxItem, ResultComment
 from service.db.outage import is_outage
 from service.render.comment import marker
+from service.render.views import CheckRunUpdate
 from service.report.github import GitHubClient, GitHubError
 from service.worker import Worker
 
@@ -27,6 +29,8 @@ MAX_PERMANENT_ATTEMPTS = 3  # a 4xx that will not change: tried this often, then
 
 # compose(session, row) -> the result comment's current text, or None when it has none
 Compose = Callable[[Session, ResultComment], str | None]
+# compose_check(session, job) -> the job's check run now (rendered when it is sent)
+ComposeCheck = Callable[[Session, Job], CheckRunUpdate]
 
 
 class OutboxWorker(Worker):
@@ -41,11 +45,13 @@ class OutboxWorker(Worker):
         compose: Compose,
         policy: RetryPolicy,
         stopping: threading.Event,
+        compose_check: ComposeCheck | None = None,
     ) -> None:
         super().__init__(stopping, db.outages)
         self.db = db
         self.github = github
         self.compose = compose
+        self.compose_check = compose_check
         self.policy = policy
         self.items = LeasedRows(db, OutboxItem)
 
@@ -115,6 +121,8 @@ class OutboxWorker(Worker):
             return f"reply {gh.create_comment(p['repo'], int(p['pr_number']), p['body'])}"
         if item.kind == "comment":
             return self._send_comment(gh, item)
+        if item.kind == "check":
+            return self._send_check(gh, item)
         return f"unknown kind {item.kind}: dropped"
 
     def _send_comment(self, gh: GitHubClient, item: OutboxItem) -> str:
@@ -145,6 +153,41 @@ class OutboxWorker(Worker):
             self._store_comment_id(row_id, created)
             return f"comment {row.github_comment_id} was deleted; created {created}"
         return f"updated comment {row.github_comment_id}"
+
+    def _send_check(self, gh: GitHubClient, item: OutboxItem) -> str:
+        """Create the job's check run, or update it; its output rendered now."""
+        job_id = int(item.payload["job_id"])
+        with self.db.reads() as session:
+            job = session.get(Job, job_id)
+            if job is None or self.compose_check is None:
+                return "no job or no check runs"
+            check = self.compose_check(session, job)
+            run_id = job.check_run_id
+        output = {"title": check.title, "summary": check.summary, "text": check.text}
+        body: dict[str, object] = {
+            "name": check.name,
+            "details_url": check.details_url,
+            "external_id": check.external_id,
+            "status": check.status,
+            "output": output,
+        }
+        if check.conclusion is not None:
+            body["conclusion"] = check.conclusion
+        if run_id is None and item.attempts > 1:
+            run_id = gh.find_check_run(job.repo, check.head_sha, check.name, check.external_id)
+        if run_id is not None:
+            try:
+                gh.update_check_run(job.repo, run_id, body)
+                return f"updated check run {run_id} ({check.status})"
+            except GitHubError as exc:
+                if exc.status != 404:
+                    raise
+        created = gh.create_check_run(job.repo, {**body, "head_sha": check.head_sha})
+        with self.db.writes() as session, session.begin():
+            row = session.get(Job, job_id)
+            if row is not None:
+                row.check_run_id = created
+        return f"created check run {created} ({check.status})"
 
     def _store_comment_id(self, row_id: int, comment_id: int) -> None:
         with self.db.writes() as session, session.begin():

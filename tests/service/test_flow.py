@@ -231,8 +231,15 @@ def test_push_supersedes_and_close_cancels(flow: Flow) -> None:
     flow.admin.close_pull(REPO, flow.pr)
     flow.wait_until(lambda: flow.jobs()[-1].status == JobStatus.cancelled)
     flow.wait_until(flow.quiet)
-    old = [s["state"] for s in flow.admin.statuses(REPO, flow.head)]
-    assert old and old[-1] != "pending"
+    # Superseded: no verdict on the old head, and not a failure of its code (statuses know no
+    # "cancelled"): pending, saying why.
+    newest: dict[str, dict[str, Any]] = {}
+    for status in flow.admin.statuses(REPO, flow.head):  # oldest first
+        newest[status["context"]] = status
+    assert sorted(newest) == ["ondemand/add:cpu", "ondemand/mul:cpu"]
+    for status in newest.values():
+        assert status["state"] == "pending", status
+        assert status["description"] == f"superseded by {flow.next_head[:7]}"
 
 
 def test_cancel_and_retest_commands(flow: Flow) -> None:
@@ -286,7 +293,10 @@ def test_as_a_github_app(tmp_path: Path) -> None:
         )
         assert posted["user"] == "ondemand[bot]"
         flow.wait_until(flow.quiet)
-        assert [s["state"] for s in flow.admin.statuses(REPO, flow.head)] == ["pending"]
+        # As an App, the job is a check run, not a commit status.
+        assert flow.admin.statuses(REPO, flow.head) == []
+        runs = httpx.get(f"{flow.admin.base_url}/repos/{REPO}/commits/{flow.head}/check-runs")
+        assert [r["status"] for r in runs.json()["check_runs"]] == ["queued"]
 
 
 def test_a_lost_create_answer_does_not_post_twice(flow: Flow) -> None:

@@ -1,0 +1,94 @@
+"""As a GitHub App the service reports each (operator, backend) as a check run on the sandbox:
+queued, in progress with the live progress, completed with the report (the headline as the
+summary, the whole report with its table as the text); a cancel is `cancelled` and a
+supersede `neutral`, never a red failure; the Re-run button (`check_run` `rerequested`)
+runs the job again on the same commit."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.service.test_flow import REPO, Flow, auth, make_flow, seed_result
+from workflows.models import JobStatus, Progress
+
+
+def _runs(flow: Flow, sha: str, **query: str) -> list[dict[str, Any]]:
+    url = f"{flow.admin.base_url}/repos/{REPO}/commits/{sha}/check-runs"
+    return list(httpx.get(url, params=query).json()["check_runs"])
+
+
+def _run(flow: Flow, name: str, sha: str | None = None) -> dict[str, Any] | None:
+    found = [r for r in _runs(flow, sha or flow.head) if r["name"] == name]
+    return found[0] if found else None
+
+
+def test_check_runs_as_an_app(tmp_path: Path) -> None:
+    with make_flow(tmp_path, app=True) as flow:
+        flow.svc.service.notices.progress_interval = timedelta(seconds=0.5)
+        flow.comment("/test add,mul:cpu")
+        flow.wait_until(lambda: _run(flow, "ondemand/add:cpu") and _run(flow, "ondemand/mul:cpu"))
+        add = _run(flow, "ondemand/add:cpu")
+        assert add is not None and add["status"] == "queued" and add["conclusion"] is None
+        jobs = {j.op: j for j in flow.jobs()}
+        assert add["external_id"] == str(jobs["add"].id)
+        assert add["details_url"] == f"http://ondemand.test/jobs/{jobs['add'].id}"
+        assert add["app"]["slug"] == "ondemand"
+        assert flow.admin.statuses(REPO, flow.head) == []  # checks, not statuses
+
+        # A cancel is grey, not red.
+        flow.comment("/test cancel mul")
+        flow.wait_until(lambda: (_run(flow, "ondemand/mul:cpu") or {}).get("conclusion"))
+        mul = _run(flow, "ondemand/mul:cpu")
+        assert mul is not None and mul["conclusion"] == "cancelled"
+        assert mul["output"]["title"] == "cancelled by @alice"
+
+        # Running: in progress, the progress in the output.
+        _, token = flow.svc.register("cpu-1", ["cpu"])
+        api = f"{flow.svc.url}/api/v1/jobs"
+        spec = httpx.post(f"{api}/claim", json={"wait_s": 5}, headers=auth(token)).json()
+        assert spec["op"] == "add"
+        progress = Progress(step="accuracy", tests_done=12, tests_total=411).model_dump()
+        httpx.post(f"{api}/{spec['id']}/progress", json=progress, headers=auth(token))
+        flow.wait_until(
+            lambda: (
+                "12/411 tests"
+                in ((_run(flow, "ondemand/add:cpu") or {}).get("output") or {}).get("summary", "")
+            ),
+        )
+        assert _run(flow, "ondemand/add:cpu")["status"] == "in_progress"  # type: ignore[index]
+
+        # Completed: the report is the output.
+        result = seed_result(flow.head).model_dump(mode="json")
+        httpx.post(f"{api}/{spec['id']}/complete", json=result, headers=auth(token))
+        flow.wait_until(lambda: (_run(flow, "ondemand/add:cpu") or {}).get("conclusion"))
+        done = _run(flow, "ondemand/add:cpu")
+        assert done is not None and done["conclusion"] == "success"
+        assert done["id"] == add["id"]  # the same run, updated
+        output = done["output"]
+        assert output["title"].startswith("69 passed, 3 skipped · geomean 1.95x")
+        assert output["summary"].startswith("### ✅ `add` on `cpu`")
+        assert "| dtype | Size | Torch Latency (ms)" in output["text"]
+        assert "<!-- ondemand" not in output["text"]
+        flow.wait_until(flow.quiet)
+
+        # Re-run: the same job again on the same commit, as a new check run of the same name.
+        alice = flow.admin.create_token("alice")
+        rerun = f"{flow.admin.base_url}/repos/{REPO}/check-runs/{done['id']}/rerequest"
+        assert httpx.post(rerun, headers={"Authorization": f"token {alice}"}).status_code == 201
+        flow.wait_until(lambda: len(flow.jobs()) == 3)
+        again = flow.jobs()[-1]
+        assert (again.op, again.backend, again.sha) == ("add", "cpu", flow.head)
+        assert again.requested_by == "alice" and again.status == JobStatus.queued
+        flow.wait_until(lambda: (_run(flow, "ondemand/add:cpu") or {}).get("status") == "queued")
+        assert len(_runs(flow, flow.head, filter="all")) == 3
+
+        # A push supersedes the queued re-run: neutral.
+        flow.admin.push(REPO, flow.pr, flow.next_head)
+        flow.wait_until(lambda: (_run(flow, "ondemand/add:cpu") or {}).get("conclusion"))
+        superseded = _run(flow, "ondemand/add:cpu")
+        assert superseded is not None and superseded["conclusion"] == "neutral"
+        assert superseded["output"]["title"] == f"superseded by {flow.next_head[:7]}"
