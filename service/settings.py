@@ -63,6 +63,12 @@ class Settings(BaseSettings):
     retry_max_backoff_s: float = Field(
         default=300.0, gt=0, description="the longest wait between two tries of a GitHub call"
     )
+    github_outage_probe_max_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="while GitHub is unavailable, the longest wait between two tries (what "
+        "waited goes out this soon after it is back)",
+    )
     log_max_bytes: int = Field(
         default=16 * 1024 * 1024,
         ge=1024,

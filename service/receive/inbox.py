@@ -79,7 +79,7 @@ class Inbox(Worker):
                 self.deliveries.give_up(row_id, str(exc))
                 log.error("delivery %s failed: %s", delivery.delivery_id, exc)
                 return None
-            return self._retry(delivery, exc.retry_after, str(exc))
+            return self._retry(delivery, exc.retry_after, str(exc), quiet=exc.unavailable)
         except Exception as exc:
             if is_outage(exc):
                 raise  # not this delivery's fault: the round is retried, nothing is counted
@@ -92,8 +92,17 @@ class Inbox(Worker):
         self.deliveries.finish(row_id, outcome)
         return None
 
-    def _retry(self, delivery: Delivery, retry_after: float | None, error: str) -> float:
+    def _retry(
+        self, delivery: Delivery, retry_after: float | None, error: str, quiet: bool = False
+    ) -> float:
+        """Try again later; `quiet` while GitHub is down (the client logs the outage once)."""
         wait = self.policy.delay(delivery.attempts, retry_after)
         self.deliveries.retry(delivery.id, wait, error)
-        log.warning("delivery %s: retry in %.1fs: %s", delivery.delivery_id, wait, error)
+        log.log(
+            logging.DEBUG if quiet else logging.WARNING,
+            "delivery %s: retry in %.1fs: %s",
+            delivery.delivery_id,
+            wait,
+            error,
+        )
         return wait

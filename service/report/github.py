@@ -1,10 +1,15 @@
 """The one GitHub client: PyGithub against `settings.github_api_url`, as a GitHub App
 (installation tokens, refreshed by PyGithub) or with a token. Errors become `GitHubError`
 saying whether and when to retry; a rate limit (primary, secondary or abuse) pauses every call
-of this client until it is over, so no worker keeps calling GitHub inside the window."""
+of this client until it is over, so no worker keeps calling GitHub inside the window. While
+GitHub is unavailable (unreachable, or answering 5xx) calls fail here at once, without going
+out, except one try every few seconds (`probe_max_s` at most): no backlog of retries hammers
+it, and whatever waits goes out within seconds of its return. Each outage is logged twice
+(when it starts, when it ends)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -15,10 +20,15 @@ from urllib.parse import urlencode
 import requests
 from github import Auth, Github, GithubException, GithubIntegration
 
+from ondemand.retry import RetryPolicy
 from service.settings import Settings
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 TIMEOUT_S = 15
+# Answers that say GitHub itself is failing: every call waits for the next try.
+UNAVAILABLE_STATUSES = frozenset({500, 502, 503, 504})
+OUTAGE_PROBE_MAX_S = 5.0
 # Answers that will not change on retry: the item is given up (logged), not retried forever.
 PERMANENT_STATUSES = frozenset({400, 401, 404, 410, 422})
 # GitHub's advice for a secondary rate limit that names no time: wait at least a minute.
@@ -28,7 +38,8 @@ _RATE_LIMIT_WORDS = ("rate limit", "abuse")
 
 class GitHubError(Exception):
     """A failed call: `status` None for network errors; `retry_after` seconds when GitHub said
-    (or when its rate-limit rules say); `rate_limited` for any rate or abuse limit."""
+    (or when its rate-limit rules say, or until the next try of an outage); `rate_limited` for
+    any rate or abuse limit; `unavailable` while GitHub is unreachable or failing."""
 
     def __init__(
         self,
@@ -36,11 +47,13 @@ class GitHubError(Exception):
         status: int | None,
         retry_after: float | None = None,
         rate_limited: bool = False,
+        unavailable: bool = False,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
         self.rate_limited = rate_limited
+        self.unavailable = unavailable
 
     @property
     def permanent(self) -> bool:
@@ -106,6 +119,7 @@ class GitHubClient:
         private_key: str | None = None,
         timeout: int = TIMEOUT_S,
         secondary_wait_s: float = SECONDARY_LIMIT_WAIT_S,
+        probe_max_s: float = OUTAGE_PROBE_MAX_S,
     ) -> None:
         if token is None and (app_id is None or private_key is None):
             raise ValueError("GitHub credentials: a token, or an App id and its private key")
@@ -117,10 +131,41 @@ class GitHubClient:
         self._clients: dict[str, Github] = {}
         self._lock = threading.Lock()
         self._paused_until = 0.0  # time.monotonic() before which no call is made
+        self._probes = RetryPolicy(base_s=0.5, cap_s=probe_max_s)
+        self._down_since: float | None = None  # time.monotonic() of an outage's first failure
+        self._down_failures = 0
+        self._down_why = ""
 
     def paused_for(self) -> float:
-        """Seconds left of a rate-limit pause (0 when calls may go out)."""
+        """Seconds before the next call may go out: a rate-limit pause, or the wait for the
+        next try while GitHub is unavailable (0 when calls may go out)."""
         return max(0.0, self._paused_until - time.monotonic())
+
+    def _unavailable(self, why: str, asked: float | None = None) -> float:
+        """GitHub failed to answer: pause every call until the next try (when it `asked`, if
+        it said); returns the pause."""
+        now = time.monotonic()
+        with self._lock:
+            self._down_failures += 1
+            starts = self._down_since is None
+            if starts:
+                self._down_since = now
+            self._down_why = why
+            wait = self._probes.delay(self._down_failures, asked)
+            self._paused_until = max(self._paused_until, now + wait)
+        if starts:
+            log.warning("GitHub unavailable (%s): calls wait, tried again every few seconds", why)
+        return wait
+
+    def _available(self) -> None:
+        if self._down_since is None:  # the common case: no lock
+            return
+        with self._lock:
+            if self._down_since is None:
+                return
+            length, failures = time.monotonic() - self._down_since, self._down_failures
+            self._down_since, self._down_failures = None, 0
+        log.warning("GitHub back after %.1fs (%d calls failed meanwhile)", length, failures)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> GitHubClient | None:
@@ -134,6 +179,7 @@ class GitHubClient:
             app_id=settings.github_app_id,
             private_key=settings.private_key(),
             secondary_wait_s=settings.github_secondary_wait_s,
+            probe_max_s=settings.github_outage_probe_max_s,
         )
 
     def _new(self, auth: Auth.Auth) -> Github:
@@ -175,9 +221,15 @@ class GitHubClient:
     def _call(self, fn: Callable[[], T]) -> T:
         left = self.paused_for()
         if left > 0:
+            down = self._down_since
+            if down is not None:
+                message = (
+                    f"GitHub unavailable for {time.monotonic() - down:.0f}s ({self._down_why})"
+                )
+                raise GitHubError(f"{message}; next try in {left:.1f}s", None, left, False, True)
             raise GitHubError(f"rate limited: calls paused for {left:.0f}s", None, left, True)
         try:
-            return fn()
+            result = fn()
         except GithubException as exc:
             data = exc.data.get("message") if isinstance(exc.data, dict) else exc.data
             message = str(data or "")
@@ -185,14 +237,22 @@ class GitHubClient:
             limited, wait = classify(
                 exc.status, message, headers, time.time(), self.secondary_wait_s
             )
+            unavailable = not limited and exc.status in UNAVAILABLE_STATUSES
+            if unavailable:
+                wait = self._unavailable(f"{exc.status} {message}".strip(), wait)
+            else:
+                self._available()
             if limited and wait is not None:
                 with self._lock:
                     self._paused_until = max(self._paused_until, time.monotonic() + wait)
             raise GitHubError(
-                f"GitHub answered {exc.status}: {message}", exc.status, wait, limited
+                f"GitHub answered {exc.status}: {message}", exc.status, wait, limited, unavailable
             ) from exc
         except requests.RequestException as exc:
-            raise GitHubError(f"GitHub unreachable: {exc}", None) from exc
+            wait = self._unavailable(f"unreachable: {type(exc).__name__}")
+            raise GitHubError(f"GitHub unreachable: {exc}", None, wait, False, True) from exc
+        self._available()
+        return result
 
     def _repo(self, repo: str) -> Any:
         return self._gh(repo).get_repo(repo)  # lazy: the client is built with lazy=True

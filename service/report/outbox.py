@@ -202,5 +202,8 @@ class OutboxWorker(Worker):
             log.error("outbox item %s (%s) given up: %s", item.id, item.kind, exc)
             return None
         self.items.retry(item.id, wait, str(exc))
-        log.warning("outbox item %s (%s) failed, retry in %.1fs: %s", item.id, item.kind, wait, exc)
+        level = logging.DEBUG if exc.unavailable else logging.WARNING  # the client logs outages
+        log.log(
+            level, "outbox item %s (%s) failed, retry in %.1fs: %s", item.id, item.kind, wait, exc
+        )
         return wait

@@ -86,7 +86,12 @@ def flow_any_db(tmp_path: Path, db_url: str) -> Iterator[Flow]:
 
 @contextmanager
 def make_flow(
-    tmp_path: Path, *, app: bool = False, db_url: str | None = None, private: bool = False
+    tmp_path: Path,
+    *,
+    app: bool = False,
+    db_url: str | None = None,
+    private: bool = False,
+    **overrides: Any,
 ) -> Iterator[Flow]:
     """The sandbox with acme/kernels and PR #1 by alice, the service wired to it (as a token
     user, or as a GitHub App when `app`), and the sandbox's webhook pointing at the service."""
@@ -123,14 +128,17 @@ def make_flow(
         if private:
             admin.set_permission(REPO, BOT, "write")  # a private repository hides from others
         pr = admin.open_pull(REPO, head=head, base="main", user="alice", title="Add op")
+        compressed: dict[str, Any] = {
+            "lease_seconds": 30,
+            "retry_max_backoff_s": 0.5,
+            "github_outage_probe_max_s": 0.5,
+            "github_secondary_wait_s": 1.0,  # GitHub says a minute; compressed here
+            "head_wait_s": 3.0,
+        }
         settings = service_settings(
             db_url or f"sqlite:///{tmp_path / 'flow.db'}",
             github_api_url=gh_url,
-            lease_seconds=30,
-            retry_max_backoff_s=0.5,
-            github_secondary_wait_s=1.0,  # GitHub says a minute; compressed here
-            head_wait_s=3.0,
-            **auth,
+            **{**compressed, **auth, **overrides},
         )
         with live_service(settings) as svc:
             admin.set_webhook(f"{svc.url}/webhook", SECRET)
@@ -355,7 +363,10 @@ def test_a_secondary_rate_limit_delays_the_answer_but_never_drops_it(flow_any_db
     """403, requests remaining, no `Retry-After`: GitHub's usual secondary limit. Every POST
     of a comment fails three times in a row; the help reply still arrives."""
     flow.admin.inject_fault(
-        403, 3, path_prefix=f"/repos/{REPO}/issues/{flow.pr}/comments", method="POST",
+        403,
+        3,
+        path_prefix=f"/repos/{REPO}/issues/{flow.pr}/comments",
+        method="POST",
         kind="secondary",
     )
     flow.comment("/test help")

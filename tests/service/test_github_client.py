@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,11 +80,42 @@ def test_errors_carry_retry_advice(
     with pytest.raises(GitHubError) as caught:
         world.gh.create_comment(REPO, 1, "hello")
     assert caught.value.status == status and not caught.value.permanent
-    if expect_wait is None:
-        assert caught.value.retry_after is None
+    if expect_wait is None:  # GitHub failing: every call waits for the next try
+        assert caught.value.unavailable and 0 < (caught.value.retry_after or 0) <= 0.5
     else:
         assert caught.value.retry_after == pytest.approx(expect_wait, abs=1)
     assert world.admin.comments(REPO, 1) == []  # the fault answered; nothing was posted
+
+
+def test_while_github_is_down_calls_wait_for_one_try_every_few_seconds(tmp_path: Path) -> None:
+    """An outage: the first failure pauses every call; while it lasts, calls fail at once
+    without going out, but for one try per pause (which grows to `probe_max_s`); the first
+    try after GitHub is back goes through, at most `probe_max_s` later."""
+    with live_server(create_sandbox()) as url, SandboxAdmin(url) as admin:
+        admin.create_user("bot", "Bot")
+        gh = GitHubClient(url, token=admin.create_token("bot"), probe_max_s=1.0)
+        admin.inject_fault(503, 10_000)
+        failed = tried = 0
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            try:
+                gh.login()
+            except GitHubError as exc:
+                assert exc.unavailable and not exc.permanent and 0 < (exc.retry_after or 0) <= 1
+                failed += 1
+            time.sleep(0.01)
+        tried = len(admin.state()["api_calls"])
+        assert failed > 100 and 2 <= tried <= 8  # 0.25-0.5, 0.5-1, then 0.5-1 s apart
+        admin.clear_faults()
+        back = time.monotonic()
+        while True:
+            try:
+                assert gh.login() == "bot"
+                break
+            except GitHubError:
+                time.sleep(0.01)
+        assert time.monotonic() - back <= 1.1
+        assert gh.paused_for() == 0
 
 
 def test_a_secondary_limit_named_only_in_its_message_waits_a_minute_and_pauses_all_calls(

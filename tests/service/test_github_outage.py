@@ -1,0 +1,85 @@
+"""GitHub away for longer than any backoff: commands accepted meanwhile are never dropped, each
+gets its 👀 as soon as GitHub can take one and its answer within seconds of GitHub's return;
+the outage is logged once. A rate limit met while reading a command stops every call until
+its reset, the command processor's included."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from service.db.models import Delivery, OutboxItem
+from tests.service.test_flow import BOT, REPO, make_flow
+
+
+def _outbox(flow, kind: str) -> list[OutboxItem]:  # type: ignore[no-untyped-def]
+    with flow.svc.service.db.reads() as session:
+        return list(session.scalars(select(OutboxItem).where(OutboxItem.kind == kind)))
+
+
+def test_commands_in_a_long_outage_are_answered_within_seconds_of_its_end(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Backoff as in production (up to 300 s between tries): after 20 s of 503s a per-item
+    backoff would next try up to half a minute later. Here what waited goes out within
+    10 s of GitHub's return, and nothing was given up."""
+    caplog.set_level(logging.INFO)
+    with make_flow(tmp_path, retry_max_backoff_s=300.0, github_outage_probe_max_s=5.0) as flow:
+        flow.admin.inject_fault(503, 100_000)
+        for body in ("/test add:cpu", "/test mul:cpu", "/test help"):
+            flow.comment(body)
+        flow.wait_until(lambda: len(_outbox(flow, "reaction")) == 3)  # 👀 accepted at once
+        time.sleep(20)
+        with flow.svc.service.db.reads() as session:
+            rows = list(session.scalars(select(Delivery).where(Delivery.event == "issue_comment")))
+        waiting = [d for d in rows if d.done_at is None]
+        assert len(rows) == 3 and len(waiting) == 2  # /test help needs nothing of GitHub
+        assert all("unavailable" in (d.last_error or "").lower() for d in waiting)
+        assert not [c for c in flow.admin.comments(REPO, flow.pr) if c["user"] == BOT]
+
+        flow.admin.clear_faults()
+        back = time.monotonic()
+        flow.wait_until(lambda: len(flow.bot_comments()) == 3, timeout=15)
+        answered = time.monotonic() - back
+        flow.wait_until(flow.quiet, timeout=15)
+        assert answered <= 10, f"answers came {answered:.1f}s after GitHub returned"
+        assert sorted((j.op, j.status) for j in flow.jobs()) == [
+            ("add", "queued"),
+            ("mul", "queued"),
+        ]
+        for c in flow.admin.comments(REPO, flow.pr):
+            if c["user"] == "alice":
+                assert [r["content"] for r in c["reactions"]] == ["eyes"]
+        assert all(
+            i.outcome and not i.outcome.startswith("gave up") for i in _outbox(flow, "reaction")
+        )
+    down = [r for r in caplog.records if r.getMessage().startswith("GitHub unavailable")]
+    up = [r for r in caplog.records if r.getMessage().startswith("GitHub back after")]
+    assert len(down) == 1 and len(up) == 1
+    assert not [r for r in caplog.records if "retry in" in r.getMessage() and r.levelno >= 30]
+
+
+def test_a_rate_limit_met_reading_a_command_stops_every_call_until_its_reset(
+    tmp_path: Path,
+) -> None:
+    """The primary limit is met reading the commenter's permission (403, no requests left,
+    reset in 4 s). Until the reset the service asks GitHub nothing, the command processor
+    included; then every command is answered."""
+    with make_flow(tmp_path) as flow:
+        flow.admin.inject_fault(403, 1, path_prefix=f"/repos/{REPO}/collaborators", retry_after=4)
+        flow.comment("/test add:cpu")
+        limited = flow.wait_until(
+            lambda: [c for c in flow.admin.state()["api_calls"] if c["status"] == 403]
+        )
+        for body in ("/test mul:cpu", "/test help"):
+            flow.comment(body)
+        time.sleep(3.0)
+        calls = flow.admin.state()["api_calls"]
+        after = [c for c in calls if c["at"] > limited[0]["at"] and c["login"] == BOT]
+        assert after == [], after  # nothing inside the window (GitHub's times are whole seconds)
+        flow.wait_until(lambda: len(flow.bot_comments()) == 3, timeout=15)
+        assert sorted(j.op for j in flow.jobs()) == ["add", "mul"]
