@@ -19,13 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from workflows.models import MAX_PROGRESS_FAILURES, Progress
+from workflows.models import MAX_PROGRESS_FAILURES, MAX_PROGRESS_TESTS, Progress
 
 log = logging.getLogger("ondemand.runner")
 READ_BYTES = 256 * 1024  # per poll
 MAX_BYTES = 16 * 1024 * 1024  # in all: past this the last progress read stands
 MAX_LINE = 2048
-MAX_TESTS = 10_000_000
 POLL_S = 0.5
 
 
@@ -99,7 +98,7 @@ class ProgressFile:
 
 
 def _count(value: object) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TESTS:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_PROGRESS_TESTS:
         return value
     return None
 

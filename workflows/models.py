@@ -173,6 +173,7 @@ class EnvironmentInfo(_Model):
 
 
 MAX_PROGRESS_FAILURES = 20
+MAX_PROGRESS_TESTS = 10_000_000
 
 
 class Progress(_Model):
@@ -181,9 +182,9 @@ class Progress(_Model):
     failures. Everything here came from the pull request's process: bounded."""
 
     step: str | None = Field(default=None, max_length=100)
-    tests_done: int = Field(default=0, ge=0)
-    tests_total: int | None = Field(default=None, ge=0)
-    failed: int = Field(default=0, ge=0)
+    tests_done: int = Field(default=0, ge=0, le=MAX_PROGRESS_TESTS)
+    tests_total: int | None = Field(default=None, ge=0, le=MAX_PROGRESS_TESTS)
+    failed: int = Field(default=0, ge=0, le=MAX_PROGRESS_TESTS)
     failures: list[str] = Field(default_factory=list, max_length=MAX_PROGRESS_FAILURES)
 
     @field_validator("failures")
