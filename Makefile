@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint demo clean
+.PHONY: venv test lint demo bench-service clean
 
 venv: $(STAMP)
 
@@ -26,6 +26,11 @@ WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -n $(WORKERS) --durations=15
+
+# The webhook burst (2,000 signed deliveries, 100 of them commands, 64 in flight) against a real
+# `ondemand serve` on SQLite and PostgreSQL; prints the figures docs/operations.md quotes.
+bench-service: $(STAMP)
+	$(PY) -m tools.bench_service $(BENCH_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
