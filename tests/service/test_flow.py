@@ -84,17 +84,23 @@ def flow_any_db(tmp_path: Path, db_url: str) -> Iterator[Flow]:
         yield made
 
 
+@dataclass
+class World:
+    """The sandbox with acme/kernels and PR #1 by alice (head `head`; `next_head` is pushed by
+    tests that push), and what the service needs to act as the bot."""
+
+    url: str
+    admin: SandboxAdmin
+    auth: dict[str, Any]
+    pr: int
+    head: str
+    next_head: str
+
+
 @contextmanager
-def make_flow(
-    tmp_path: Path,
-    *,
-    app: bool = False,
-    db_url: str | None = None,
-    private: bool = False,
-    **overrides: Any,
-) -> Iterator[Flow]:
-    """The sandbox with acme/kernels and PR #1 by alice, the service wired to it (as a token
-    user, or as a GitHub App when `app`), and the sandbox's webhook pointing at the service."""
+def sandbox_world(tmp_path: Path, *, app: bool = False, private: bool = False) -> Iterator[World]:
+    """The sandbox under uvicorn with its users, repository and pull request; the bot is a token
+    user, or a GitHub App when `app`."""
     repo = tmp_path / "kernels"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
@@ -128,6 +134,21 @@ def make_flow(
         if private:
             admin.set_permission(REPO, BOT, "write")  # a private repository hides from others
         pr = admin.open_pull(REPO, head=head, base="main", user="alice", title="Add op")
+        yield World(gh_url, admin, auth, int(pr["number"]), head, next_head)
+
+
+@contextmanager
+def make_flow(
+    tmp_path: Path,
+    *,
+    app: bool = False,
+    db_url: str | None = None,
+    private: bool = False,
+    **overrides: Any,
+) -> Iterator[Flow]:
+    """The sandbox world, the service wired to it (settings compressed for tests, `overrides`
+    on top), and the sandbox's webhook pointing at the service."""
+    with sandbox_world(tmp_path, app=app, private=private) as world:
         compressed: dict[str, Any] = {
             "lease_seconds": 30,
             "retry_max_backoff_s": 0.5,
@@ -137,12 +158,12 @@ def make_flow(
         }
         settings = service_settings(
             db_url or f"sqlite:///{tmp_path / 'flow.db'}",
-            github_api_url=gh_url,
-            **{**compressed, **auth, **overrides},
+            github_api_url=world.url,
+            **{**compressed, **world.auth, **overrides},
         )
         with live_service(settings) as svc:
-            admin.set_webhook(f"{svc.url}/webhook", SECRET)
-            yield Flow(admin, svc, int(pr["number"]), head, next_head)
+            world.admin.set_webhook(f"{svc.url}/webhook", SECRET)
+            yield Flow(world.admin, svc, world.pr, world.head, world.next_head)
 
 
 def auth(token: str) -> dict[str, str]:
