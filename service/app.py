@@ -161,6 +161,15 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
             listener = PgListener(conninfo.render_as_string(hide_password=False), service.wakeup)
             listener.start()
         workers = (service.reaper, service.outbox, service.inbox)
+        if settings.process_workers and not service.db.postgres:
+            # One process serves a SQLite database: what it finds locked, its last life left.
+            for rows in (service.inbox.deliveries, service.outbox.items):
+                if released := rows.release_all():
+                    log.warning(
+                        "%d %s row(s) left locked by a crash: taken up now",
+                        released,
+                        rows.model.__tablename__,
+                    )
         if settings.process_workers:
             for worker in workers:
                 worker.start()

@@ -84,6 +84,19 @@ class LeasedRows(Generic[R]):
             stop.set()
             thread.join()
 
+    def release_all(self) -> int:
+        """Unlock every pending row at once; for a service starting on SQLite, where only one
+        process serves a database, so a row it finds locked was locked by its previous life
+        (a crash) and would otherwise wait out the lock. Returns how many."""
+        m = self.model
+        with self.db.writes() as session, session.begin():
+            return session.execute(
+                update(m)
+                .where(m.done_at.is_(None), m.locked_until.is_not(None))
+                .values(locked_until=None)
+                .execution_options(synchronize_session=False)
+            ).rowcount
+
     def _extend(self, row_id: int) -> None:
         m = self.model
         with self.db.writes() as session, session.begin():

@@ -1,6 +1,7 @@
 """`ondemand serve` killed with SIGKILL in the middle of a command's fan-out, then started
 again on the same database: the command is finished within seconds, and every target has
-exactly one job, one result comment, and the comment one 👀."""
+exactly one job, one result comment, and the comment one 👀. On SQLite the restarted service
+takes up at once what its previous life left locked (one process serves a SQLite database)."""
 
 from __future__ import annotations
 
@@ -93,4 +94,4 @@ def test_a_sigkill_mid_fan_out_is_finished_after_restart_exactly_once(tmp_path: 
         )
         (command,) = [c for c in world.admin.comments(REPO, world.pr) if c["user"] == "alice"]
         assert [r["content"] for r in command["reactions"]] == ["eyes"]
-        assert resumed < 20, f"the fan-out resumed {resumed:.1f}s after the restart"
+        assert resumed < 5, f"the fan-out resumed {resumed:.1f}s after the restart"
