@@ -44,6 +44,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=-]{0,199}$")
 MAX_FILE = 256 * 1024 * 1024
 MAX_ENTRY_FILES = 64
 BUILT = "built.json"
+DURATIONS = "durations.json"  # each test's time in the last trusted build
 GROUP = "__grp__"  # Triton's group files: which files make one compiled kernel
 MAX_GROUP = 1024 * 1024
 KEEP_BUILT = 50
@@ -151,6 +152,34 @@ def publish(private: Path, layer: Path, sha: str | None) -> int:
     return added
 
 
+def record_durations(junit: Path, layer: Path) -> int:
+    """Keep each test's time from a trusted build's JUnit report in the layer (`durations.json`,
+    `classname.name` to seconds), for the order of later jobs' tests (runner/pytest_order.py);
+    the number of tests recorded."""
+    import xml.etree.ElementTree as ET
+
+    from runner.results import read_artifact
+
+    try:
+        root = ET.fromstring(read_artifact(junit))
+    except (OSError, ET.ParseError):
+        return 0
+    times: dict[str, float] = {}
+    for case in root.iter("testcase"):
+        try:
+            seconds = float(case.get("time") or "")
+        except ValueError:
+            continue
+        times[f"{case.get('classname', '')}.{case.get('name', '')}"] = round(seconds, 4)
+    if not times:
+        return 0
+    tmp = layer / f".{DURATIONS}.{os.getpid()}"
+    tmp.write_text(json.dumps(times))
+    tmp.chmod(0o644)
+    os.replace(tmp, layer / DURATIONS)
+    return len(times)
+
+
 def _rewrite_group(src: Path, dst: Path, entry: Path) -> None:
     """`src`, a Triton group file, written to `dst` with its files named in `entry` (the
     directory the group will be read in): only names of files the entry holds; a group that
@@ -224,6 +253,12 @@ def _locked(layer: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+# xdist workers once the kernels load from the cache: tests then wait on the one device more
+# than on compiling, and more processes time-slice it (on the H200, a 10 ms test took 1 s
+# beside seven other workers); a few still run the slow, host-bound tests beside the rest.
+WARM_WORKERS = 4
+
+
 def default_workers(slots: int = 1, cap: int = 8) -> int:
     """pytest-xdist workers for one slot's accuracy step: the cores this process may use,
     shared among the slots, at most `cap` (more processes than that on one GPU contend for
@@ -236,9 +271,16 @@ def default_workers(slots: int = 1, cap: int = 8) -> int:
 
 
 def xdist_args(workers: int) -> list[str]:
-    """The `{xdist}` placeholder: `-n N` where it helps and pytest-xdist is on the host."""
-    import importlib.util
+    """The `{xdist}` placeholder: `-n N` where it helps and pytest-xdist is on the host, and
+    tests handed out one at a time where it can (so the order pytest_order.py gives holds)."""
+    from importlib import metadata
 
-    if workers <= 1 or importlib.util.find_spec("xdist") is None:
+    try:
+        version = metadata.version("pytest-xdist")
+    except metadata.PackageNotFoundError:
         return []
-    return ["-n", str(workers)]
+    if workers <= 1:
+        return []
+    major, minor = (int(p) if p.isdigit() else 0 for p in [*version.split("."), "0"][:2])
+    one_by_one = ["--maxschedchunk", "1"] if (major, minor) >= (3, 3) else []
+    return ["-n", str(workers), *one_by_one]

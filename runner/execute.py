@@ -84,7 +84,7 @@ class JobContext:
     compile_cache: CompileCache | None = None  # None: each job compiles in its HOME alone
     trusted: bool = False  # a trusted build (runner.warmup): its compiles fill the shared cache
     workers: int = field(default_factory=default_workers)  # `{xdist}` on a cold cache
-    warm_workers: int | None = None  # `{xdist}` once kernels load from trusted builds
+    warm_workers: int | None = None  # `{xdist}` once kernels load (None: WARM_WORKERS at most)
 
 
 class _Stop(Exception):
@@ -172,13 +172,23 @@ class _Job:
             env["TRITON_CACHE_DIR"] = str(self.private_cache())
         return pyenv.python, env
 
+    def durations(self) -> Path | None:
+        """The test times of the repository's last trusted build, where the cache has them."""
+        if self.ctx.compile_cache is None:
+            return None
+        layer = self.ctx.compile_cache.layer(self.spec.clone_url, self.spec.backend)
+        path = layer / compile_cache.DURATIONS
+        return path if path.is_file() else None
+
     @property
     def workers(self) -> int:
         """xdist workers: fewer once the kernels load instead of compiling (loading is quick,
         and more processes on one device then cost more than they share)."""
-        if self.seeded and self.ctx.warm_workers is not None:
+        if not self.seeded:
+            return self.ctx.workers
+        if self.ctx.warm_workers is not None:
             return self.ctx.warm_workers
-        return self.ctx.workers
+        return min(compile_cache.WARM_WORKERS, self.ctx.workers)
 
     def private_cache(self) -> Path:
         """The job's own Triton cache, seeded once from the shared layer (compile_cache.py)."""
@@ -312,6 +322,10 @@ class _Job:
         plugins = self.ctx.job_dir / "plugins"
         plugins.mkdir(parents=True, exist_ok=True)
         names = ["pytest_operators", "pytest_progress"] + (["pytest_proof"] if step.proof else [])
+        durations = self.durations()
+        if durations is not None:  # a trusted build's test times: slow tests first
+            shutil.copyfile(durations, plugins / compile_cache.DURATIONS)
+            names.append("pytest_order")
         for name in names:
             shutil.copyfile(Path(__file__).with_name(f"{name}.py"), plugins / f"{name}.py")
         artifacts = self.ctx.job_dir / "artifacts"
@@ -320,6 +334,8 @@ class _Job:
             "TEST_OPERATORS_FILE": str(artifacts / OPERATORS_FILE),
             "TEST_PROGRESS_FILE": str(progress_file(artifacts)),
         }
+        if durations is not None:
+            extra["TEST_DURATIONS_FILE"] = str(plugins / compile_cache.DURATIONS)
         if step.proof:
             extra |= {
                 "TEST_PROOF_PREFIX": step.proof.prefix,
@@ -529,6 +545,8 @@ def execute(spec: JobSpec, workflow: WorkflowSpec, ctx: JobContext) -> JobResult
         private = ctx.job_dir / "compile" / "triton"
         added = compile_cache.publish(private, layer, spec.sha if ran else None)
         job.log(f"compile cache: {added} kernels published from trusted build {spec.sha[:10]}")
+        if ran:
+            compile_cache.record_durations(ctx.job_dir / "artifacts" / "junit.xml", layer)
     if not ctx.keep:
         shutil.rmtree(ctx.job_dir / "home", ignore_errors=True)
         shutil.rmtree(ctx.job_dir / "compile", ignore_errors=True)

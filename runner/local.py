@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--warm-workers",
         type=int,
         default=None,
-        help="pytest-xdist workers once kernels load from the compile cache (default: --workers)",
+        help="pytest-xdist workers once kernels load from the compile cache (default: 4 at most)",
     )
     parser.add_argument(
         "--no-compile-cache",

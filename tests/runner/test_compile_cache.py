@@ -18,7 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from runner.compile_cache import CompileCache, publish, seed, xdist_args
+from runner.compile_cache import (
+    DURATIONS,
+    CompileCache,
+    publish,
+    record_durations,
+    seed,
+    xdist_args,
+)
 from runner.execute import JobContext, execute
 from runner.sandboxing import Jail, jail_for_host
 from runner.warmup import trusted_commit, warm
@@ -147,7 +154,8 @@ def test_trusted_commit_is_the_base_never_the_pull_request() -> None:
 
 def test_xdist_workers_only_where_they_help() -> None:
     assert xdist_args(1) == []
-    assert xdist_args(4) == ["-n", "4"]  # pytest-xdist is in the test extra
+    # pytest-xdist is in the test extra; tests go out one at a time (pytest_order.py)
+    assert xdist_args(4) == ["-n", "4", "--maxschedchunk", "1"]
     step = CPU.steps[0].model_copy(update={"argv": ["pytest", "{xdist}", "-q"]})
     assert step.render({}, {"xdist": ["-n", "3"]}) == ["pytest", "-n", "3", "-q"]
     assert step.render({}, {"xdist": []}) == ["pytest", "-q"]
@@ -295,3 +303,49 @@ def test_group_files_name_the_layer_they_are_read_in(tmp_path: Path) -> None:
     seed(layer, private, None)
     seeded = json.loads((private / "AAAA" / "__grp__k.json").read_text())
     assert seeded == {"child_paths": {"k.cubin": str(private / "AAAA" / "k.cubin")}}
+
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
+<testcase classname="tests.test_t" name="test_fast" time="0.010"/>
+<testcase classname="tests.test_t" name="test_slow[2]" time="7.5"/>
+<testcase classname="tests.test_t" name="test_mid" time="3.25"/>
+</testsuite></testsuites>"""
+
+ORDERED = """\
+import pytest
+@pytest.mark.parametrize("n", [1, 2])
+def test_slow(n): pass
+def test_fast(): pass
+def test_mid(): pass
+def test_new(): pass
+"""
+
+
+def test_slow_tests_first_from_the_trusted_builds_times(tmp_path: Path) -> None:
+    """A trusted build's JUnit times, kept in the layer, order a later run's tests: longest,
+    shortest, next longest, ... (unknown tests count as instant)."""
+    (tmp_path / "junit.xml").write_text(JUNIT)
+    layer = tmp_path / "layer"
+    layer.mkdir()
+    assert record_durations(tmp_path / "junit.xml", layer) == 3
+    times = json.loads((layer / DURATIONS).read_text())
+    assert times["tests.test_t.test_slow[2]"] == 7.5
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_t.py").write_text(ORDERED)
+    runner_dir = Path(__file__).resolve().parents[2] / "runner"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "pytest_order", "tests"],
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(runner_dir),
+            "TEST_DURATIONS_FILE": str(layer / DURATIONS),
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    ids = [line.split("::")[-1] for line in done.stdout.splitlines() if "::" in line]
+    assert ids == ["test_slow[2]", "test_new", "test_mid", "test_slow[1]", "test_fast"]
