@@ -199,7 +199,7 @@ def test_pages(svc: LiveService) -> None:
     job, _ = svc.service.jobs.create_job(new_job("add", "cpu"))
     page = httpx.get(f"{svc.url}/jobs/{job.id}")
     assert page.status_code == 200 and "queued" in page.text and "add" in page.text
-    assert "ondemand:add:cpu" in page.text  # the rendered report, escaped into the page
+    assert "ondemand:add:cpu" not in page.text  # the report's hidden marker never shows
     assert httpx.get(f"{svc.url}/jobs/{job.id + 100}").status_code == 404
     assert httpx.get(f"{svc.url}/jobs/{job.id + 100}/log").status_code == 404
     assert httpx.get(f"{svc.url}/jobs/{job.id}/log").text == ""
