@@ -43,11 +43,14 @@ for n in ${WIDTHS:-}; do  # the accuracy step alone, reading the shared layer
     "$(tail -1 /tmp/width.log)" | tee -a "$summary"
 done
 [ "${BARS:-1}" = 0 ] && exit 0
-# The bars: the last run's backward benchmark, the forward's, and the movers' reach.
-last=${names[-1]#*=}
+# The bars: the second run's backward benchmark, the forward's, the movers' reach, and the
+# verdict times, in one table with verdicts.
+second=${names[1]#*=}
 python3 -c "import json,sys; json.dump(json.load(open(sys.argv[1]))['benchmark'], open(sys.argv[2],'w'))" \
-  "$last" /tmp/bwd.json
-python3 -m kernels.benchmark --op adaptive_max_pool3d --sizes all --json /tmp/fwd.json >/dev/null 2>&1
-timeout "${BOUNDS_S:-200}" python3 -m tools.bar_bounds --json /tmp/bounds.json >"$OUT/bounds.md" 2>&1
+  "$second" "$OUT/bwd.json"
+python3 -m kernels.benchmark --op adaptive_max_pool3d --sizes all --json "$OUT/fwd.json" >/dev/null 2>&1
+timeout "${BOUNDS_S:-200}" python3 -m tools.bar_bounds --flushes zero --json /tmp/bounds.json \
+  >"$OUT/bounds.md" 2>&1
 echo "bar_bounds -> exit $?" | tee -a "$summary"
-python3 -m tools.bars --backward /tmp/bwd.json --forward /tmp/fwd.json | tee -a "$summary"
+python3 -m tools.bars --backward "$OUT/bwd.json" --forward "$OUT/fwd.json" --bounds /tmp/bounds.json \
+  --runs "${names[@]}" | tee -a "$summary"
