@@ -20,7 +20,6 @@ names=()
 for item in ${RUNS:-fresh: warm:}; do
   name=${item%%:*} extra=${item#*:}
   log=/tmp/$name.log
-  [ "$name" = fresh ] && log=$OUT/fresh.log
   start=$(date +%s%N)
   python3 -m ondemand run "$op:nvidia" ${extra//,/ } --json "$OUT/$name.json" \
     >"/tmp/$name.md" 2>"$log"
