@@ -361,6 +361,7 @@ class JobQueue:
                 record_operators(session, job.repo, job.sha, result.operators)
             job.finished_at = now
             job.lease_expires_at = None
+            pending.backends.add(job_channel(job.id))  # the runner's open channel can close
             if result.status != JobStatus.cancelled and not job.cancel_requested:
                 job.reason = None
             elif result.status == JobStatus.cancelled and not job.reason:

@@ -94,3 +94,18 @@ def test_a_cancel_on_another_replica_reaches_the_channel(pg_url: str) -> None:
         _wait(took)
         assert time.monotonic() - cancelled_at < 2.0
         assert answer["reason"] == "cancelled by @elsewhere"
+
+
+def test_a_completed_job_closes_its_channel(db_url: str) -> None:
+    with live_service(service_settings(db_url)) as svc:
+        job_id, token = _claimed(svc)
+        answer, took = _listen(f"{svc.url}/api/v1/jobs/{job_id}/events", token, wait_s=20)
+        time.sleep(0.3)
+        done = {"status": "succeeded", "sha": "a" * 40}
+        completed = httpx.post(
+            f"{svc.url}/api/v1/jobs/{job_id}/complete", json=done, headers=auth(token)
+        )
+        assert completed.status_code == 200
+        _wait(took, timeout=5)
+        assert took[0] < 5  # not held open for the rest of its 20 s
+        assert answer["reason"] == "job is succeeded"
