@@ -12,8 +12,13 @@ from typing import Any
 
 import httpx
 
+from service.db.models import Job
+from service.links import Links
+from service.report.job_views import JobViews
+from tests.service.helpers import new_job, open_queue
 from tests.service.test_flow import BOT, REPO, Flow, auth, make_flow, seed_result
-from workflows.models import Progress
+from tests.service.test_report import T0
+from workflows.models import JobStatus, Progress
 
 INTERVAL_S = 3.0  # GitHub's pace is 20 s; compressed here
 
@@ -104,3 +109,28 @@ def test_progress_reaches_the_comment_paced_then_the_verdict_at_once(
         assert after.status_code == 204
         flow.wait_until(flow.quiet)
         assert "/411 tests" not in _comment(flow)["body"]
+
+
+def test_the_estimate_is_the_median_of_this_operators_past_runs(db_url: str) -> None:
+    with open_queue(db_url) as q:
+        views = JobViews(Links("http://ondemand.test", b"k"), q.runners, {})
+        runner_id, _ = q.runners.register("r", ["cpu"], [], 1, "test")
+        spans = {"add": [10, 30, 20, 400], "mul": [5]}
+        for op, seconds in spans.items():
+            for i, span in enumerate(seconds):
+                job, _ = q.jobs.create_job(new_job(op, "cpu", sha=f"{op}{i}".ljust(40, "0")))
+                status = JobStatus.succeeded if span != 400 else JobStatus.errored
+                with q.db.writes() as session, session.begin():
+                    row = session.get(Job, job.id)
+                    assert row is not None
+                    row.status = status
+                    row.started_at = T0
+                    row.finished_at = T0 + timedelta(seconds=span)
+        running, _ = q.jobs.create_job(new_job("add", "cpu", sha="f" * 40))
+        assert q.jobs.claim(runner_id, ["cpu"]) is not None
+        with q.db.reads() as session:
+            row = session.get(Job, running.id)
+            assert row is not None
+            view = views.view(session, row)
+        # add's verdicts took 10, 20 and 30 s (an errored run says nothing of its length).
+        assert view.estimate_s == 20.0 and view.now is not None and view.progress is None
