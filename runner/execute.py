@@ -317,11 +317,12 @@ class _Job:
     def with_plugins(self, env: dict[str, str], step: Step) -> dict[str, str]:
         """`env` with the runner's pytest plugins loaded, copied into the job's directory: the
         one that writes the checkout's operators (pytest_operators.py), the one that writes its
-        progress (pytest_progress.py), and where the step names a proof log, the one that counts
-        its lines (pytest_proof.py)."""
+        progress (pytest_ondemand_progress.py), and where the step names a proof log, the one
+        that counts its lines (pytest_proof.py)."""
         plugins = self.ctx.job_dir / "plugins"
         plugins.mkdir(parents=True, exist_ok=True)
-        names = ["pytest_operators", "pytest_progress"] + (["pytest_proof"] if step.proof else [])
+        names = ["pytest_operators", "pytest_ondemand_progress"]
+        names += ["pytest_proof"] if step.proof else []
         durations = self.durations()
         if durations is not None:  # a trusted build's test times: slow tests first
             shutil.copyfile(durations, plugins / compile_cache.DURATIONS)

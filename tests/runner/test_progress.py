@@ -49,7 +49,7 @@ def _pytest(tmp_path: Path, *args: str) -> ProgressFile:
         **os.environ,
         "TEST_PROGRESS_FILE": str(out),
         "PYTHONPATH": str(RUNNER),
-        "PYTEST_ADDOPTS": "-p pytest_progress",
+        "PYTEST_ADDOPTS": "-p pytest_ondemand_progress",
     }
     subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],

@@ -1,9 +1,10 @@
-"""A pytest plugin the runner adds to a job's accuracy step (`-p pytest_progress`, from a copy
-in the job's directory): it appends the run's progress to `$TEST_PROGRESS_FILE` as JSON lines,
-`{"total": n}` once the tests are collected, then `{"done": k, "failed": f, "id": "..."}` per
-finished test (`id` only for a failure), so the runner can show "12/411 tests, 1 failed"
-while the step runs. Under pytest-xdist only the controller writes (it sees every report).
-It imports only pytest and the standard library; the runner reads the file as hostile."""
+"""A pytest plugin the runner adds to a job's accuracy step (`-p pytest_ondemand_progress`, from
+a copy in the job's directory; named so that no plugin on PyPI shadows it): it appends the
+run's progress to `$TEST_PROGRESS_FILE` as JSON lines, `{"total": n}` once the tests are
+collected, then `{"done": k, "failed": f, "id": "..."}` per finished test (`id` only for a
+failure), so the runner can show "12/411 tests, 1 failed" while the step runs. Under
+pytest-xdist only the controller writes (it sees every report). It imports only pytest and
+the standard library; the runner reads the file as hostile."""
 
 from __future__ import annotations
 
