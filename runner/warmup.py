@@ -49,7 +49,9 @@ def warm(
     )
     started = time.monotonic()
     ctx.on_output(f"[ondemand] trusted build of {sha[:10]} for the compile cache\n".encode())
-    result = execute(build, workflow, replace(ctx, trusted=True, keep=False))
+    # Its own job: nothing of it reaches the reported job's progress.
+    quiet = replace(ctx, trusted=True, keep=False, on_progress=lambda _: None)
+    result = execute(build, workflow, quiet)
     ctx.on_output(
         f"[ondemand] trusted build: {result.status.value} in "
         f"{time.monotonic() - started:.1f}s\n".encode()
