@@ -59,7 +59,7 @@ def test_a_cancel_on_the_channel_stops_the_job_at_once() -> None:
         client.say(HeartbeatAnswer(True, "cancelled by @maintainer"))
         assert cancel.wait(5)
         heard = time.monotonic() - said
-    assert heard < 1.0, heard  # a heartbeat would have come in an hour
+    assert heard < 5.0, heard  # the heartbeat, the only other way, is an hour away
     assert beat.reason == "cancelled by @maintainer" and not beat.lost
 
 

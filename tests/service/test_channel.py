@@ -63,7 +63,7 @@ def test_the_channel_answers_a_cancel_at_once(db_url: str) -> None:
         svc.service.jobs.cancel("octo/kernels", 1, "cancelled by @maintainer")
         _wait(took)
         heard = time.monotonic() - cancelled_at
-        assert heard < 2.0, heard  # not the 20 s the poll would have waited
+        assert heard < 5.0, heard  # not the 20 s the poll would have waited
         assert answer == {"cancel": True, "reason": "cancelled by @maintainer", "status": 200}
         # Asked again, it answers at once.
         again = httpx.post(url, json={"wait_s": 20}, headers=auth(token), timeout=5)
@@ -92,7 +92,7 @@ def test_a_cancel_on_another_replica_reaches_the_channel(pg_url: str) -> None:
         cancelled_at = time.monotonic()
         second.service.jobs.cancel("octo/kernels", 1, "cancelled by @elsewhere")
         _wait(took)
-        assert time.monotonic() - cancelled_at < 2.0
+        assert time.monotonic() - cancelled_at < 5.0  # not the poll's 20 s
         assert answer["reason"] == "cancelled by @elsewhere"
 
 
