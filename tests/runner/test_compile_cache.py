@@ -30,6 +30,7 @@ from runner.execute import JobContext, execute
 from runner.sandboxing import Jail, jail_for_host
 from runner.warmup import trusted_commit, warm
 from runner.workspace import Workspaces
+from tests.runner import reach
 from tests.runner.tinyrepo import TinyRepo
 from workflows.models import JobResult, JobSpec, JobStatus
 from workflows.spec import Step, StepKind, WorkflowSpec, load_workflows
@@ -180,17 +181,10 @@ def job_user() -> pwd.struct_passwd:
 
 @pytest.fixture(scope="module")
 def reachable_python() -> Iterator[None]:
-    """Let the job user pass through the directories to the runner's Python, for this test."""
-    changed: list[tuple[Path, int]] = []
-    for start in (Path(sys.executable).resolve(), Path(sys.prefix).resolve()):
-        for directory in start.parents:
-            mode = directory.stat().st_mode
-            if not mode & stat.S_IXOTH:
-                changed.append((directory, mode))
-                directory.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
-    yield
-    for directory, mode in reversed(changed):
-        directory.chmod(stat.S_IMODE(mode))
+    """The job user must be able to run the runner's Python (here under /root): let it pass
+    through the directories on the way while any such test runs (tests/runner/reach.py)."""
+    with reach.reachable_python():
+        yield
 
 
 @pytest.fixture

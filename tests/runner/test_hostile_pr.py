@@ -10,7 +10,6 @@ import json
 import os
 import pwd
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from service.app import Service as Parts
 from service.app import create_app
 from service.queue.jobs import NewJob
 from service.settings import Settings
+from tests.runner import reach
 from tests.support.git import git
 from tests.support.live import live_server
 from workflows.models import JobResult, JobStatus
@@ -173,17 +173,9 @@ def job_user() -> pwd.struct_passwd:
 @pytest.fixture(scope="module")
 def reachable_python() -> Iterator[None]:
     """The job user must be able to run the runner's Python (here under /root): let it pass
-    through the directories on the way, for this test, and no further."""
-    changed: list[tuple[Path, int]] = []
-    for start in (Path(sys.executable).resolve(), Path(sys.prefix).resolve()):
-        for directory in start.parents:
-            mode = directory.stat().st_mode
-            if not mode & stat.S_IXOTH:
-                changed.append((directory, mode))
-                directory.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
-    yield
-    for directory, mode in reversed(changed):
-        directory.chmod(stat.S_IMODE(mode))
+    through the directories on the way while any such test runs (tests/runner/reach.py)."""
+    with reach.reachable_python():
+        yield
 
 
 @pytest.fixture
