@@ -13,12 +13,17 @@ own), unless `--base` names another.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from runner.execute import JobContext, execute
 from workflows.models import JobOptions, JobResult, JobSpec
 from workflows.spec import WorkflowSpec
+
+_LOCK = threading.Lock()
+_BUILDING: set[tuple[Path, str]] = set()
 
 
 def trusted_commit(spec: JobSpec, *, local: bool = False) -> str | None:
@@ -37,14 +42,25 @@ def warm(
     sha = trusted_commit(spec, local=local)
     if cache is None or sha is None or ctx.cancel.is_set():
         return None
-    if cache.has_built(cache.layer(spec.clone_url, spec.backend), sha):
-        return None
+    layer = cache.layer(spec.clone_url, spec.backend)
+    with _LOCK:
+        if cache.has_built(layer, sha) or (layer, sha) in _BUILDING:
+            return None  # built, or another slot of this runner is building it now
+        _BUILDING.add((layer, sha))
+    try:
+        return _build(spec, sha, workflow, ctx)
+    finally:
+        with _LOCK:
+            _BUILDING.discard((layer, sha))
+
+
+def _build(spec: JobSpec, sha: str, workflow: WorkflowSpec, ctx: JobContext) -> JobResult:
     build = spec.model_copy(
         update={
             "sha": sha,
             "base_sha": None,
             "base_ref": None,
-            "options": JobOptions(bench=spec.options.bench, compare=False),
+            "options": JobOptions(bench=True, compare=False),  # every step a job may run
         }
     )
     started = time.monotonic()
