@@ -5,6 +5,8 @@
 # same call. Results under $OUT (default ./gpu-out). See docs/performance.md.
 #   RUNS="fresh: warm: warm4:--warm-workers,4"  each NAME:ARGS (ARGS comma-separated)
 #   WIDTHS="0 4"  also time the accuracy step alone on the warm cache at these xdist widths
+#   EXTRAS=none   the runs use a copy of the workflows that installs no extra of the
+#                 repository (for an offline image that lacks one, e.g. playwright)
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 # `ondemand run` tests HEAD: commit the tree as it came (a throwaway copy, which may carry a
@@ -18,11 +20,17 @@ summary="$OUT/summary.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$summary"
 echo "commit $(git rev-parse --short HEAD); $(nproc) cores" | tee -a "$summary"
 names=()
+wf=()
+if [ "${EXTRAS:-}" = none ]; then
+  mkdir -p /tmp/wf-noextras && cp workflows/*.yaml /tmp/wf-noextras/
+  sed -i 's/^  extras: \[test\]/  extras: []/' /tmp/wf-noextras/*.yaml
+  wf=(--workflows /tmp/wf-noextras)
+fi
 for item in ${RUNS:-fresh: warm:}; do
   name=${item%%:*} extra=${item#*:}
   log=/tmp/$name.log
   start=$(date +%s%N)
-  python3 -m ondemand run "$op:nvidia" ${extra//,/ } --json "$OUT/$name.json" \
+  python3 -m ondemand run "$op:nvidia" "${wf[@]}" ${extra//,/ } --json "$OUT/$name.json" \
     >"/tmp/$name.md" 2>"$log"
   rc=$?
   echo "== ondemand run $op:nvidia ${extra//,/ } ($name) -> exit $rc; whole command" \
