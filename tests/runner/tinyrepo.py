@@ -1,6 +1,7 @@
 """A small real git repository in this project's layout, for the runner's tests: a pytest suite
 under tests/kernels marked by operator (one passing op, one failing, one that sleeps past any
-timeout, one that reports its environment, one that prints 3 MiB and fails) and a fake
+timeout, one that reports its environment, one that prints 3 MiB and fails, one whose tests take
+two seconds each, so its progress can be watched) and a fake
 `kernels.benchmark` writing the kernels.benchmark/v1 JSON."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ markers = [
     "slow_op: sleeps",
     "env_op: reports its environment",
     "loud_op: fails after printing 3 MiB",
+    "paced_op: passes, two seconds a test",
 ]
 """
 
@@ -78,6 +80,12 @@ def test_loud():
     assert False, "loud and wrong"
 
 
+@pytest.mark.paced_op
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_paced(n):
+    time.sleep(2.0)
+
+
 @pytest.mark.slow_op
 def test_slow():
     import subprocess, sys
@@ -114,7 +122,7 @@ p.add_argument("--op")
 p.add_argument("--sizes", default="tiny")
 p.add_argument("--json")
 a = p.parse_args()
-if a.op not in ("good_op", "bad_op"):
+if a.op not in ("good_op", "bad_op", "paced_op"):
     print(f"unknown op {{a.op}}", file=sys.stderr)
     sys.exit(2)
 rows = []

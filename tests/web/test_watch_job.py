@@ -1,12 +1,14 @@
 """A job watched in a browser from queued to verdict, as a maintainer would: the sandbox's pull
 request page and the service's job page side by side, with the GitHub sandbox, the service and
 a real runner daemon (a subprocess) on a real git repository. The runner starts only once both
-pages show the job queued; the job page then shows it running (its step and log tail) with no
-reload by the test, and both pages end on the verdict."""
+pages show the job queued; the job page then shows it running (its step and log tail) and both
+pages the tests done of the total as they pass, with no reload by the test; both end on the
+verdict."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -92,18 +94,19 @@ def test_watch_a_job_from_queued_to_verdict(tmp_path: Path, browser: Any, runner
             registration_tokens=[REGISTRATION],
             public_url=service_url,
             head_wait_s=1.0,
+            progress_edit_interval_s=0.5,  # GitHub's pace is 20 s; compressed here
         )
         with live_server(create_app(settings), port=port):
             admin.set_webhook(f"{service_url}/webhook", SECRET)
-            admin.comment(REPO, int(pr["number"]), "alice", "/test good_op:cpu")
-            admin.wait_for_comment(REPO, int(pr["number"]), user=BOT, contains="good_op")
+            admin.comment(REPO, int(pr["number"]), "alice", "/test paced_op:cpu")
+            admin.wait_for_comment(REPO, int(pr["number"]), user=BOT, contains="paced_op")
 
             context = browser.new_context(viewport={"width": 1280, "height": 1000})
             pull = context.new_page()
             pull.goto(pr["html_url"])
             expect(pull.locator(f'.comment[data-user="{BOT}"]')).to_have_count(1)
             assert "queued" in bot_comment(pull).lower() or "no runner" in bot_comment(pull)
-            status = pull.locator('.check.status[data-context="ondemand/good_op:cpu"]')
+            status = pull.locator('.check.status[data-context="ondemand/paced_op:cpu"]')
             expect(status).to_have_attribute("data-state", "pending", timeout=15_000)
             job_url = status.locator("a").get_attribute("href")
             assert job_url and job_url.startswith(f"{service_url}/jobs/")
@@ -121,13 +124,18 @@ def test_watch_a_job_from_queued_to_verdict(tmp_path: Path, browser: Any, runner
             expect(pull.locator(f'.comment[data-user="{BOT}"] .body')).to_contain_text(
                 "running", timeout=30_000
             )
+            # The tests' progress, as it happens: on the job page and in the comment.
+            progress = re.compile(r"[0-4](/| of )5 tests")  # the comment: 2/5, the page: 2 of 5
+            expect(job.locator("#progress")).to_contain_text(progress, timeout=30_000)
+            comment = pull.locator(f'.comment[data-user="{BOT}"] .body')
+            expect(comment).to_contain_text(progress, timeout=15_000)
 
             expect(job.locator("#state")).to_have_text("succeeded", timeout=120_000)
-            expect(job.locator("#report h3")).to_contain_text("good_op")
+            expect(job.locator("#report h3")).to_contain_text("paced_op")
             expect(job.locator('#timeline li[data-step="accuracy"]')).to_have_class("succeeded")
             verdict = pull.locator(f'.comment[data-user="{BOT}"] .body h3')
             expect(verdict).to_contain_text("✅", timeout=30_000)
-            expect(verdict).to_contain_text("3 passed")
+            expect(verdict).to_contain_text("5 passed")
             expect(status).to_have_attribute("data-state", "success", timeout=30_000)
             expect(pull.locator(f'.comment[data-user="{BOT}"]')).to_have_count(1)  # in place
             expect(pull.locator(".reaction")).to_contain_text("👀")
