@@ -97,8 +97,15 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
     views = JobViews(links, runners, workflows)
     checks = github is not None and github.app_mode
     notices = Notices(db, views, settings.progress_edit_interval_s, checks=checks)
+    recorder = DeliveryRecorder(db)
     outbox = OutboxWorker(
-        db, github, notices.comment_body, policy, stopping, compose_check=notices.check_run
+        db,
+        github,
+        notices.comment_body,
+        policy,
+        stopping,
+        compose_check=notices.check_run,
+        busy=recorder.busy,
     )
     jobs = JobQueue(
         db,
@@ -140,8 +147,8 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
         jobs=jobs,
         logs=JobLogs(db, settings.log_max_bytes),
         handler=handler,
-        recorder=DeliveryRecorder(db),
-        inbox=Inbox(db, handler, policy, stopping),
+        recorder=recorder,
+        inbox=Inbox(db, handler, policy, stopping, busy=recorder.busy),
         reaper=LeaseReaper(jobs, stopping),
         stopping=stopping,
     )

@@ -5,6 +5,7 @@ would hold it for up to half a minute)."""
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sys
 from collections.abc import Callable
@@ -76,6 +77,11 @@ def main(argv: list[str]) -> int:
         f"database {database} · {settings_source()}{trial}",
         flush=True,
     )
+    # What start-up built (the ORM, the app, the workflows) lives as long as the process: out of
+    # the collector's sight, a full collection takes milliseconds instead of a 100 ms pause in
+    # every request under way.
+    gc.collect()
+    gc.freeze()
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level)
     Server(config, app.state.service.begin_shutdown).run()
     return 0

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 
 from service.db.outage import Outages, is_outage
 
@@ -14,6 +16,7 @@ log = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 60.0  # with nothing due, look again this often anyway
 ERROR_WAIT_S = 1.0
+MAX_REST_S = 0.05
 
 
 class Worker:
@@ -21,14 +24,28 @@ class Worker:
 
     name = "worker"
 
-    def __init__(self, stopping: threading.Event, outages: Outages | None = None) -> None:
+    def __init__(
+        self,
+        stopping: threading.Event,
+        outages: Outages | None = None,
+        busy: Callable[[], bool] | None = None,
+    ) -> None:
         self.stopping = stopping
         self.outages = outages
+        self.busy = busy
         self._kick = threading.Event()
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
 
     def run_once(self) -> float | None:
         raise NotImplementedError
+
+    def pace(self, started: float) -> None:
+        """After an item begun at `started` (monotonic): while the webhook is `busy`, rest
+        twice as long as the item took (at most 50 ms), so the workers take at most a third of
+        the process. The webhook shares this process and its GIL, and a delivery waits while a
+        worker runs; the worker's items can wait a little."""
+        if self.busy is not None and self.busy():
+            time.sleep(min(2 * (time.monotonic() - started), MAX_REST_S))
 
     def kick(self) -> None:
         """Something arrived: run a round now."""

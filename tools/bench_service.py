@@ -96,15 +96,18 @@ def sign(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def build_deliveries(admin: SandboxAdmin, pulls: list[int], total: int, commands: int) -> list:
-    """`commands` real `/test` comments (made in the sandbox while its webhook is held, so their
-    payloads are GitHub's) and `total - commands` other deliveries: comments without a command
-    (stored and processed) and events the service ignores (answered, not stored)."""
+def build_deliveries(
+    admin: SandboxAdmin, pulls: list[int], total: int, commands: int, prefix: str = "op"
+) -> list[Delivery]:
+    """`commands` real `/test {prefix}_NNN:cpu` comments (made in the sandbox while its webhook
+    is held, so their payloads are GitHub's) and `total - commands` other deliveries: comments
+    without a command and pings, which the service answers from the payload alone."""
     admin.hold_deliveries()
+    before = len(admin.deliveries())
     for i in range(commands):
-        admin.comment(REPO, pulls[i % len(pulls)], USER, f"/test op_{i:03d}:cpu")
+        admin.comment(REPO, pulls[i % len(pulls)], USER, f"/test {prefix}_{i:03d}:cpu")
     admin.comment(REPO, pulls[0], USER, "Looks good to me.")
-    made = [d for d in admin.deliveries() if d["event"] == "issue_comment"]
+    made = [d for d in admin.deliveries()[before:] if d["event"] == "issue_comment"]
     chatter_template = made[-1]["payload"]
     out: list[Delivery] = []
     for d in made[:commands]:
@@ -141,6 +144,9 @@ async def _post(
     return int(status_line.split()[1])
 
 
+finished: list[tuple[float, float]] = []  # (when, latency) of each answer, for lab use
+
+
 async def burst(
     url: str, secret: str, deliveries: list[Delivery], concurrency: int
 ) -> tuple[float, list[float], int]:
@@ -162,6 +168,7 @@ async def burst(
     requests.reverse()
     latencies: list[float] = []
     refused = 0
+    finished.clear()
 
     async def worker() -> None:
         nonlocal refused
@@ -177,6 +184,7 @@ async def burst(
                     writer.close()
                     reader, writer = await asyncio.open_connection(host, port)
                 latencies.append(time.perf_counter() - start)
+                finished.append((time.perf_counter(), latencies[-1]))
                 refused += status not in (200, 202)
         finally:
             writer.close()
@@ -219,14 +227,13 @@ def job_counts(db_url: str) -> tuple[int, int]:
     engine = create_engine(db_url)
     try:
         with engine.connect() as conn:
-            jobs = conn.execute(text("SELECT count(*) FROM jobs")).scalar() or 0
-            distinct = (
-                conn.execute(text("SELECT count(DISTINCT command_comment_id) FROM jobs")).scalar()
-                or 0
-            )
+            jobs = conn.execute(text("SELECT count(*) FROM jobs WHERE op LIKE 'op_%'")).scalar()
+            distinct = conn.execute(
+                text("SELECT count(DISTINCT command_comment_id) FROM jobs WHERE op LIKE 'op_%'")
+            ).scalar()
     finally:
         engine.dispose()
-    return int(jobs), int(distinct)
+    return int(jobs or 0), int(distinct or 0)
 
 
 def run_one(kind: str, args: argparse.Namespace, workdir: Path) -> Figures:
@@ -257,6 +264,7 @@ def run_one(kind: str, args: argparse.Namespace, workdir: Path) -> Figures:
             for n in range(PULLS)
         ]
         admin.set_webhook(f"{svc_url}/webhook", secret)  # held: the burst sends them instead
+        warmup = build_deliveries(admin, pulls, args.warmup, args.warmup // 20, prefix="warm")
         deliveries = build_deliveries(admin, pulls, args.deliveries, args.commands)
         env = {
             "ONDEMAND_DATABASE_URL": db_url,
@@ -273,6 +281,11 @@ def run_one(kind: str, args: argparse.Namespace, workdir: Path) -> Figures:
             "service", ["serve", "--port", str(svc_port), "--log-level", "warning"], env
         )
         stack.wait_http(service, f"{svc_url}/healthz")
+        if warmup:  # a service that has run a while: its queries compiled, its client connected
+            asyncio.run(burst(f"{svc_url}/webhook", secret, warmup, args.concurrency))
+            deadline = time.monotonic() + args.drain_timeout
+            while not drained(db_url) and time.monotonic() < deadline:
+                time.sleep(0.25)
         spy = None
         if args.py_spy:  # a flame graph of the service during the burst (lab use)
             out = args.py_spy.with_suffix(f".{kind}.txt")
@@ -322,7 +335,7 @@ def run_one(kind: str, args: argparse.Namespace, workdir: Path) -> Figures:
                     continue
                 if c["user"] == BOT and c["body"].startswith("<!-- ondemand:op_"):
                     comments += 1
-                if c["user"] == USER and c["body"].startswith("/test"):
+                if c["user"] == USER and c["body"].startswith("/test op_"):
                     reactions += sum(1 for r in c.get("reactions", []) if r["content"] == "eyes")
         latencies.sort()
         return Figures(
@@ -368,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deliveries", type=int, default=2000)
     parser.add_argument("--commands", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument(
+        "--warmup", type=int, default=200, help="deliveries sent (and worked off) before the burst"
+    )
     parser.add_argument("--db", default="sqlite,postgres", help="comma-separated: sqlite,postgres")
     parser.add_argument("--drain-timeout", type=float, default=180.0)
     parser.add_argument("--py-spy", type=Path, default=None, help="profile the service to here")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 
 from ondemand.retry import RetryPolicy
 from service.db.engine import Database, utcnow
@@ -34,8 +36,9 @@ class Inbox(Worker):
         handler: DeliveryHandler,
         policy: RetryPolicy,
         stopping: threading.Event,
+        busy: Callable[[], bool] | None = None,
     ) -> None:
-        super().__init__(stopping, db.outages)
+        super().__init__(stopping, db.outages, busy)
         self.handler = handler
         self.policy = policy
         self.deliveries = LeasedRows(db, Delivery)
@@ -52,7 +55,9 @@ class Inbox(Worker):
                 wait = (due - now).total_seconds()
                 next_due = wait if next_due is None else min(next_due, wait)
                 continue
+            started = time.monotonic()
             retry = self.process(row.id)
+            self.pace(started)
             if retry is not None:
                 next_due = retry if next_due is None else min(next_due, retry)
         return next_due

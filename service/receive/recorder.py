@@ -9,6 +9,7 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from service.receive.triage import Triage
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 200
+BUSY_S = 0.2
 
 
 @dataclass
@@ -56,9 +58,17 @@ class DeliveryRecorder:
     def __init__(self, db: Database, max_batch: int = MAX_BATCH) -> None:
         self.db = db
         self.max_batch = max_batch
+        table = Delivery.__table__
+        insert = postgresql.insert if db.postgres else sqlite.insert
+        self._statement = (
+            insert(table)
+            .on_conflict_do_nothing(index_elements=["delivery_id"])
+            .returning(table.c.delivery_id)
+        )
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._crowded_at = float("-inf")  # when a batch last held more than one delivery
 
     async def record(
         self, delivery_id: str, event: str, payload: dict[str, Any], verdict: Triage
@@ -72,6 +82,11 @@ class DeliveryRecorder:
         )
         self._queue.put(pending)
         return await pending.future
+
+    def busy(self) -> bool:
+        """Whether deliveries are arriving together (a batch of several in the last 0.2 s):
+        the background workers then leave the webhook room."""
+        return time.monotonic() - self._crowded_at < BUSY_S
 
     def stop(self) -> None:
         """Store what is queued, then end the writer thread."""
@@ -107,6 +122,8 @@ class DeliveryRecorder:
                     stop = True
                     break
                 batch.append(more)
+            if len(batch) > 1:
+                self._crowded_at = time.monotonic()
             self._store(batch)
             if stop:
                 return
@@ -126,15 +143,11 @@ class DeliveryRecorder:
     def _insert(self, rows: list[dict[str, Any]]) -> set[str]:
         """Insert `rows` in one transaction, skipping delivery ids already stored; returns the
         ids inserted."""
-        insert = postgresql.insert if self.db.postgres else sqlite.insert
-        stmt = (
-            insert(Delivery)
-            .values(rows)
-            .on_conflict_do_nothing(index_elements=["delivery_id"])
-            .returning(Delivery.delivery_id)
-        )
         with self.db.writes() as session, session.begin():
-            return set(session.scalars(stmt))
+            # One statement compiled once (cached), sent as an executemany: SQLAlchemy batches
+            # the rows into multi-row INSERTs and gathers what RETURNING gave back.
+            result = session.connection().execute(self._statement, rows)
+            return {row.delivery_id for row in result}
 
 
 def _settle(p: _Pending, value: bool | None = None, error: BaseException | None = None) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from sqlalchemy.orm import Session
@@ -46,8 +47,9 @@ class OutboxWorker(Worker):
         policy: RetryPolicy,
         stopping: threading.Event,
         compose_check: ComposeCheck | None = None,
+        busy: Callable[[], bool] | None = None,
     ) -> None:
-        super().__init__(stopping, db.outages)
+        super().__init__(stopping, db.outages, busy)
         self.db = db
         self.github = github
         self.compose = compose
@@ -75,7 +77,9 @@ class OutboxWorker(Worker):
                 wait = (due - utcnow()).total_seconds()
                 next_due = wait if next_due is None else min(next_due, wait)
                 continue
+            started = time.monotonic()
             retry_in = self._deliver(item.id)
+            self.pace(started)
             if retry_in is not None:
                 next_due = retry_in if next_due is None else min(next_due, retry_in)
             paused = self.github.paused_for()
