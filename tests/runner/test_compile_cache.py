@@ -7,13 +7,10 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,7 +27,6 @@ from runner.execute import JobContext, execute
 from runner.sandboxing import Jail, jail_for_host
 from runner.warmup import trusted_commit, warm
 from runner.workspace import Workspaces
-from tests.runner import reach
 from tests.runner.tinyrepo import TinyRepo
 from workflows.models import JobResult, JobSpec, JobStatus
 from workflows.spec import Step, StepKind, WorkflowSpec, load_workflows
@@ -163,37 +159,6 @@ def test_xdist_workers_only_where_they_help() -> None:
 
 
 # -- whole jobs -----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def job_user() -> pwd.struct_passwd:
-    """The job user, created as the systemd unit and the runner image create it."""
-    try:
-        return pwd.getpwnam(JOB_USER)
-    except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-             "--shell", "/usr/sbin/nologin", JOB_USER],
-            check=True,
-        )  # fmt: skip
-        return pwd.getpwnam(JOB_USER)
-
-
-@pytest.fixture(scope="module")
-def reachable_python() -> Iterator[None]:
-    """The job user must be able to run the runner's Python (here under /root): let it pass
-    through the directories on the way while any such test runs (tests/runner/reach.py)."""
-    with reach.reachable_python():
-        yield
-
-
-@pytest.fixture
-def base() -> Iterator[Path]:
-    """A directory the job user can pass through (pytest's own are private to root)."""
-    path = Path(tempfile.mkdtemp(prefix="ondemand-compile-"))
-    path.chmod(0o711)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @ROOT_ONLY

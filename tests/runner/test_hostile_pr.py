@@ -9,13 +9,10 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +22,6 @@ from service.app import Service as Parts
 from service.app import create_app
 from service.queue.jobs import NewJob
 from service.settings import Settings
-from tests.runner import reach
 from tests.support.git import git
 from tests.support.live import live_server
 from workflows.models import JobResult, JobStatus
@@ -154,37 +150,6 @@ def make_hostile_repo(path: Path, *, state: Path, work: Path, service: str, mark
     git(path, "add", "-A")
     git(path, "commit", "-q", "-m", "hostile")
     return git(path, "rev-parse", "HEAD")
-
-
-@pytest.fixture(scope="module")
-def job_user() -> pwd.struct_passwd:
-    """The job user, created as the systemd unit and the runner image create it."""
-    try:
-        return pwd.getpwnam(JOB_USER)
-    except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-             "--shell", "/usr/sbin/nologin", JOB_USER],
-            check=True,
-        )  # fmt: skip
-        return pwd.getpwnam(JOB_USER)
-
-
-@pytest.fixture(scope="module")
-def reachable_python() -> Iterator[None]:
-    """The job user must be able to run the runner's Python (here under /root): let it pass
-    through the directories on the way while any such test runs (tests/runner/reach.py)."""
-    with reach.reachable_python():
-        yield
-
-
-@pytest.fixture
-def base() -> Iterator[Path]:
-    """A directory the job user can pass through (pytest's own are private to root)."""
-    path = Path(tempfile.mkdtemp(prefix="ondemand-hostile-"))
-    path.chmod(0o711)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def test_a_hostile_pull_request_owns_nothing(
