@@ -16,7 +16,8 @@ log = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 60.0  # with nothing due, look again this often anyway
 ERROR_WAIT_S = 1.0
-MAX_REST_S = 0.05
+REST_FACTOR = 10  # while the webhook is busy, a worker rests this many times an item's time
+MAX_REST_S = 0.25
 
 
 class Worker:
@@ -40,12 +41,12 @@ class Worker:
         raise NotImplementedError
 
     def pace(self, started: float) -> None:
-        """After an item begun at `started` (monotonic): while the webhook is `busy`, rest
-        twice as long as the item took (at most 50 ms), so the workers take at most a third of
+        """After an item begun at `started` (monotonic): while the webhook is `busy`, rest ten
+        times as long as the item took (at most 0.25 s), so the workers take at most a tenth of
         the process. The webhook shares this process and its GIL, and a delivery waits while a
-        worker runs; the worker's items can wait a little."""
+        worker runs; accepted work waits a little and is caught up once the crowd has passed."""
         if self.busy is not None and self.busy():
-            time.sleep(min(2 * (time.monotonic() - started), MAX_REST_S))
+            time.sleep(min(REST_FACTOR * (time.monotonic() - started), MAX_REST_S))
 
     def kick(self) -> None:
         """Something arrived: run a round now."""

@@ -68,7 +68,8 @@ class DeliveryRecorder:
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._crowded_at = float("-inf")  # when a batch last held more than one delivery
+        self._waiting = 0  # requests awaiting their batch (changed on the event loop only)
+        self._crowded_at = float("-inf")  # when one last arrived with another waiting
 
     async def record(
         self, delivery_id: str, event: str, payload: dict[str, Any], verdict: Triage
@@ -76,16 +77,22 @@ class DeliveryRecorder:
         """Store the delivery; False when it was already recorded (a redelivery). Raises what
         the database raised (an outage answers 503)."""
         self._ensure_started()
+        self._waiting += 1
+        if self._waiting > 1:
+            self._crowded_at = time.monotonic()
         loop = asyncio.get_running_loop()
         pending = _Pending(
             delivery_row(delivery_id, event, payload, verdict), loop, loop.create_future()
         )
         self._queue.put(pending)
-        return await pending.future
+        try:
+            return await pending.future
+        finally:
+            self._waiting -= 1
 
     def busy(self) -> bool:
-        """Whether deliveries are arriving together (a batch of several in the last 0.2 s):
-        the background workers then leave the webhook room."""
+        """Whether deliveries are crowding in (one arrived while another waited, in the last
+        0.2 s): the background workers then leave the webhook room."""
         return time.monotonic() - self._crowded_at < BUSY_S
 
     def stop(self) -> None:
@@ -122,8 +129,6 @@ class DeliveryRecorder:
                     stop = True
                     break
                 batch.append(more)
-            if len(batch) > 1:
-                self._crowded_at = time.monotonic()
             self._store(batch)
             if stop:
                 return
