@@ -423,10 +423,11 @@ def app_json(base: str, state: SandboxState, app: App) -> Json:
             "issues": "write",
             "pull_requests": "write",
             "statuses": "write",
+            "checks": "write",
             "metadata": "read",
             "contents": "read",
         },
-        "events": ["issue_comment", "pull_request"],
+        "events": ["issue_comment", "pull_request", "check_run"],
         "installations_count": sum(1 for i in state.installations.values() if i.app_id == app.id),
     }
 
