@@ -446,7 +446,7 @@ def installation_json(base: str, state: SandboxState, inst: Installation) -> Jso
         "target_id": account.id if account else 0,
         "target_type": account.type if account else "Organization",
         "permissions": app_json(base, state, app)["permissions"],
-        "events": ["issue_comment", "pull_request"],
+        "events": app_json(base, state, app)["events"],
         "created_at": ts(inst.created_at),
         "updated_at": ts(inst.created_at),
         "single_file_name": None,
