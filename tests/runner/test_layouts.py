@@ -15,7 +15,7 @@ from runner.layouts import FLAGGEMS, detect, size_of
 from runner.pyenv import PackageSources
 from runner.workspace import Workspaces
 from tests.runner.test_pyenv import _wheel
-from workflows.models import JobSpec, JobStatus
+from workflows.models import JobResult, JobSpec, JobStatus
 from workflows.spec import load_workflows
 
 CONFTEST = """
@@ -45,6 +45,24 @@ def test_abs_perf(request):
     with open("result_test_abs--level_core--record_log.log", "w") as f:
         f.write("[INFO] " + json.dumps({RECORD!r}) + "\\n")
 """
+
+
+def run_cpu_job(
+    spec: JobSpec, tmp_path: Path, packages: PackageSources | None = None
+) -> tuple[JobResult, str]:
+    """`spec` run by the cpu workflow with its caches under `tmp_path`; the result and the log."""
+    log = bytearray()
+    ctx = JobContext(
+        workspaces=Workspaces(tmp_path / "cache"),
+        env_cache=tmp_path / "envs",
+        job_dir=tmp_path / "job",
+        runner_name="r",
+        runner_version="0",
+        on_output=log.extend,
+        cancel=threading.Event(),
+        **({} if packages is None else {"packages": packages}),
+    )
+    return execute(spec, load_workflows()["cpu"], ctx), log.decode()
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -78,19 +96,9 @@ def test_flaggems_layout_end_to_end(tmp_path: Path) -> None:
         id=3, repo="o/FlagGems", clone_url=str(repo), pr_number=1, sha=sha, op="abs",
         backend="cpu",
     )  # fmt: skip
-    log = bytearray()
-    ctx = JobContext(
-        workspaces=Workspaces(tmp_path / "cache"),
-        env_cache=tmp_path / "envs",
-        job_dir=tmp_path / "job",
-        runner_name="r",
-        runner_version="0",
-        on_output=log.extend,
-        cancel=threading.Event(),
-    )
-    result = execute(spec, load_workflows()["cpu"], ctx)
-    assert result.status is JobStatus.succeeded, log.decode()
-    assert "repository layout: flaggems" in log.decode()
+    result, text = run_cpu_job(spec, tmp_path)
+    assert result.status is JobStatus.succeeded, text
+    assert "repository layout: flaggems" in text
     assert result.accuracy is not None and result.accuracy.passed == 1
     bench = result.benchmark
     assert bench is not None
@@ -182,19 +190,8 @@ def test_a_flaggems_pull_request_end_to_end(tmp_path: Path) -> None:
         id=4, repo="o/FlagGems", clone_url=str(repo), pr_number=1, sha=sha,
         op="adaptive_max_pool3d_backward", backend="cpu", base_ref="main",
     )  # fmt: skip
-    log = bytearray()
-    ctx = JobContext(
-        workspaces=Workspaces(tmp_path / "cache"),
-        env_cache=tmp_path / "envs",
-        job_dir=tmp_path / "job",
-        runner_name="r",
-        runner_version="0",
-        on_output=log.extend,
-        cancel=threading.Event(),
-        packages=PackageSources(wheelhouse=wheels),  # no index at all: an offline host
-    )
-    result = execute(spec, load_workflows()["cpu"], ctx)
-    text = log.decode()
+    # No index at all: an offline host.
+    result, text = run_cpu_job(spec, tmp_path, PackageSources(wheelhouse=wheels))
     assert result.status is JobStatus.succeeded, text
     assert result.accuracy is not None and result.accuracy.passed == 3
     assert "tests/test_pool_ops.py -m adaptive_max_pool3d_backward" in text  # one file, not all
