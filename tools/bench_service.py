@@ -144,9 +144,6 @@ async def _post(
     return int(status_line.split()[1])
 
 
-finished: list[tuple[float, float]] = []  # (when, latency) of each answer, for lab use
-
-
 async def burst(
     url: str, secret: str, deliveries: list[Delivery], concurrency: int
 ) -> tuple[float, list[float], int]:
@@ -168,7 +165,6 @@ async def burst(
     requests.reverse()
     latencies: list[float] = []
     refused = 0
-    finished.clear()
 
     async def worker() -> None:
         nonlocal refused
@@ -184,7 +180,6 @@ async def burst(
                     writer.close()
                     reader, writer = await asyncio.open_connection(host, port)
                 latencies.append(time.perf_counter() - start)
-                finished.append((time.perf_counter(), latencies[-1]))
                 refused += status not in (200, 202)
         finally:
             writer.close()
