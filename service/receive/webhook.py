@@ -64,13 +64,16 @@ def parse_body(raw: bytes, media: str) -> tuple[dict[str, Any] | None, str]:
         return None, "the body is not JSON"
     if not isinstance(payload, dict):
         return None, "the body is not a JSON object"
-    # Nesting needs a bracket per level: a body with few brackets needs no walk.
-    brackets = text.count(b"{" if isinstance(text, bytes) else "{") + text.count(
-        b"[" if isinstance(text, bytes) else "["
-    )
-    if brackets > MAX_DEPTH and _too_deep(payload, MAX_DEPTH):
+    if _may_nest(text, MAX_DEPTH) and _too_deep(payload, MAX_DEPTH):
         return None, f"the JSON is nested more than {MAX_DEPTH} levels deep"
     return payload, ""
+
+
+def _may_nest(text: str | bytes, limit: int) -> bool:
+    """Whether the JSON `text` has enough brackets to nest more than `limit` deep (each level
+    needs one): counting them is cheap, walking every payload on a burst is not."""
+    opening = ("{", "[") if isinstance(text, str) else (b"{", b"[")
+    return sum(text.count(b) for b in opening) > limit  # type: ignore[arg-type]
 
 
 def _too_deep(value: Any, limit: int) -> bool:
