@@ -177,3 +177,27 @@ def delivery_outcomes(session: Session) -> dict[str, int]:
     )
     pending, failed, handled = session.execute(query).one()
     return {"pending": int(pending), "gave_up": int(failed), "handled": int(handled)}
+
+
+ESTIMATE_RUNS = 20  # the past jobs an estimate is the median of
+
+
+def usual_duration(session: Session, job: Job) -> float | None:
+    """How long this operator's jobs of `job`'s repository take on its backend, in seconds:
+    the median of the last finished runs with a verdict (None without any)."""
+    query = (
+        select(Job.started_at, Job.finished_at)
+        .where(
+            Job.repo == job.repo,
+            Job.op == job.op,
+            Job.backend == job.backend,
+            Job.status.in_([JobStatus.succeeded, JobStatus.failed]),
+            Job.started_at.is_not(None),
+            Job.finished_at.is_not(None),
+            Job.id != job.id,
+        )
+        .order_by(Job.id.desc())
+        .limit(ESTIMATE_RUNS)
+    )
+    spans = sorted((end - start).total_seconds() for start, end in session.execute(query))
+    return spans[len(spans) // 2] if spans else None

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.db.engine import utcnow
@@ -64,27 +63,6 @@ class JobViews:
             **_running(session, job),
         )
 
-    @staticmethod
-    def estimate_s(session: Session, job: Job) -> float | None:
-        """How long this operator's jobs of the repository take on the backend: the median
-        of the last finished runs with a verdict (None without any)."""
-        query = (
-            select(Job.started_at, Job.finished_at)
-            .where(
-                Job.repo == job.repo,
-                Job.op == job.op,
-                Job.backend == job.backend,
-                Job.status.in_([JobStatus.succeeded, JobStatus.failed]),
-                Job.started_at.is_not(None),
-                Job.finished_at.is_not(None),
-                Job.id != job.id,
-            )
-            .order_by(Job.id.desc())
-            .limit(ESTIMATE_RUNS)
-        )
-        spans = sorted((end - start).total_seconds() for start, end in session.execute(query))
-        return spans[len(spans) // 2] if spans else None
-
     def target(self, session: Session, job: Job) -> list[JobView]:
         """Every run of `job`'s (PR, op, backend), oldest first."""
         online = self.runners.online_count(job.backend, self.runners.all(session))
@@ -105,9 +83,6 @@ class JobViews:
         ]
 
 
-ESTIMATE_RUNS = 20  # the past jobs an estimate is the median of
-
-
 def _running(session: Session, job: Job) -> dict[str, Any]:
     """What a running job's view adds: its runner's progress, an estimate from its history,
     and the moment of the view."""
@@ -121,6 +96,6 @@ def _running(session: Session, job: Job) -> dict[str, Any]:
             progress = None
     return {
         "progress": progress,
-        "estimate_s": JobViews.estimate_s(session, job),
+        "estimate_s": queries.usual_duration(session, job),
         "now": utcnow(),
     }
