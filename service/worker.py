@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from service.db.outage import Outages, is_outage
 
@@ -40,11 +41,14 @@ class Worker:
     def run_once(self) -> float | None:
         raise NotImplementedError
 
-    def pace(self, started: float) -> None:
-        """After an item begun at `started` (monotonic): while the webhook is `busy`, rest ten
-        times as long as the item took (at most 0.25 s), so the workers take at most a tenth of
-        the process. The webhook shares this process and its GIL, and a delivery waits while a
-        worker runs; accepted work waits a little and is caught up once the crowd has passed."""
+    @contextmanager
+    def paced(self) -> Iterator[None]:
+        """Around one item: afterwards, while the webhook is `busy`, rest ten times as long as
+        the item took (at most 0.25 s), so the workers take at most a tenth of the process.
+        The webhook shares this process and its GIL, and a delivery waits while a worker runs;
+        accepted work waits a little and is caught up once the crowd has passed."""
+        started = time.monotonic()
+        yield
         if self.busy is not None and self.busy():
             time.sleep(min(REST_FACTOR * (time.monotonic() - started), MAX_REST_S))
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from ondemand.retry import RetryPolicy
@@ -55,9 +54,8 @@ class Inbox(Worker):
                 wait = (due - now).total_seconds()
                 next_due = wait if next_due is None else min(next_due, wait)
                 continue
-            started = time.monotonic()
-            retry = self.process(row.id)
-            self.pace(started)
+            with self.paced():
+                retry = self.process(row.id)
             if retry is not None:
                 next_due = retry if next_due is None else min(next_due, retry)
         return next_due

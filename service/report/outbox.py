@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from sqlalchemy.orm import Session
@@ -77,9 +76,8 @@ class OutboxWorker(Worker):
                 wait = (due - utcnow()).total_seconds()
                 next_due = wait if next_due is None else min(next_due, wait)
                 continue
-            started = time.monotonic()
-            retry_in = self._deliver(item.id)
-            self.pace(started)
+            with self.paced():
+                retry_in = self._deliver(item.id)
             if retry_in is not None:
                 next_due = retry_in if next_due is None else min(next_due, retry_in)
             paused = self.github.paused_for()

@@ -46,9 +46,9 @@ def test_a_worker_rests_only_while_the_webhook_is_busy() -> None:
     worker = Worker(threading.Event(), busy=lambda: busy)
 
     def rest_after(item_s: float) -> float:
-        started = time.monotonic() - item_s  # an item that took item_s
-        before = time.monotonic()
-        worker.pace(started)
+        with worker.paced():
+            time.sleep(item_s)  # the item
+            before = time.monotonic()
         return time.monotonic() - before
 
     assert rest_after(0.01) < 0.005
