@@ -135,23 +135,32 @@ class Notices:
         )
         return session.scalars(self.db.for_update(query)).first()
 
+    def _enqueue(
+        self, session: Session, kind: str, key: str, payload: dict[str, Any], due: datetime | None
+    ) -> None:
+        """An outbox item of `key` due at `due` (None: now). A queued, unsent item of the same
+        key stands for it: it takes the newest `payload` (a comment or check run is rendered
+        when sent anyway), and is brought forward to now when `due` is None (a change of state
+        does not wait behind a paced progress edit)."""
+        pending = self._pending(session, key)
+        if pending is None:
+            session.add(OutboxItem(kind=kind, key=key, payload=payload, **_fresh(due)))
+            return
+        if pending.payload != payload:
+            pending.payload = payload
+        if due is None:
+            pending.next_attempt_at = min(pending.next_attempt_at, utcnow())
+
     def _enqueue_comment(
         self, session: Session, row: ResultComment, due: datetime | None = None
     ) -> None:
-        """An edit of the comment at `due` (None: now, and sooner than a paced one)."""
-        key = comment_key(row.id)
-        pending = self._pending(session, key)
-        if pending is not None:
-            # It renders the comment when it is delivered: the change will be in it.
-            if due is None:
-                pending.next_attempt_at = min(pending.next_attempt_at, utcnow())
-            return
         payload = {"repo": row.repo, "pr_number": row.pr_number, "row_id": row.id}
-        session.add(OutboxItem(kind="comment", key=key, payload=payload, **_fresh(due)))
+        self._enqueue(session, "comment", comment_key(row.id), payload, due)
 
     def _enqueue_status(self, session: Session, job: Job, due: datetime | None = None) -> None:
-        if self.checks:
-            self._enqueue_check(session, job, due)
+        if self.checks:  # as an App: the check run, rendered when it is sent
+            payload = {"repo": job.repo, "job_id": job.id}
+            self._enqueue(session, "check", check_key(job.id), payload, due)
             return
         update = render_status(self.views.view(session, job))
         payload = {
@@ -162,25 +171,7 @@ class Notices:
             "context": update.context,
             "target_url": update.target_url,
         }
-        key = status_key(job.id)
-        pending = self._pending(session, key)
-        if pending is not None:
-            pending.payload = payload  # only the newest state matters
-            if due is None:
-                pending.next_attempt_at = min(pending.next_attempt_at, utcnow())
-            return
-        session.add(OutboxItem(kind="status", key=key, payload=payload, **_fresh(due)))
-
-    def _enqueue_check(self, session: Session, job: Job, due: datetime | None) -> None:
-        """The job's check run, rendered when it is sent (like the comment)."""
-        key = check_key(job.id)
-        pending = self._pending(session, key)
-        if pending is not None:
-            if due is None:
-                pending.next_attempt_at = min(pending.next_attempt_at, utcnow())
-            return
-        payload = {"repo": job.repo, "job_id": job.id}
-        session.add(OutboxItem(kind="check", key=key, payload=payload, **_fresh(due)))
+        self._enqueue(session, "status", status_key(job.id), payload, due)
 
 
 def _fresh(due: datetime | None = None) -> dict[str, Any]:
