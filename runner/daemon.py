@@ -34,12 +34,13 @@ from types import FrameType
 
 from ondemand.retry import Backoff, RetryPolicy
 from runner.client import NotHeld, Rejected, ServiceClient, ServiceUnavailable, Unauthorized
-from runner.compile_cache import CompileCache, default_workers
+from runner.compile_cache import CompileCache
 from runner.credentials import CredentialFile, Credentials, Registration, load_or_register
 from runner.execute import JobContext, execute
 from runner.health import Health, run_device_check
 from runner.heartbeat import Heartbeat
 from runner.logstream import DEFAULT_LIMIT, LogStream
+from runner.parallel import default_workers
 from runner.progress import ProgressSender
 from runner.pyenv import PackageSources
 from runner.redact import Redactor, redact_text

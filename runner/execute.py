@@ -17,8 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from runner import compile_cache, layouts, results
-from runner.compile_cache import CompileCache, default_workers
+from runner import compile_cache, layouts, parallel, results
+from runner.compile_cache import CompileCache
+from runner.parallel import default_workers
 from runner.probe import environment_info
 from runner.progress import ProgressWatch, progress_file
 from runner.pyenv import PackageSources, PythonEnvError, python_env
@@ -188,7 +189,7 @@ class _Job:
             return self.ctx.workers
         if self.ctx.warm_workers is not None:
             return self.ctx.warm_workers
-        return min(compile_cache.WARM_WORKERS, self.ctx.workers)
+        return min(parallel.WARM_WORKERS, self.ctx.workers)
 
     def private_cache(self) -> Path:
         """The job's own Triton cache, seeded once from the shared layer (compile_cache.py)."""
@@ -238,7 +239,7 @@ class _Job:
         }
         lists = {
             "op_tests": layouts.test_files(checkout, self.spec.op),
-            "xdist": compile_cache.xdist_args(self.workers),
+            "xdist": parallel.xdist_args(self.workers),
         }
         argv = step.render(values, lists)
         self.ctx.on_progress(Progress(step=step.name))

@@ -14,10 +14,11 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from runner.compile_cache import CompileCache, default_workers
+from runner.compile_cache import CompileCache
 from runner.daemon import runner_version
 from runner.execute import OP_NAME, JobContext, execute
 from runner.logstream import LogStream
+from runner.parallel import default_workers
 from runner.pyenv import PackageSources
 from runner.sandboxing import JailError, jail_for_host
 from runner.warmup import warm

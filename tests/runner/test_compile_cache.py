@@ -21,9 +21,9 @@ from runner.compile_cache import (
     publish,
     record_durations,
     seed,
-    xdist_args,
 )
 from runner.execute import JobContext, execute
+from runner.parallel import xdist_args
 from runner.sandboxing import Jail, jail_for_host
 from runner.warmup import trusted_commit, warm
 from runner.workspace import Workspaces
