@@ -43,23 +43,17 @@ def test_stream_splits_bytes_and_resumes_after_an_earlier_log(
     service: tuple[str, Parts], tmp_path: Path
 ) -> None:
     url, parts = service
-    parts.jobs.create_job(NewJob("o/r", "/x", 1, "a" * 40, "add", "cpu"))
-    client = ServiceClient(url)
-    _, client.token = client.register(
-        "reg", name="r", backends=["cpu"], labels=[], slots=1, version="t"
-    )
-    spec = client.claim(0)
-    assert spec is not None
+    client, job_id = _claimed(url, parts)
     # An earlier attempt left something in the job's log.
-    assert client.append_log(spec.id, 0, "attempt 1 said hello\n") == (True, 21)
-    stream = LogStream(tmp_path / "job.log", client, spec.id, interval_s=0.05).start()
+    assert client.append_log(job_id, 0, "attempt 1 said hello\n") == (True, 21)
+    stream = LogStream(tmp_path / "job.log", client, job_id, interval_s=0.05).start()
     text = "naïve ✓ 𝄞 done\n" * 3
     raw = text.encode()
     for i in range(0, len(raw), 3):  # chunks that cut through multibyte characters
         stream.write(raw[i : i + 3])
     stream.write(b"bad byte: \xff\n")
     stream.close()
-    log = parts.logs.read(spec.id).decode()
+    log = parts.logs.read(job_id).decode()
     assert log == "attempt 1 said hello\n" + text + "bad byte: \ufffd\n"
     assert (tmp_path / "job.log").read_text() == text + "bad byte: \ufffd\n"
     client.close()
