@@ -22,8 +22,8 @@ import yaml
 from service.app import Service as Parts
 from service.app import create_app
 from service.queue.jobs import NewJob
-from service.settings import Settings
 from tests.runner.tinyrepo import TinyRepo
+from tests.service.helpers import service_settings
 from tests.support.live import free_port, live_server
 from workflows.models import JobResult, JobStatus
 from workflows.spec import WORKFLOWS_DIR
@@ -81,12 +81,9 @@ class Service:
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     db = tmp_path_factory.mktemp("svc") / "ondemand.db"
-    settings = Settings(
-        database_url=f"sqlite:///{db}",
+    settings = service_settings(
+        f"sqlite:///{db}",
         registration_tokens=[REGISTRATION],
-        webhook_secrets=["s"],
-        public_url="http://ondemand.test",
-        default_backends=["cpu"],
         lease_seconds=LEASE_S,
     )
     app = create_app(settings)
@@ -227,11 +224,9 @@ def test_pass_fail_unknown_then_sigterm_when_idle(
 def test_cancellation(tiny_repo: TinyRepo, roomy_workflows: Path, tmp_path: Path) -> None:
     """A cancel reaches a running step in under two seconds through the job's open channel:
     with a 60 s lease the next heartbeat is up to 20 s away, so only the channel can do it."""
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'cancel.db'}",
+    settings = service_settings(
+        f"sqlite:///{tmp_path / 'cancel.db'}",
         registration_tokens=[REGISTRATION],
-        webhook_secrets=["s"],
-        default_backends=["cpu"],
         lease_seconds=60,
     )
     pidfile = roomy_workflows / "slow.pid"
@@ -455,11 +450,9 @@ def test_a_service_down_longer_than_the_lease_does_not_run_a_job_twice(
     heartbeats come first, so the job stays attempt 1 on its runner (it used to be requeued
     at once, run again, and end "runner lost")."""
     port = free_port()
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'restart.db'}",
+    settings = service_settings(
+        f"sqlite:///{tmp_path / 'restart.db'}",
         registration_tokens=[REGISTRATION],
-        webhook_secrets=["s"],
-        default_backends=["cpu"],
         lease_seconds=4,
     )
     first = create_app(settings)

@@ -21,7 +21,7 @@ import yaml
 from service.app import Service as Parts
 from service.app import create_app
 from service.queue.jobs import NewJob
-from service.settings import Settings
+from tests.service.helpers import service_settings
 from tests.support.git import git
 from tests.support.live import live_server
 from workflows.models import JobResult, JobStatus
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="the runner drops to a job user only when it runs as root"
 )
 
-HOSTILE_TESTS = '''\
+HOSTILE_TESTS = """\
 import ctypes, os, site, socket, subprocess, sys
 from pathlib import Path
 
@@ -119,7 +119,7 @@ def test_a_clean_environment():
     assert not Path("/tmp", MARK + "-pth").exists(), "a .pth planted by an earlier job ran"
     status = Path("/proc/self/status").read_text()
     print("UID", os.getuid(), "CAPEFF", [l for l in status.splitlines() if l.startswith("CapEff")])
-'''
+"""
 
 PROBE_BAIT = """\
 import os
@@ -155,11 +155,9 @@ def make_hostile_repo(path: Path, *, state: Path, work: Path, service: str, mark
 def test_a_hostile_pull_request_owns_nothing(
     job_user: pwd.struct_passwd, reachable_python: None, base: Path, tmp_path: Path
 ) -> None:
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'svc.db'}",
+    settings = service_settings(
+        f"sqlite:///{tmp_path / 'svc.db'}",
         registration_tokens=[REGISTRATION],
-        webhook_secrets=["s"],
-        default_backends=["cpu"],
         lease_seconds=30,
     )
     app = create_app(settings)
@@ -225,7 +223,8 @@ def test_a_hostile_pull_request_owns_nothing(
             survivors = [
                 p.name
                 for p in Path("/proc").iterdir()
-                if p.name.isdigit() and _cmdline(p).startswith(("setsid sleep 3", "sleep 3"))
+                if p.name.isdigit()
+                and _cmdline(p).startswith(("setsid sleep 3", "sleep 3"))
                 and _cmdline(p).split()[-1] == str(3000 + int(mark[:4], 16) % 997)
             ]
             assert survivors == []

@@ -15,7 +15,7 @@ from runner.logstream import LogStream
 from service.app import Service as Parts
 from service.app import create_app
 from service.queue.jobs import NewJob
-from service.settings import Settings
+from tests.service.helpers import service_settings
 from tests.support.live import live_server
 
 
@@ -28,11 +28,9 @@ def test_utf8_prefix_never_splits_a_character() -> None:
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[tuple[str, Parts]]:
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'svc.db'}",
+    settings = service_settings(
+        f"sqlite:///{tmp_path / 'svc.db'}",
         registration_tokens=["reg"],
-        webhook_secrets=["s"],
-        default_backends=["cpu"],
     )
     app = create_app(settings)
     with live_server(app) as url:
@@ -103,10 +101,9 @@ def test_a_runaway_log_keeps_its_head_and_tail(service: tuple[str, Parts], tmp_p
 def test_the_service_cap_stops_the_stream_without_spinning(tmp_path: Path) -> None:
     """A runner whose limit is larger than the service's: the service keeps its cap, says
     413, and the stream stops sending at once (its file keeps the rest)."""
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'svc.db'}",
+    settings = service_settings(
+        f"sqlite:///{tmp_path / 'svc.db'}",
         registration_tokens=["reg"],
-        webhook_secrets=["s"],
         log_max_bytes=8 * 1024,
     )
     app = create_app(settings)
