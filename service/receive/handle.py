@@ -13,6 +13,7 @@ from typing import Any
 
 from service.db.engine import Database, utcnow
 from service.db.models import Job
+from service.queue import queries
 from service.queue.jobs import JobQueue, NewJob
 from service.queue.operators import OperatorCatalog
 from service.receive.approval import Approval, approved_head
@@ -150,14 +151,16 @@ class DeliveryHandler:
         if event == "pull_request":
             return self.pull_request(PullRequestPayload.model_validate(payload))
         if event == "check_run":
-            return self.check_run(CheckRunPayload.model_validate(payload))
+            return self.check_run(CheckRunPayload.model_validate(payload), received_at)
         return f"{event}: nothing to do"
 
     # -- check_run ----------------------------------------------------------------------
 
-    def check_run(self, data: CheckRunPayload) -> str:
+    def check_run(self, data: CheckRunPayload, received_at: datetime) -> str:
         """The Re-run button of one of the App's check runs: the same job again, on the same
-        commit, when the one who pressed it may start jobs."""
+        commit, when the one who pressed it may start jobs. A job of that target and commit
+        created since the press was received stands for it (this press processed again after a
+        crash, or a command meanwhile), so a press runs the job once."""
         if data.action != "rerequested":
             return f"check_run {data.action}: nothing to do"
         repo = data.repository.full_name
@@ -171,6 +174,14 @@ class DeliveryHandler:
         decision = self.gate.decide(repo, presser)
         if not decision.allowed:
             return f"re-run not allowed: {decision.reason}"
+        with self.db.reads() as session:
+            since = [
+                j
+                for j in queries.target_jobs(session, repo, old.pr_number, old.op, old.backend)
+                if j.sha == old.sha and j.created_at >= received_at
+            ]
+        if since:
+            return f"re-run of job {old.id}: job {since[0].id} already stands for it"
         pull = self.github.pull(repo, old.pr_number)
         if pull.state != "open":
             return f"#{old.pr_number} is {pull.state}: nothing runs"

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import select
 
+from service.db.models import Delivery
 from tests.service.test_flow import REPO, Flow, auth, make_flow, seed_result
 from workflows.models import JobStatus, Progress
 
@@ -92,3 +94,14 @@ def test_check_runs_as_an_app(tmp_path: Path) -> None:
         superseded = _run(flow, "ondemand/add:cpu")
         assert superseded is not None and superseded["conclusion"] == "neutral"
         assert superseded["output"]["title"] == f"superseded by {flow.next_head[:7]}"
+        # The same press processed again (a crash before its delivery was marked done), after
+        # the re-run ended (superseded): it runs nothing more.
+        with flow.svc.service.db.reads() as session:
+            press = session.scalars(select(Delivery).where(Delivery.event == "check_run")).one()
+        outcome = flow.svc.service.handler.handle(
+            press.delivery_id, "check_run", press.payload or {}, press.received_at
+        )
+        assert (
+            outcome == f"re-run of job {done['external_id']}: job {again.id} already stands for it"
+        )
+        assert len(flow.jobs()) == 3
