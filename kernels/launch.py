@@ -3,15 +3,31 @@
 Triton's `kernel[grid](...)` binds and specializes every argument on every call, which on a
 30-argument kernel costs more host time than a small kernel takes on the GPU. A plan knows
 its scalars, constants and grid once, so after the first launch (which compiles or loads
-the kernel) it calls the compiled kernel's launcher directly with the same arguments in
-signature order. Under the Triton interpreter, or if the direct call is refused, every call
-goes through `kernel[grid]` as before.
+the kernel) it launches the compiled kernel directly, in one of two ways:
+
+- *lean* (CUDA, a Triton whose launcher is the generic C `launch` fed by a Python wrapper):
+  the C function called with everything but the stream and the tensors bound once, and the
+  tensors passed as device addresses, which spares the wrapper's per-call work and the
+  driver's pointer query per tensor. Taken only where the wrapper would add nothing: no
+  scratch buffers, no sanitizer, no tensor descriptors, no launch hooks installed.
+- *runner*: the compiled kernel's own launcher (`compiled[grid]`) with the arguments in
+  signature order.
+
+Both rely on the plan's key to hold everything Triton specializes on: shapes, strides and
+dtypes fix the scalars, and the tensors' 16-byte alignment the pointers' specialization
+(`kernels.ops._adaptive.signature`). Under the
+Triton interpreter, or where a direct call is refused, every call goes through
+`kernel[grid]` as before.
 """
 
 from __future__ import annotations
 
+import copy
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import torch
 
 from kernels import runtime
 
@@ -29,6 +45,7 @@ class Launch:
         self._direct: Callable[..., Any] | None = None
         self._tail: tuple[Any, ...] = ()
         self._refused = runtime.interpreted
+        self.path = "jit"  # how calls launch now: jit, runner or lean
 
     def __call__(self, *tensors: Any) -> None:
         if self._direct is not None:
@@ -36,16 +53,17 @@ class Launch:
                 self._direct(*tensors, *self._tail)
                 return
             except TypeError:  # this Triton's launcher takes other arguments: stop trying
-                self._direct, self._refused = None, True
+                self._direct, self._refused, self.path = None, True, "jit"
         compiled = self.kernel[self.grid](*tensors, *self.scalars, **self.constants)
+        self.path = "jit"
         if not self._refused:
-            self._refused = True  # one attempt: the launcher or nothing
-            self._prepare_direct(compiled, len(tensors))
+            self._refused = True  # one attempt: a direct launcher or nothing
+            self._prepare_direct(compiled, tensors)
 
-    def _prepare_direct(self, compiled: Any, n_tensors: int) -> None:
+    def _prepare_direct(self, compiled: Any, tensors: tuple[Any, ...]) -> None:
         """The compiled kernel's launcher and the non-tensor arguments in signature order."""
         names = list(getattr(self.kernel, "arg_names", ()))
-        positional = n_tensors + len(self.scalars)
+        positional = len(tensors) + len(self.scalars)
         rest = names[positional:]
         if not names or any(name not in self.constants for name in rest):
             return
@@ -53,4 +71,78 @@ class Launch:
         if getitem is None:
             return
         self._tail = (*self.scalars, *(self.constants[name] for name in rest))
-        self._direct = getitem((*self.grid, 1, 1)[:3])  # its launcher wants all three sides
+        grid = (*self.grid, 1, 1)[:3]  # its launcher wants all three sides
+        runner = getitem(grid)
+        lean = _lean_launcher(compiled, grid, runner, (*tensors, *self._tail), len(tensors))
+        self._direct, self.path = (runner, "runner") if lean is None else (lean, "lean")
+
+
+# A stream handle no device has: what the recording call passes, to find where the stream goes.
+_MARK_STREAM = 0x7E57_5EED_0001
+
+
+def _lean_launcher(
+    compiled: Any,
+    grid: tuple[int, ...],
+    runner: Callable[..., Any],
+    args: tuple[Any, ...],
+    n_tensors: int,
+) -> Callable[..., Any] | None:
+    """`go(*args)` calling Triton's C launch function directly, or None where this Triton,
+    device or kernel needs its Python wrapper (see the module's docstring). The first
+    `n_tensors` arguments are the call's tensors, passed on as their addresses.
+
+    The wrapper's call is recorded once, on a copy of it whose C function only records, with
+    `args` (the tensors first): everything it passes but the stream and the arguments is
+    fixed for the plan, whatever this Triton's order. Falls back to `runner` on a call where
+    the current CUDA device is not the one the kernel was loaded on, or where launch hooks (a
+    profiler's) have been installed since."""
+    try:
+        from triton import knobs
+        from triton.backends.nvidia.driver import CudaLauncher
+    except ImportError:
+        return None
+    wrapper = getattr(compiled, "run", None)
+    raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    current = getattr(torch._C, "_cuda_getDevice", None)
+    hooks = knobs.runtime
+    if (
+        runtime.device != "cuda"
+        or raw_stream is None
+        or current is None
+        or type(wrapper) is not CudaLauncher
+        or not callable(getattr(wrapper, "launch", None))
+        or isinstance(wrapper.launch, types.FunctionType | types.MethodType)  # a Python layer
+        or getattr(wrapper, "global_scratch_size", 0) != 0
+        or getattr(wrapper, "profile_scratch_size", 0) != 0
+        or getattr(wrapper, "gsan_enabled", False)
+        or hooks.launch_enter_hook is not None
+        or hooks.launch_exit_hook is not None
+    ):
+        return None
+    calls: list[tuple[Any, ...]] = []
+    recorder = copy.copy(wrapper)
+    recorder.launch = lambda *call: calls.append(call)
+    fixed = (compiled.function, compiled.packed_metadata, None, None, None)
+    type(wrapper).__call__(recorder, *grid, _MARK_STREAM, *fixed, *args)
+    call = calls[0] if len(calls) == 1 and calls[0] else ()
+    passed = call[-1] if call else ()
+    if not (isinstance(passed, tuple) and len(passed) == len(args)):
+        return None
+    if not all(a is b for a, b in zip(passed, args, strict=True)):
+        return None  # the wrapper passes other arguments than ours (a sanitizer's, say)
+    marks = [i for i, v in enumerate(call) if type(v) is int and v == _MARK_STREAM]
+    if len(marks) != 1:
+        return None
+    head, middle = call[: marks[0]], call[marks[0] + 1 : -1]
+    launch = wrapper.launch
+    device = current()
+
+    def go(*args: Any) -> None:
+        if current() != device or hooks.launch_enter_hook or hooks.launch_exit_hook:
+            runner(*args)
+            return
+        ptrs = [t.data_ptr() for t in args[:n_tensors]]
+        launch(*head, raw_stream(device), *middle, (*ptrs, *args[n_tensors:]))
+
+    return go

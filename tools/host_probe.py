@@ -1,71 +1,179 @@
-"""Host time per call of the backward on tiny inputs, ours against PyTorch's, on a GPU.
+"""Host time per call on tiny inputs, ours against PyTorch's, and where ours goes, on a GPU.
 
-Times 2000 calls without synchronizing (the queue absorbs them; the host is the limit) and
-prints microseconds per call. From the repository root: `python3 -m tools.host_probe`.
+Prints, for both operators on the tiny benchmark sizes and every dtype, the host time per
+call (the benchmark's measure: 1,000 back-to-back calls synchronized once) of PyTorch's op and
+ours, with the launch path our plan took; then the parts of one call; then, with `--do-bench`,
+both sides under Triton's standard `do_bench` (its defaults: mean of its runs, 256 MB flush),
+repeated. From the repository root: `python3 -m tools.host_probe [--do-bench 5]`.
 """
 
 from __future__ import annotations
 
-import time
+import argparse
+import statistics
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import torch
 
 from kernels import runtime
-from kernels.benchmark.sizes import TINY
+from kernels.benchmark.harness import host_us_per_call
+from kernels.benchmark.sizes import DEFAULT_DTYPES, DTYPES, TINY
+from kernels.ops import adaptive_max_pool3d as forward_op
+from kernels.ops import adaptive_max_pool3d_backward as backward_op
 from kernels.ops._adaptive import signature
-from kernels.ops.adaptive_max_pool3d_backward import (
-    adaptive_max_pool3d_backward,
-    launch_for,
-    problem,
-)
+
+FWD = torch.ops.aten.adaptive_max_pool3d.default
+BWD = torch.ops.aten.adaptive_max_pool3d_backward.default
 
 
-def per_call_us(fn: Callable[[], object], calls: int = 2000) -> float:
-    for _ in range(50):
-        fn()
+def sync() -> None:
     torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    elapsed = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return elapsed / calls * 1e6
+
+
+def us(fn: Callable[[], Any], calls: int = 1000) -> float:
+    """The smallest of three host-time measurements (the host's noise only adds)."""
+    return min(host_us_per_call(fn, sync, calls) for _ in range(3))
+
+
+def tensors(shape: tuple[int, ...], out: tuple[int, int, int], dtype: torch.dtype) -> tuple:
+    x = torch.randn(shape, dtype=dtype, device="cuda")
+    _, idx = FWD(x, list(out))
+    g = torch.randn(idx.shape, dtype=dtype, device="cuda")
+    return x, idx, g
+
+
+def plan_path(plans: Any) -> str:
+    """How the newest plan's kernels launch now (`kernels.launch.Launch.path`)."""
+    plan = list(plans._plans.values())[-1]
+    return str(getattr(getattr(plan, "launch", None), "path", "?"))
+
+
+def rows() -> None:
+    """Host µs per call of every tiny row, both operators, PyTorch's and ours."""
+    mthreads = runtime.function("adaptive_max_pool3d_backward", "mthreads")
+    print("| op | dtype | size | torch µs | ours µs | ours/torch | path | mthreads µs |")
+    print("| --- | --- | --- | ---: | ---: | ---: | --- | ---: |")
+    for dtype_name in DEFAULT_DTYPES:
+        dtype = DTYPES[dtype_name]
+        for shape, out in TINY:
+            x, idx, g = tensors(shape, out, dtype)
+            ref = us(partial(FWD, x, list(out)))
+            ours = us(partial(forward_op.adaptive_max_pool3d, x, out))
+            path = plan_path(forward_op._PLANS)
+            print(f"| fwd | {dtype_name} | {shape}→{out} | {ref:.1f} | {ours:.1f} | "
+                  f"{ours / ref:.2f} | {path} | |", flush=True)  # fmt: skip
+            ref = us(partial(BWD, g, x, idx))
+            ours = us(partial(backward_op.adaptive_max_pool3d_backward, g, x, idx))
+            mt = us(partial(mthreads, g, x, idx))
+            path = plan_path(backward_op._PLANS)
+            print(f"| bwd | {dtype_name} | {shape}→{out} | {ref:.1f} | {ours:.1f} | "
+                  f"{ours / ref:.2f} | {path} | {mt:.1f} |", flush=True)  # fmt: skip
+
+
+def parts() -> None:
+    """Where one call's host time goes (fp16, the second tiny size)."""
+    shape, out = TINY[1]
+    x, idx, g = tensors(shape, out, torch.float16)
+    p = backward_op.problem(g, x, idx)
+    launch = backward_op.launch_for(p)
+    launch(g, idx, p.gin)
+    launch(g, idx, p.gin)
+    jit = launch.kernel[launch.grid]
+    device = x.device
+    items: dict[str, Callable[[], Any]] = {
+        "torch.empty(shape, dtype=, device=torch.device)": lambda: torch.empty(
+            shape, dtype=x.dtype, device=device
+        ),
+        "torch.empty(shape, dtype=, device=int)": lambda: torch.empty(
+            shape, dtype=x.dtype, device=0
+        ),
+        "torch.empty_like(x)": lambda: torch.empty_like(x),
+        "x.new_empty(shape)": lambda: x.new_empty(shape),
+        "signature(g, x, idx)": lambda: signature(g, x, idx),
+        "x.device": lambda: x.device,
+        "x.get_device()": lambda: x.get_device(),
+        "x.data_ptr()": lambda: x.data_ptr(),
+        "x.stride()": lambda: x.stride(),
+        "x.shape": lambda: x.shape,
+        "hash(signature)": lambda: hash(signature(g, x, idx)),
+        "torch._C._cuda_getDevice()": lambda: torch._C._cuda_getDevice(),
+        "raw stream": lambda: torch._C._cuda_getCurrentRawStream(0),
+        "torch.cuda.current_device()": lambda: torch.cuda.current_device(),
+        f"Launch ({launch.path})": lambda: launch(g, idx, p.gin),
+        "kernel[grid](...)": lambda: jit(g, idx, p.gin, *launch.scalars, **launch.constants),
+        "whole backward": lambda: backward_op.adaptive_max_pool3d_backward(g, x, idx),
+        "whole forward": lambda: forward_op.adaptive_max_pool3d(x, out),
+        "torch backward": lambda: BWD(g, x, idx),
+        "torch forward": lambda: FWD(x, list(out)),
+    }
+    for name, fn in items.items():
+        print(f"{name}: {us(fn, 2000):.2f} µs", flush=True)
+
+
+def do_bench(repeats: int) -> None:
+    """Both operators' tiny rows under `triton.testing.do_bench` with its defaults."""
+    from triton.testing import do_bench as bench
+
+    print(f"\n| op | dtype | size | torch µs | ours µs | speedup (median of {repeats}) | min |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
+    for dtype_name in DEFAULT_DTYPES:
+        dtype = DTYPES[dtype_name]
+        for shape, out in TINY:
+            x, idx, g = tensors(shape, out, dtype)
+            pairs = {
+                "bwd": (
+                    partial(BWD, g, x, idx),
+                    partial(backward_op.adaptive_max_pool3d_backward, g, x, idx),
+                ),
+                "fwd": (
+                    partial(FWD, x, list(out)),
+                    partial(forward_op.adaptive_max_pool3d, x, out),
+                ),
+            }
+            for op, (ref, ours) in pairs.items():
+                times = [(bench(ref) * 1e3, bench(ours) * 1e3) for _ in range(repeats)]
+                speedups = [r / o for r, o in times]
+                print(
+                    f"| {op} | {dtype_name} | {shape}→{out} | "
+                    f"{statistics.median(r for r, _ in times):.2f} | "
+                    f"{statistics.median(o for _, o in times):.2f} | "
+                    f"{statistics.median(speedups):.3f} | {min(speedups):.3f} |",
+                    flush=True,
+                )
+
+
+def alignment() -> None:
+    """A plan made for aligned data must not run a misaligned view of the same shape."""
+    base = torch.randn(2 * 8 * 8 * 9 + 1, dtype=torch.float16, device="cuda")
+    for offset in (0, 1, 0, 1):
+        x = base[offset : offset + 8 * 8 * 9].view(1, 1, 8, 8, 9)
+        got = forward_op.adaptive_max_pool3d(x, (4, 4, 3))
+        want = FWD(x, [4, 4, 3])
+        ok = torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        g = torch.randn(want[0].shape, dtype=x.dtype, device="cuda")
+        gbase = torch.randn(g.numel() + 1, dtype=x.dtype, device="cuda")
+        gv = gbase[offset : offset + g.numel()].view(g.shape)
+        gv.copy_(g)
+        ok &= torch.equal(
+            backward_op.adaptive_max_pool3d_backward(gv, x, want[1]), BWD(g, x, want[1])
+        )
+        print(f"alignment offset {offset}: {'ok' if ok else 'WRONG'}", flush=True)
 
 
 def main() -> None:
-    aten = torch.ops.aten.adaptive_max_pool3d_backward
-    generic = runtime.function("adaptive_max_pool3d_backward", "generic")
-    mthreads = runtime.function("adaptive_max_pool3d_backward", "mthreads")
-    print("| size | torch µs | generic µs | mthreads µs | generic direct µs |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for shape, out in TINY:
-        x = torch.randn(shape, dtype=torch.float16, device="cuda")
-        _, idx = torch.ops.aten.adaptive_max_pool3d(x, list(out))
-        g = torch.randn(idx.shape, dtype=torch.float16, device="cuda")
-        direct = adaptive_max_pool3d_backward
-        times = [per_call_us(partial(f, g, x, idx)) for f in (aten, generic, mthreads, direct)]
-        print(f"| {shape} → {out} | " + " | ".join(f"{t:.1f}" for t in times) + " |", flush=True)
-    # Where one call's host time goes, on the second tiny size.
-    shape, out = TINY[1]
-    x = torch.randn(shape, dtype=torch.float16, device="cuda")
-    _, idx = torch.ops.aten.adaptive_max_pool3d(x, list(out))
-    g = torch.randn(idx.shape, dtype=torch.float16, device="cuda")
-    p = problem(g, x, idx)
-    gin = p.gin
-    launch = launch_for(p)
-    kernel = launch.kernel[(*launch.grid, 1, 1)[:3]]
-    parts = {
-        "torch.empty": lambda: torch.empty(shape, dtype=x.dtype, device=x.device),
-        "signature": lambda: signature(g, x, idx),
-        "Launch (direct after the first)": lambda: launch(g, idx, gin),
-        "kernel[grid](...)": lambda: kernel(g, idx, gin, *launch.scalars, **launch.constants),
-        "whole op": lambda: adaptive_max_pool3d_backward(g, x, idx),
-    }
-    for name, fn in parts.items():
-        print(f"{name}: {per_call_us(fn):.1f} µs", flush=True)
-    print("direct launcher in use:", launch._direct is not None)
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--do-bench", type=int, default=0, help="do_bench repeats (0: none)")
+    args = parser.parse_args()
+    import triton
+
+    print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}")
+    alignment()
+    rows()
+    parts()
+    if args.do_bench:
+        do_bench(args.do_bench)
 
 
 if __name__ == "__main__":

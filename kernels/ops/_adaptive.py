@@ -211,8 +211,10 @@ def fits_int32(*values: int) -> bool:
 
 
 def signature(*tensors: torch.Tensor) -> tuple[object, ...]:
-    """What a launch plan depends on: each tensor's shape, strides, dtype and device."""
-    return tuple((t.shape, t.stride(), t.dtype, t.device) for t in tensors)
+    """What a launch plan depends on: each tensor's shape, strides, dtype, device and whether
+    its data is 16-byte aligned (a compiled kernel assumes what its first call's pointers
+    were)."""
+    return tuple((t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0) for t in tensors)
 
 
 class PlanCache:

@@ -7,6 +7,7 @@ arguments; the plans are the real ones, whose argument order the direct path dep
 from __future__ import annotations
 
 import importlib
+import math
 from typing import Any
 
 import pytest
@@ -17,8 +18,18 @@ from kernels.heuristics import Heuristics
 from kernels.launch import Launch
 from kernels.ops import adaptive_max_pool3d as forward_module
 from kernels.ops import adaptive_max_pool3d_backward as backward_module
-from kernels.ops._adaptive import Forward
-from tests.kernels.support import HEURISTICS, meta
+from kernels.ops._adaptive import Forward, signature
+from tests.kernels.support import (
+    DEVICE,
+    HALF_DTYPES,
+    HEURISTICS,
+    ON_GPU,
+    assert_backward_matches,
+    assert_forward_matches,
+    meta,
+    randn,
+    seeded,
+)
 
 pytestmark = [pytest.mark.adaptive_max_pool3d, pytest.mark.adaptive_max_pool3d_backward]
 
@@ -159,9 +170,61 @@ def test_every_backward_plan_can_launch_directly(kernel: str, heuristics: str) -
 def assert_direct(launch: Launch, n_tensors: int) -> None:
     """The plan's scalars and constants cover its kernel's signature exactly."""
     compiled = Compiled()
-    launch._prepare_direct(compiled, n_tensors)
+    launch._prepare_direct(compiled, ("tensor",) * n_tensors)
     assert launch._direct is not None, f"{launch.kernel.fn.__name__}: no direct path"
     names = launch.kernel.arg_names
     assert n_tensors + len(launch._tail) == len(names)
     constexprs = names[n_tensors + len(launch.scalars) :]
     assert set(constexprs) == set(launch.constants) - {"num_warps", "num_stages"}
+
+
+def test_the_plan_key_tells_misaligned_data_apart() -> None:
+    """A compiled kernel assumes its first call's pointer alignment: a view of the same shape
+    and strides starting off 16 bytes must not reuse an aligned view's plan."""
+    base = torch.zeros(4 * 64 + 1, dtype=torch.float16, device=DEVICE)
+    aligned_view = base[:128].view(2, 64)
+    shifted_view = base[1:129].view(2, 64)
+    assert signature(aligned_view) != signature(shifted_view)
+    assert signature(aligned_view) == signature(base[64:192].view(2, 64))  # 128 bytes in
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+@pytest.mark.parametrize(
+    ("shape", "output_size"),
+    [((2, 3, 8, 8, 9), (4, 4, 3)), ((1, 2, 7, 9, 10), (3, 4, 4)), ((3, 6, 6, 6), (2, 3, 3))],
+    ids=str,
+)
+def test_repeated_calls_stay_right_on_any_path(
+    shape: tuple[int, ...], output_size: tuple[int, int, int], dtype: torch.dtype
+) -> None:
+    """The second and later calls of a plan take the direct path (the lean one on CUDA);
+    each must match PyTorch, misaligned views after aligned ones included."""
+    gen = seeded("repeat", shape, dtype)
+    numel = math.prod(shape)
+    for call in range(4):
+        offset = call % 2  # aligned, then one element in: off 16 bytes
+        flat = randn((numel + 1,), dtype, gen)
+        x = flat[offset : offset + numel].view(shape)
+        got = forward_module.adaptive_max_pool3d(x, output_size)
+        assert_forward_matches(got, x, output_size)
+        indices = got[1]  # PyTorch's, as asserted
+        gflat = randn((indices.numel() + 1,), dtype, gen)
+        grad = gflat[offset : offset + indices.numel()].view(indices.shape)
+        got_grad = backward_module.adaptive_max_pool3d_backward(grad, x, indices)
+        assert_backward_matches(got_grad, grad, x, indices)
+    key = (signature(grad, x, indices), None)
+    plan = backward_module._PLANS.get(key)
+    assert plan is not None
+    if DEVICE == "cuda" and lean_launcher_here():
+        assert plan.launch.path == "lean"
+    elif ON_GPU:
+        assert plan.launch.path in ("lean", "runner")
+
+
+def lean_launcher_here() -> bool:
+    """Whether this Triton launches CUDA kernels through a Python wrapper of a C function."""
+    try:
+        from triton.backends.nvidia.driver import CudaLauncher
+    except ImportError:
+        return False
+    return "launch" in CudaLauncher.__init__.__code__.co_names

@@ -155,4 +155,5 @@ def plan_forward(
         launch(input[None] if unbatched else input, out, indices)
         return out, indices
 
+    run.launch = launch  # type: ignore[attr-defined]  # for tests and probes: its path
     return run

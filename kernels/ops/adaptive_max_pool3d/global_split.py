@@ -113,6 +113,11 @@ class GlobalLaunch:
         self.parts, self.merge, self.kernel = parts, merge, parts.kernel
         self.shape, self.acc = shape, acc
 
+    @property
+    def path(self) -> str:
+        """How the kernels launch now (`Launch.path`)."""
+        return self.parts.path
+
     def __call__(self, x: torch.Tensor, out: torch.Tensor, indices: torch.Tensor) -> None:
         part_val = torch.empty(self.shape, dtype=self.acc, device=x.device)
         part_pos = torch.empty(self.shape, dtype=torch.int64, device=x.device)

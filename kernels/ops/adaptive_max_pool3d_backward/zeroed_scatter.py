@@ -111,6 +111,11 @@ class ZeroedLaunch:
         self.launch = launch
         self.kernel = launch.kernel
 
+    @property
+    def path(self) -> str:
+        """How the kernel launches now (`Launch.path`)."""
+        return self.launch.path
+
     def __call__(self, *tensors: torch.Tensor) -> None:
         tensors[2].zero_()
         self.launch(*tensors)
