@@ -317,8 +317,9 @@ def test_bitwise_deterministic(
 @pytest.mark.parametrize(
     ("shape", "output_size", "path"),
     [
-        ((1, 2, 8, 8, 8), (4, 4, 4), "expand"),
-        ((1, 2, 9, 9, 9), (3, 3, 3), "fill_scatter"),
+        ((1, 2, 8, 8, 8), (4, 4, 4), "small_input"),
+        ((1, 2, 16, 64, 64), (8, 32, 32), "expand"),  # past small_input's size limit
+        ((1, 2, 16, 8, 16), (7, 4, 4), "fill_scatter"),  # overlaps on D only
         ((2, 3, 7, 9, 10), (3, 4, 4), "zeroed_scatter"),
         ((1, 2, 3, 3, 3), (8, 8, 8), "gather"),
     ],

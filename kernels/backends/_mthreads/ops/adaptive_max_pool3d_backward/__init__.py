@@ -1,7 +1,8 @@
 """adaptive_max_pool3d_backward for Moore Threads (MUSA): deterministic, one launch, no atomics
 (MUSA has none for fp16 and bf16).
 
-The plan takes the first route of DISPATCH whose condition holds: its own expand kernel where
+The plan takes the first route of DISPATCH whose condition holds: the generic kernel for small
+inputs whose windows divide (a launch's latency, whatever the tiles), its own expand kernel where
 the windows tile the input with power-of-two H and W windows (the seed's fast path), the
 generic scatters (shared with `kernels.ops.adaptive_max_pool3d_backward`, chosen between by
 the same rule) where windows overlap boundedly, and its own gather kernel for steep
@@ -28,7 +29,7 @@ from kernels.dispatch import Route
 from kernels.heuristics import current
 from kernels.ops import adaptive_max_pool3d_backward as generic
 from kernels.ops._adaptive import Backward, PlanCache, check_backward, signature
-from kernels.ops.adaptive_max_pool3d_backward import fill_scatter, zeroed_scatter
+from kernels.ops.adaptive_max_pool3d_backward import fill_scatter, small_input, zeroed_scatter
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,13 @@ PROOF = "KERNELS_MTHREADS ADAPTIVE_MAX_POOL3D_BACKWARD"
 
 # The plan takes the first route whose condition holds (past the grid limits: the generic op).
 DISPATCH: tuple[Route[Backward], ...] = (
+    # Small inputs whose axes all divide: the generic lane-per-element kernel, as for any
+    # vendor (launch latency only; the expand kernel's tiles cost a few tenths of a µs more).
+    Route(
+        "small_input",
+        lambda p, h: p.gin.numel() <= h.small_input and small_input.fits(p),
+        small_input,
+    ),
     # Every axis divides, 2^k H and W windows within the tile: outputs repeated in registers.
     Route("expand", lambda p, h: expand.fits(p), expand),
     # Windows that are not powers of two, or overlap boundedly: the generic scatters.
@@ -51,6 +59,7 @@ DISPATCH: tuple[Route[Backward], ...] = (
 
 # What each path name of the proof log means.
 PATHS = {
+    "small_input": "a small input: the generic lane-per-element kernel",
     "expand": "divisible windows: each output repeated over its window in registers",
     "zeroed_scatter": "atomic-free scatter into a zeroed gradient",
     "fill_scatter": "atomic-free fill-and-scatter",
