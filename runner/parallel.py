@@ -1,14 +1,16 @@
 """How many pytest-xdist workers a job's accuracy step gets (the `{xdist}` placeholder): the
-cores a slot may use while kernels compile, fewer once they load from the compile cache."""
+cores a slot may use while kernels compile, one process once they load from the compile cache."""
 
 from __future__ import annotations
 
 import os
 
-# xdist workers once the kernels load from the cache: tests then wait on the one device more
-# than on compiling, and more processes time-slice it (on the H200, a 10 ms test took 1 s
-# beside seven other workers); a few still run the slow, host-bound tests beside the rest.
-WARM_WORKERS = 4
+# xdist workers once the kernels load from the cache: one process. Loaded kernels leave the
+# tests little work (on the H200, 430 tests of about 10 ms each), less than what each extra
+# worker costs: its own `import torch` and CUDA start (about 3.5 s), and the device
+# time-sliced between processes (a 10 ms test took 1 s beside seven other workers). What a
+# pull request changes still compiles, in this one process.
+WARM_WORKERS = 1
 
 
 def default_workers(slots: int = 1, cap: int = 8) -> int:

@@ -4,7 +4,9 @@ tests longest first, alternating with the shortest (longest, shortest, second lo
 
 Under pytest-xdist with `--maxschedchunk 1` each worker starts with two consecutive tests and
 then takes one at a time, so the slow tests start at once on different workers instead of
-queueing behind each other at the end (a step takes as long as its busiest worker). Order
+queueing behind each other at the end (a step takes as long as its busiest worker). In one
+process (no xdist: a warm job, runner/parallel.py) order changes no step's time, so pytest's
+own order stays, each module's tests together (its module-scoped fixtures set up once). Order
 changes no verdict; unknown tests count as instant. It imports only pytest and the standard
 library."""
 
@@ -44,6 +46,8 @@ def _durations() -> dict[str, float]:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    if not hasattr(config, "workerinput"):  # not an xdist worker: one process, or the controller
+        return
     durations = _durations()
     if not durations or len(items) < 3:
         return

@@ -12,9 +12,11 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from runner import pytest_order
 from runner.compile_cache import (
     DURATIONS,
     CompileCache,
@@ -280,15 +282,27 @@ def test_new(): pass
 """
 
 
-def test_slow_tests_first_from_the_trusted_builds_times(tmp_path: Path) -> None:
-    """A trusted build's JUnit times, kept in the layer, order a later run's tests: longest,
-    shortest, next longest, ... (unknown tests count as instant)."""
+def test_slow_tests_first_from_the_trusted_builds_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trusted build's JUnit times, kept in the layer, order a later run's tests in each
+    xdist worker: longest, shortest, next longest, ... (unknown tests count as instant). In one
+    process pytest's own order stays."""
     (tmp_path / "junit.xml").write_text(JUNIT)
     layer = tmp_path / "layer"
     layer.mkdir()
     assert record_durations(tmp_path / "junit.xml", layer) == 3
     times = json.loads((layer / DURATIONS).read_text())
     assert times["tests.test_t.test_slow[2]"] == 7.5
+    monkeypatch.setenv("TEST_DURATIONS_FILE", str(layer / DURATIONS))
+    names = ["test_slow[1]", "test_slow[2]", "test_fast", "test_mid", "test_new"]
+    items = [SimpleNamespace(nodeid=f"tests/test_t.py::{name}") for name in names]
+    in_worker = list(items)
+    pytest_order.pytest_collection_modifyitems(SimpleNamespace(workerinput={}), in_worker)
+    ids = [item.nodeid.split("::")[-1] for item in in_worker]
+    assert ids == ["test_slow[2]", "test_new", "test_mid", "test_slow[1]", "test_fast"]
+
+    # Loaded as the runner loads it, in one process (a warm job): the file's order.
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "__init__.py").write_text("")
     (tmp_path / "tests" / "test_t.py").write_text(ORDERED)
@@ -296,15 +310,11 @@ def test_slow_tests_first_from_the_trusted_builds_times(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "pytest_order", "tests"],
         cwd=tmp_path,
-        env={
-            **os.environ,
-            "PYTHONPATH": str(runner_dir),
-            "TEST_DURATIONS_FILE": str(layer / DURATIONS),
-        },
+        env={**os.environ, "PYTHONPATH": str(runner_dir)},
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     ids = [line.split("::")[-1] for line in done.stdout.splitlines() if "::" in line]
-    assert ids == ["test_slow[2]", "test_new", "test_mid", "test_slow[1]", "test_fast"]
+    assert ids == ["test_slow[1]", "test_slow[2]", "test_fast", "test_mid", "test_new"]
