@@ -506,6 +506,7 @@ def test_runtime_reports_and_forces() -> None:
         runtime.set_vendor("amd-ish")
 
 
+@pytest.mark.plumbing
 def test_kernels_vendor_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     """KERNELS_VENDOR picks the vendor in a fresh process; a bad value is refused."""
     code = f"from kernels import runtime; print(runtime.vendor(), runtime.implementation({OP!r}))"
