@@ -19,7 +19,14 @@ from pathlib import Path
 from kernels.benchmark import implementations
 from kernels.benchmark.bandwidth import copy_bandwidth_gbps
 from kernels.benchmark.definition import KNOWN_OPS, Case, KernelMismatch, load
-from kernels.benchmark.harness import BenchmarkError, DeviceTimer, HostTimer, Timer, run_cases
+from kernels.benchmark.harness import (
+    PRECISION,
+    BenchmarkError,
+    DeviceTimer,
+    HostTimer,
+    Timer,
+    run_cases,
+)
 from kernels.benchmark.implementations import IMPLS, Target
 from kernels.benchmark.report import NOT_PERFORMANCE, Environment, Report
 from kernels.benchmark.sizes import SizeSet, parse_dtypes, shapes
@@ -58,6 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rep-ms", type=_positive_int, default=100, help="GPU: ms of timed runs")
     parser.add_argument("--warmup-ms", type=_positive_int, default=25, help="GPU: ms of warm-up")
     parser.add_argument(
+        "--precision",
+        type=_fraction,
+        default=PRECISION,
+        help="GPU: stop timing a side before --rep-ms once its median's 95%% interval spans "
+        "at most this fraction of it (0: always all of --rep-ms; default: %(default)s)",
+    )
+    parser.add_argument(
         "--host-reps", type=_positive_int, default=3, help="interpreter: calls timed per case"
     )
     parser.add_argument(
@@ -69,6 +83,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1: {value}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -167,7 +191,7 @@ def _size_set_for(target: Target, asked: SizeSet) -> SizeSet:
 
 def _timer_for(target: Target, args: argparse.Namespace) -> Timer:
     if target.performance:
-        return DeviceTimer(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
+        return DeviceTimer(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, precision=args.precision)
     return HostTimer(reps=args.host_reps, synchronize=implementations.synchronizer(target.device))
 
 

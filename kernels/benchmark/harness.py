@@ -11,18 +11,23 @@ depends on the parity of the launches before it: 4 µs kernels take 0.4–0.5 µ
 odd count than after an even one (two-kernel ops take the sum, so never change), and with one
 flush launch per run every run of a timing had the same parity: the median was one state or
 the other by chance. Alternating the parity makes it the median over both (a probe of both
-states is in docs/notes/kernel-performance-journal.md). Host time per call is a separate
-number: the wall time of 1,000 back-to-back calls synchronized once (`host_us_per_call`),
-what a caller looping over tiny inputs waits for.
-Under the Triton interpreter it is a host clock over a few repetitions: those numbers are
-not performance.
+states is in docs/notes/kernel-performance-journal.md). The runs come in rounds, and the
+benchmark's timer stops before its budget once the median is settled: its distribution-free
+95 % interval (order statistics) spans at most `precision` of it (0.5 %: the median within
+about ±0.25 %, far inside the 10 % a slower row must lose). A steady row stops after a round
+or two; a noisy one, or a one-kernel op whose two parity states differ (the interval then
+spans both), takes the whole budget as before. Host time per call is a separate number: the
+wall time of 1,000 back-to-back calls synchronized once (`host_us_per_call`), what a caller
+looping over tiny inputs waits for. Under the Triton interpreter it is a host clock over a few
+repetitions: those numbers are not performance.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -43,10 +48,16 @@ class Timer(Protocol):
 Flush = Literal["zero", "read", "none"]
 
 
+# The benchmark's default `DeviceTimer.precision`: a median within about ±0.25 %.
+PRECISION = 0.005
+
+
 @dataclass(frozen=True)
 class DeviceTimer:
     """Median of device-event timings, L2 flushed before every run by zeroing `flush_bytes`,
-    in two launches every other run (both launch parities, above).
+    in two launches every other run (both launch parities, above); runs of `rep_ms` at most,
+    in rounds of `round_runs`, stopping once the median is settled to `precision` (0: the
+    whole budget, always).
 
     `flush` other than "zero" is for probes, not the benchmark: "read" takes the maximum of
     the buffer instead (L2 left clean, where zeroing leaves it full of dirty lines that the
@@ -57,6 +68,8 @@ class DeviceTimer:
     flush_bytes: int = 2**30
     flush: Flush = "zero"
     performance: bool = True
+    precision: float = 0.0
+    round_runs: int = 64
 
     @property
     def description(self) -> str:
@@ -65,9 +78,15 @@ class DeviceTimer:
             "read": f"L2 flushed by reading {self.flush_bytes >> 20} MiB",
             "none": "L2 not flushed, the device kept busy as long between runs",
         }[self.flush]
+        rep = f"rep {self.rep_ms} ms"
+        if self.precision > 0:
+            rep = (
+                f"rep up to {self.rep_ms} ms, stopped once the median's 95 % interval is "
+                f"within {self.precision * 100:g} % of it"
+            )
         return (
             f"do_bench method, median of device events (warmup {self.warmup_ms} ms, "
-            f"rep {self.rep_ms} ms, {how}, in two launches every other run)"
+            f"{rep}, {how}, in two launches every other run)"
         )
 
     def _flusher(self) -> Callable[[Any], Any]:
@@ -106,20 +125,46 @@ class DeviceTimer:
         for _ in range(max(1, int(self.warmup_ms / estimate))):
             fn()
         runs = max(10, int(self.rep_ms / estimate))
-        starts, ends = [event() for _ in range(runs)], [event() for _ in range(runs)]
-        for run, (first, last) in enumerate(zip(starts, ends, strict=True)):
-            if run % 2:
-                for half in halves:
-                    clear(half)
-            else:
-                clear(flush)
-            first.record()
-            fn()
-            last.record()
-        backend.synchronize()
-        return _positive(
-            statistics.median(a.elapsed_time(b) for a, b in zip(starts, ends, strict=True))
-        )
+        step = runs if self.precision <= 0 else max(2, self.round_runs - self.round_runs % 2)
+        times: list[float] = []
+        while len(times) < runs:
+            count = min(step, runs - len(times))
+            starts, ends = [event() for _ in range(count)], [event() for _ in range(count)]
+            for run, (first, last) in enumerate(zip(starts, ends, strict=True), len(times)):
+                if run % 2:
+                    for half in halves:
+                        clear(half)
+                else:
+                    clear(flush)
+                first.record()
+                fn()
+                last.record()
+            backend.synchronize()
+            times += [a.elapsed_time(b) for a, b in zip(starts, ends, strict=True)]
+            if self.precision > 0 and median_settled(times, self.precision):
+                break
+        return _positive(statistics.median(times))
+
+
+def median_interval(samples: Sequence[float], z: float = 1.96) -> tuple[float, float]:
+    """A distribution-free confidence interval of the median (95 % for z = 1.96): the order
+    statistics of ranks n/2 ∓ z·√n/2, which hold the true median with that probability
+    whatever the distribution (the count below it is binomial(n, 1/2))."""
+    ordered = sorted(samples)
+    n = len(ordered)
+    half = z * math.sqrt(n) / 2
+    low = max(0, math.floor(n / 2 - half) - 1)
+    high = min(n - 1, math.ceil(n / 2 + half))
+    return ordered[low], ordered[high]
+
+
+def median_settled(samples: Sequence[float], precision: float, min_runs: int = 20) -> bool:
+    """Whether the median of `samples` is known to `precision` (a fraction of it): its 95 %
+    interval (`median_interval`) is at most that wide. Never with fewer than `min_runs`."""
+    if len(samples) < min_runs:
+        return False
+    low, high = median_interval(samples)
+    return high - low <= precision * statistics.median(samples)
 
 
 @dataclass(frozen=True)

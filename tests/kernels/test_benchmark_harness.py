@@ -79,6 +79,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     argv["large"] = ["--op", OPS[0], "--sizes", "large", "--json", str(out / "large.json")]
     argv["bad_dtype"] = ["--op", OPS[0], "--dtypes", "float8"]
     argv["bad_op"] = ["--op", "| adaptive_max_pool3d"]
+    argv["bad_precision"] = ["--op", OPS[0], "--precision", "1.5"]
     argv["wrong"] = ["--op", OPS[1], "--dtypes", "float32", "--json", str(out / "wrong.json")]
     argv["mthreads"] = ["--op", OPS[1], "--impl", "mthreads", "--dtypes", "float16",
                         "--host-reps", "1", "--json", str(out / "mthreads.json")]  # fmt: skip
@@ -221,6 +222,8 @@ def test_bad_arguments_get_a_clear_error(runs: dict[str, Any]) -> None:
     assert "unknown dtype 'float8'" in runs["bad_dtype"]["stderr"]
     assert runs["bad_op"]["returncode"] == 2
     assert "invalid choice" in runs["bad_op"]["stderr"]
+    assert runs["bad_precision"]["returncode"] == 2
+    assert "must be at least 0 and below 1: 1.5" in runs["bad_precision"]["stderr"]
 
 
 def test_a_wrong_kernel_fails_the_run_before_any_timing(runs: dict[str, Any]) -> None:
@@ -387,3 +390,34 @@ def test_host_time_columns_appear_where_measured() -> None:
     assert BenchmarkRow.model_validate(json_row).kernel_host_us == 9.5
     unmeasured = Report("x", env, [Row("float32", [1], [1], 1.0, 1.0, 1.0)]).to_markdown()
     assert "Host" not in unmeasured
+
+
+def test_the_median_interval_is_the_order_statistics_of_a_binomial_95_percent() -> None:
+    from kernels.benchmark.harness import median_interval
+
+    # n = 64: ranks 24 and 41 (from 1) hold the median with 95 % probability.
+    assert median_interval([float(i) for i in range(64, 0, -1)]) == (24.0, 41.0)
+    assert median_interval([3.0]) == (3.0, 3.0)
+
+
+def test_timing_stops_early_only_where_the_median_is_settled() -> None:
+    from kernels.benchmark.harness import median_settled
+
+    steady = [10.0 + 0.001 * (i % 7) for i in range(64)]
+    assert median_settled(steady, 0.005)
+    assert not median_settled(steady[:10], 0.005)  # too few runs to say
+    assert not median_settled(steady, 0.0)  # 0: the whole budget, always
+    # A one-kernel op's two launch-parity states, 10 % apart, one run each in turn: the median
+    # lies between them and never settles, so the timer takes its whole budget.
+    parity = [4.0 if i % 2 else 4.45 for i in range(400)]
+    assert not median_settled(parity, 0.005)
+    noisy = [10.0 * (1 + 0.01 * math.sin(i)) for i in range(256)]  # ±1 %: more runs settle it
+    assert not median_settled(noisy[:64], 0.005) and median_settled(noisy, 0.005)
+
+
+def test_the_timing_description_says_when_it_stops_early() -> None:
+    from kernels.benchmark.harness import PRECISION, DeviceTimer
+
+    assert "rep 100 ms," in DeviceTimer().description  # the tools' probes: the whole budget
+    early = DeviceTimer(precision=PRECISION).description
+    assert "rep up to 100 ms, stopped once the median's 95 % interval is within 0.5 %" in early
