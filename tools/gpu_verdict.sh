@@ -5,6 +5,11 @@
 # same call. Results under $OUT (default ./gpu-out). See docs/performance.md.
 #   RUNS="fresh: warm: warm4:--warm-workers,4"  each NAME:ARGS (ARGS comma-separated)
 #   WIDTHS="0 4"  also time the accuracy step alone on the warm cache at these xdist widths
+#   DURATIONS=15  and list its slowest tests (pytest --durations) in the summary
+#   PRECISION_AB=2  time the benchmark on the warm cache that many times each with the whole
+#                 budget (--precision 0) and with the default early stop, alternating, and
+#                 compare their rows (each row's spread between runs of one kind, and between
+#                 the kinds' medians)
 #   EXTRAS=none   the runs use a copy of the workflows that installs no extra of the
 #                 repository (for an offline image that lacks one, e.g. playwright)
 set -uo pipefail
@@ -39,6 +44,7 @@ for item in ${RUNS:-fresh: warm:}; do
   names+=("$name=$OUT/$name.json")
 done
 cp /tmp/fresh.md "$OUT/fresh.md" 2>/dev/null
+cp /tmp/warm.log "$OUT/warm.log" 2>/dev/null
 layer=$(ls -d "$XDG_CACHE_HOME"/ondemand/compile/*/triton | head -1)
 echo "shared layer: $(ls "$layer" | wc -l) entries, $(du -sh "$layer" | cut -f1)" | tee -a "$summary"
 python3 -m tools.verdict_times "${names[@]}" | tee -a "$summary"
@@ -46,10 +52,54 @@ for n in ${WIDTHS:-}; do  # the accuracy step alone, reading the shared layer
   xd=$([ "$n" = 0 ] && echo "-p no:xdist" || echo "-n $n")
   start=$(date +%s%N)
   TRITON_CACHE_DIR=$layer KERNELS_VENDOR=nvidia python3 -m pytest tests/kernels -m "$op" $xd -q \
-    -p no:cacheprovider >/tmp/width.log 2>&1
+    -p no:cacheprovider -p no:hypothesispytest ${DURATIONS:+--durations=$DURATIONS} \
+    >/tmp/width.log 2>&1
   echo "warm accuracy alone, xdist $n: exit $? in $(( ($(date +%s%N) - start) / 1000000 )) ms;" \
     "$(tail -1 /tmp/width.log)" | tee -a "$summary"
+  [ -n "${DURATIONS:-}" ] && grep -E "^[0-9.]+s (call|setup|teardown) " /tmp/width.log | cut -c1-160 \
+    | tee -a "$summary"
 done
+for i in $(seq "${PRECISION_AB:-0}"); do  # the benchmark's early stop against the whole budget
+  for kind in full early; do
+    extra=()
+    [ "$kind" = full ] && extra=(--precision 0)
+    start=$(date +%s%N)
+    TRITON_CACHE_DIR=$layer KERNELS_VENDOR=nvidia python3 -m kernels.benchmark --op "$op" \
+      --sizes all "${extra[@]}" --json "/tmp/bench-$kind-$i.json" >/dev/null 2>"/tmp/bench-$kind.log"
+    echo "benchmark alone, $kind budget, run $i: exit $? in" \
+      "$(( ($(date +%s%N) - start) / 1000000 )) ms" | tee -a "$summary"
+  done
+done
+if [ "${PRECISION_AB:-0}" -gt 0 ]; then
+  cp /tmp/bench-full-1.json /tmp/bench-early-1.json "$OUT/"
+  python3 - "${PRECISION_AB}" <<'PY' | tee -a "$summary"
+import json, statistics, sys
+n = int(sys.argv[1])
+def rows(kind):
+    runs = [json.load(open(f"/tmp/bench-{kind}-{i}.json"))["rows"] for i in range(1, n + 1)]
+    return [{k: [r[j][k] for r in runs] for k in ("reference_ms", "kernel_ms")} for j in range(len(runs[0]))]
+full, early = rows("full"), rows("early")
+labels = [f"{r['dtype']} {tuple(r['size'])}->{tuple(r['output_size'])}"
+          for r in json.load(open("/tmp/bench-full-1.json"))["rows"]]
+def spread(v): return (max(v) - min(v)) / statistics.median(v) * 100
+print("| row | side | full ms (runs) | early ms (runs) | spread full % | spread early % | early/full - 1 % |")
+print("|---|---|---|---|---:|---:|---:|")
+worst, spreads = [], {"full": [], "early": []}
+for label, f, e in zip(labels, full, early):
+    for side in ("reference_ms", "kernel_ms"):
+        d = (statistics.median(e[side]) / statistics.median(f[side]) - 1) * 100
+        worst.append(abs(d))
+        spreads["full"].append(spread(f[side]))
+        spreads["early"].append(spread(e[side]))
+        print(f"| {label} | {side[:-3]} | {' '.join(f'{x:.5f}' for x in f[side])} | "
+              f"{' '.join(f'{x:.5f}' for x in e[side])} | {spread(f[side]):.2f} | "
+              f"{spread(e[side]):.2f} | {d:+.2f} |")
+print(f"early against full: median |difference| {statistics.median(worst):.2f} %, worst "
+      f"{max(worst):.2f} %; spread between runs of one kind, median (worst): full "
+      f"{statistics.median(spreads['full']):.2f} % ({max(spreads['full']):.2f} %), early "
+      f"{statistics.median(spreads['early']):.2f} % ({max(spreads['early']):.2f} %)")
+PY
+fi
 [ "${BARS:-1}" = 0 ] && exit 0
 # The bars: the second run's backward benchmark, the forward's, the movers' reach, and the
 # verdict times, in one table with verdicts.
