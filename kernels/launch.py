@@ -77,6 +77,15 @@ class Launch:
         self._direct, self.path = (runner, "runner") if lean is None else (lean, "lean")
 
 
+def _same(passed: Any, args: tuple[Any, ...]) -> bool:
+    """Whether `passed` is a tuple of exactly the objects of `args`."""
+    return (
+        isinstance(passed, tuple)
+        and len(passed) == len(args)
+        and all(a is b for a, b in zip(passed, args, strict=True))
+    )
+
+
 # A stream handle no device has: what the recording call passes, to find where the stream goes.
 _MARK_STREAM = 0x7E57_5EED_0001
 
@@ -125,16 +134,18 @@ def _lean_launcher(
     recorder.launch = lambda *call: calls.append(call)
     fixed = (compiled.function, compiled.packed_metadata, None, None, None)
     type(wrapper).__call__(recorder, *grid, _MARK_STREAM, *fixed, *args)
-    call = calls[0] if len(calls) == 1 and calls[0] else ()
-    passed = call[-1] if call else ()
-    if not (isinstance(passed, tuple) and len(passed) == len(args)):
-        return None
-    if not all(a is b for a, b in zip(passed, args, strict=True)):
+    call = calls[0] if len(calls) == 1 else ()
+    n = len(args)
+    if call and _same(call[-1], args):  # the arguments as one tuple, last (Triton 3.9)
+        prefix, spread = call[:-1], False
+    elif len(call) > n and _same(call[-n:], args):  # the arguments spread at the end (3.6)
+        prefix, spread = call[:-n], True
+    else:
         return None  # the wrapper passes other arguments than ours (a sanitizer's, say)
-    marks = [i for i, v in enumerate(call) if type(v) is int and v == _MARK_STREAM]
+    marks = [i for i, v in enumerate(prefix) if type(v) is int and v == _MARK_STREAM]
     if len(marks) != 1:
         return None
-    head, middle = call[: marks[0]], call[marks[0] + 1 : -1]
+    head, middle = prefix[: marks[0]], prefix[marks[0] + 1 :]
     launch = wrapper.launch
     device = current()
 
@@ -143,6 +154,9 @@ def _lean_launcher(
             runner(*args)
             return
         ptrs = [t.data_ptr() for t in args[:n_tensors]]
-        launch(*head, raw_stream(device), *middle, (*ptrs, *args[n_tensors:]))
+        if spread:
+            launch(*head, raw_stream(device), *middle, *ptrs, *args[n_tensors:])
+        else:
+            launch(*head, raw_stream(device), *middle, (*ptrs, *args[n_tensors:]))
 
     return go

@@ -22,7 +22,7 @@ from kernels.benchmark.harness import host_us_per_call
 from kernels.benchmark.sizes import DEFAULT_DTYPES, DTYPES, TINY
 from kernels.ops import adaptive_max_pool3d as forward_op
 from kernels.ops import adaptive_max_pool3d_backward as backward_op
-from kernels.ops._adaptive import signature
+from kernels.ops._adaptive import allocator, backward_signature
 
 FWD = torch.ops.aten.adaptive_max_pool3d.default
 BWD = torch.ops.aten.adaptive_max_pool3d_backward.default
@@ -91,13 +91,14 @@ def parts() -> None:
         ),
         "torch.empty_like(x)": lambda: torch.empty_like(x),
         "x.new_empty(shape)": lambda: x.new_empty(shape),
-        "signature(g, x, idx)": lambda: signature(g, x, idx),
+        "allocator(shape, ...)()": allocator(shape, x.dtype, device),
+        "backward_signature(g, x, idx)": lambda: backward_signature(g, x, idx),
         "x.device": lambda: x.device,
         "x.get_device()": lambda: x.get_device(),
         "x.data_ptr()": lambda: x.data_ptr(),
         "x.stride()": lambda: x.stride(),
         "x.shape": lambda: x.shape,
-        "hash(signature)": lambda: hash(signature(g, x, idx)),
+        "hash(backward_signature)": lambda: hash(backward_signature(g, x, idx)),
         "torch._C._cuda_getDevice()": lambda: torch._C._cuda_getDevice(),
         "raw stream": lambda: torch._C._cuda_getCurrentRawStream(0),
         "torch.cuda.current_device()": lambda: torch.cuda.current_device(),

@@ -7,6 +7,7 @@ arguments; the plans are the real ones, whose argument order the direct path dep
 from __future__ import annotations
 
 import importlib
+import itertools
 import math
 from typing import Any
 
@@ -18,7 +19,7 @@ from kernels.heuristics import Heuristics
 from kernels.launch import Launch
 from kernels.ops import adaptive_max_pool3d as forward_module
 from kernels.ops import adaptive_max_pool3d_backward as backward_module
-from kernels.ops._adaptive import Forward, signature
+from kernels.ops._adaptive import Forward, allocator, backward_signature, signature
 from tests.kernels.support import (
     DEVICE,
     HALF_DTYPES,
@@ -212,7 +213,7 @@ def test_repeated_calls_stay_right_on_any_path(
         grad = gflat[offset : offset + indices.numel()].view(indices.shape)
         got_grad = backward_module.adaptive_max_pool3d_backward(grad, x, indices)
         assert_backward_matches(got_grad, grad, x, indices)
-    key = (signature(grad, x, indices), None)
+    key = (backward_signature(grad, x, indices), None)
     plan = backward_module._PLANS.get(key)
     assert plan is not None
     if DEVICE == "cuda" and lean_launcher_here():
@@ -228,3 +229,15 @@ def lean_launcher_here() -> bool:
     except ImportError:
         return False
     return "launch" in CudaLauncher.__init__.__code__.co_names
+
+
+@pytest.mark.parametrize("ndim", [4, 5])
+def test_allocations_are_laid_out_as_torch_empty(ndim: int) -> None:
+    """The plans' allocator gives what `torch.empty` would: shape, strides and dtype, for every
+    mix of empty, one-long and longer axes."""
+    for shape in itertools.product([0, 1, 2, 3], repeat=ndim):
+        for dtype in (torch.float16, torch.int64):
+            got = allocator(shape, dtype, torch.device(DEVICE))()
+            want = torch.empty(shape, dtype=dtype, device=DEVICE)
+            assert (got.shape, got.stride(), got.dtype) == (want.shape, want.stride(), want.dtype)
+            assert got.device == want.device

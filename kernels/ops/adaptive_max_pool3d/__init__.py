@@ -23,6 +23,7 @@ from kernels.launch import Launch
 from kernels.ops._adaptive import (
     Forward,
     PlanCache,
+    allocator,
     as_5d,
     check_input,
     output_size3,
@@ -98,10 +99,9 @@ def adaptive_max_pool3d(
     try:
         sizes = output_size if isinstance(output_size, int) else tuple(output_size)
         key: tuple[object, ...] | None = (signature(input), sizes, config)
-        hash(key)
+        plan = _PLANS.get(key)
     except (AttributeError, TypeError):  # not a tensor, or odd sizes: the checks say so
-        key = None
-    plan = _PLANS.get(key)
+        key, plan = None, None
     if plan is None:
         check_input(input)
         plan = plan_forward(input, output_size3(output_size, input), config)
@@ -139,11 +139,11 @@ def plan_forward(
 ) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
     """A launcher for inputs like this one: plan(input) -> (values, indices)."""
     shape = (*input.shape[:-3], *output_size)
-    dtype, device = input.dtype, input.device
+    new_out = allocator(shape, input.dtype, input.device)
+    new_indices = allocator(shape, torch.int64, input.device)
 
     def new() -> tuple[torch.Tensor, torch.Tensor]:
-        out = torch.empty(shape, dtype=dtype, device=device)
-        return out, torch.empty(shape, dtype=torch.int64, device=device)
+        return new_out(), new_indices()
 
     if any(size == 0 for size in shape):
         return lambda x: new()
@@ -151,7 +151,7 @@ def plan_forward(
     unbatched = input.dim() == 4
 
     def run(input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out, indices = new()
+        out, indices = new_out(), new_indices()
         launch(input[None] if unbatched else input, out, indices)
         return out, indices
 

@@ -21,7 +21,14 @@ from kernels import dispatch
 from kernels.dispatch import Route
 from kernels.heuristics import Heuristics, current
 from kernels.launch import Launch
-from kernels.ops._adaptive import Backward, PlanCache, as_5d, check_backward, signature
+from kernels.ops._adaptive import (
+    Backward,
+    PlanCache,
+    allocator,
+    as_5d,
+    backward_signature,
+    check_backward,
+)
 from kernels.ops.adaptive_max_pool3d_backward import (
     disjoint,
     fill_scatter,
@@ -82,7 +89,7 @@ def adaptive_max_pool3d_backward(
     kernel, its fields the tiles.
     """
     try:
-        key: tuple[object, ...] | None = (signature(grad_output, input, indices), config)
+        key: tuple[object, ...] | None = (backward_signature(grad_output, input, indices), config)
     except AttributeError:  # not tensors: the checks below say so
         key = None
     plan = _PLANS.get(key)
@@ -128,10 +135,7 @@ def plan_with(
     """plan(grad_output, indices) -> grad_input around the launch `choose` picks for the
     problem of these tensors; None where it picks none. Empty tensors need no launch. Shared
     with the vendor implementations."""
-    shape, dtype, device = input.shape, input.dtype, input.device
-
-    def new() -> torch.Tensor:
-        return torch.empty(shape, dtype=dtype, device=device)
+    new = allocator(input.shape, input.dtype, input.device)
 
     if input.numel() == 0:
         return lambda grad, idx: new()

@@ -28,7 +28,7 @@ from kernels.backends._mthreads.ops.adaptive_max_pool3d_backward import expand, 
 from kernels.dispatch import Route
 from kernels.heuristics import current
 from kernels.ops import adaptive_max_pool3d_backward as generic
-from kernels.ops._adaptive import Backward, PlanCache, check_backward, signature
+from kernels.ops._adaptive import Backward, PlanCache, backward_signature, check_backward
 from kernels.ops.adaptive_max_pool3d_backward import fill_scatter, small_input, zeroed_scatter
 
 logger = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def adaptive_max_pool3d_backward(
 ) -> torch.Tensor:
     """Gradient of adaptive_max_pool3d with respect to its input (Moore Threads kernels)."""
     try:
-        key: tuple[object, ...] | None = signature(grad_output, input, indices)
+        key: tuple[object, ...] | None = backward_signature(grad_output, input, indices)
     except AttributeError:  # not tensors: the checks below say so
         key = None
     entry = _PLANS.get(key)
