@@ -8,8 +8,10 @@ the kernel) it launches the compiled kernel directly, in one of two ways:
 - *lean* (CUDA, a Triton whose launcher is the generic C `launch` fed by a Python wrapper):
   the C function called with everything but the stream and the tensors bound once, and the
   tensors passed as device addresses, which spares the wrapper's per-call work and the
-  driver's pointer query per tensor. Taken only where the wrapper would add nothing: no
-  scratch buffers, no sanitizer, no tensor descriptors, no launch hooks installed.
+  driver's pointer query per tensor, and the runner's launch metadata and empty hook chains
+  (Triton 3.5 and later pass and call them on every launch). Taken only where the wrapper
+  would add nothing: no scratch buffers, no sanitizer, no tensor descriptors, no launch
+  hooks installed.
 - *runner*: the compiled kernel's own launcher (`compiled[grid]`) with the arguments in
   signature order.
 
@@ -77,6 +79,15 @@ class Launch:
         self._direct, self.path = (runner, "runner") if lean is None else (lean, "lean")
 
 
+def _hooked(hook: Any) -> bool:
+    """Whether a launch hook knob would do anything: a function (Triton up to 3.4), or a
+    chain holding any (later Tritons' `HookChain`, there even when empty)."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return bool(calls) if isinstance(calls, list) else True
+
+
 def _same(passed: Any, args: tuple[Any, ...]) -> bool:
     """Whether `passed` is a tuple of exactly the objects of `args`."""
     return (
@@ -125,15 +136,20 @@ def _lean_launcher(
         or getattr(wrapper, "global_scratch_size", 0) != 0
         or getattr(wrapper, "profile_scratch_size", 0) != 0
         or getattr(wrapper, "gsan_enabled", False)
-        or hooks.launch_enter_hook is not None
-        or hooks.launch_exit_hook is not None
+        or _hooked(hooks.launch_enter_hook)
+        or _hooked(hooks.launch_exit_hook)
     ):
         return None
+    enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
+    enter_calls, leave_calls = getattr(enter, "calls", ()), getattr(leave, "calls", ())
     calls: list[tuple[Any, ...]] = []
     recorder = copy.copy(wrapper)
     recorder.launch = lambda *call: calls.append(call)
     fixed = (compiled.function, compiled.packed_metadata, None, None, None)
-    type(wrapper).__call__(recorder, *grid, _MARK_STREAM, *fixed, *args)
+    try:
+        type(wrapper).__call__(recorder, *grid, _MARK_STREAM, *fixed, *args)
+    except Exception:  # a wrapper that does more than pass on: not lean
+        return None
     call = calls[0] if len(calls) == 1 else ()
     n = len(args)
     if call and _same(call[-1], args):  # the arguments as one tuple, last (Triton 3.9)
@@ -150,8 +166,14 @@ def _lean_launcher(
     device = current()
 
     def go(*args: Any) -> None:
-        if current() != device or hooks.launch_enter_hook or hooks.launch_exit_hook:
-            runner(*args)
+        if (
+            current() != device
+            or hooks.launch_enter_hook is not enter
+            or hooks.launch_exit_hook is not leave
+            or enter_calls
+            or leave_calls
+        ):
+            runner(*args)  # another device, or a hook (a profiler's) installed since
             return
         ptrs = [t.data_ptr() for t in args[:n_tensors]]
         if spread:

@@ -241,3 +241,92 @@ def test_allocations_are_laid_out_as_torch_empty(ndim: int) -> None:
             want = torch.empty(shape, dtype=dtype, device=DEVICE)
             assert (got.shape, got.stride(), got.dtype) == (want.shape, want.stride(), want.dtype)
             assert got.device == want.device
+
+
+class ChainStandIn:
+    """Triton 3.5+'s launch hook knob: a chain of hooks, there even when empty."""
+
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+
+
+class LauncherStandIn:
+    """Stands in for Triton's `CudaLauncher`: its `__call__` passes everything on to the C
+    `launch` as Triton 3.6 does (arguments spread at the end) or 3.9 (one tuple, last)."""
+
+    spread = True
+
+    def __init__(self) -> None:
+        self.launch_cooperative_grid, self.launch_pdl = False, False
+        self.global_scratch_size = self.profile_scratch_size = 0
+        self.launch: Any = None
+
+    def __call__(self, gx: int, gy: int, gz: int, stream: int, function: int, *args: Any) -> None:
+        fixed = (gx, gy, gz, stream, function, self.launch_cooperative_grid, self.launch_pdl)
+        if self.spread:
+            self.launch(*fixed, None, None, *args)
+        else:
+            self.launch(*fixed, None, None, "annotations", args[4:])
+
+
+class CompiledStandIn:
+    def __init__(self, wrapper: LauncherStandIn) -> None:
+        self.run, self.function, self.packed_metadata = wrapper, 99, ("meta",)
+
+
+@pytest.mark.parametrize("spread", [True, False], ids=["triton-3.6", "triton-3.9"])
+def test_the_lean_launch_passes_what_the_wrapper_would(
+    spread: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After recording the wrapper's call once, the lean path calls the C function with the
+    current stream and the tensors as addresses, everything else as the wrapper passed it; a
+    hook installed later, or another current device, sends calls back to the runner."""
+    import triton.backends.nvidia.driver as nvidia_driver
+    from triton import knobs
+
+    monkeypatch.setattr(nvidia_driver, "CudaLauncher", LauncherStandIn)
+    monkeypatch.setattr(launch_module.runtime, "device", "cuda")
+    devices, streams = [0], {0: 7001}
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: devices[0], raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", streams.get, raising=False)
+    enter, leave = ChainStandIn(), ChainStandIn()
+    monkeypatch.setattr(knobs.runtime, "launch_enter_hook", enter)
+    monkeypatch.setattr(knobs.runtime, "launch_exit_hook", leave)
+    wrapper = LauncherStandIn()
+    wrapper.spread = spread
+    launched: list[tuple[Any, ...]] = []
+    wrapper.launch = type("C", (), {"__call__": lambda self, *a: launched.append(a)})()
+    runner_calls: list[tuple[Any, ...]] = []
+    x, y = torch.zeros(4), torch.ones(8)
+    go = launch_module._lean_launcher(
+        CompiledStandIn(wrapper), (3, 1, 1), lambda *a: runner_calls.append(a), (x, y, 5, 64), 2
+    )
+    assert go is not None and launched == []  # recording launches nothing
+    go(y, x, 6, 64)
+    head = (3, 1, 1, 7001, 99, False, False, None, None)
+    rest = (("meta",), None, None, None, y.data_ptr(), x.data_ptr(), 6, 64)
+    assert launched == [(*head, *rest) if spread else (*head, "annotations", rest[4:])]
+    enter.calls.append(print)  # a profiler's hook: Triton's runner must call it
+    go(x, y, 5, 64)
+    enter.calls.clear()
+    devices[0] = 1
+    go(x, y, 5, 64)
+    assert len(launched) == 1 and len(runner_calls) == 2
+
+
+def test_no_lean_launch_where_the_wrapper_adds_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrapper that passes more than our arguments (a sanitizer's) keeps its own path."""
+    import triton.backends.nvidia.driver as nvidia_driver
+
+    monkeypatch.setattr(nvidia_driver, "CudaLauncher", LauncherStandIn)
+    monkeypatch.setattr(launch_module.runtime, "device", "cuda")
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 0, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 1, raising=False)
+    wrapper = LauncherStandIn()
+    wrapper.launch = type("C", (), {"__call__": lambda self, *a: None})()
+    original = LauncherStandIn.__call__
+    monkeypatch.setattr(LauncherStandIn, "__call__", lambda self, *a: original(self, *a, "extra"))
+    x = torch.zeros(4)
+    assert (
+        launch_module._lean_launcher(CompiledStandIn(wrapper), (1, 1, 1), print, (x, 3), 1) is None
+    )
