@@ -52,7 +52,7 @@ class Launch:
     def __call__(self, *tensors: Any) -> None:
         if self._direct is not None:
             try:
-                self._direct(*tensors, *self._tail)
+                self._direct(*tensors)
                 return
             except TypeError:  # this Triton's launcher takes other arguments: stop trying
                 self._direct, self._refused, self.path = None, True, "jit"
@@ -75,8 +75,12 @@ class Launch:
         self._tail = (*self.scalars, *(self.constants[name] for name in rest))
         grid = (*self.grid, 1, 1)[:3]  # its launcher wants all three sides
         runner = getitem(grid)
-        lean = _lean_launcher(compiled, grid, runner, (*tensors, *self._tail), len(tensors))
-        self._direct, self.path = (runner, "runner") if lean is None else (lean, "lean")
+        tail = self._tail
+        lean = _lean_launcher(compiled, grid, runner, (*tensors, *tail), len(tensors))
+        if lean is not None:
+            self._direct, self.path = lean, "lean"
+        else:
+            self._direct, self.path = lambda *tensors: runner(*tensors, *tail), "runner"
 
 
 def _hooked(hook: Any) -> bool:
@@ -108,9 +112,10 @@ def _lean_launcher(
     args: tuple[Any, ...],
     n_tensors: int,
 ) -> Callable[..., Any] | None:
-    """`go(*args)` calling Triton's C launch function directly, or None where this Triton,
-    device or kernel needs its Python wrapper (see the module's docstring). The first
-    `n_tensors` arguments are the call's tensors, passed on as their addresses.
+    """`go(*tensors)` calling Triton's C launch function directly with the tensors (as their
+    addresses) and the rest of `args`, or None where this Triton, device or kernel needs its
+    Python wrapper (see the module's docstring). `args` are a call's arguments in signature
+    order, its `n_tensors` tensors first.
 
     The wrapper's call is recorded once, on a copy of it whose C function only records, with
     `args` (the tensors first): everything it passes but the stream and the arguments is
@@ -165,7 +170,9 @@ def _lean_launcher(
     launch = wrapper.launch
     device = current()
 
-    def go(*args: Any) -> None:
+    tail = args[n_tensors:]
+
+    def go(*tensors: Any) -> None:
         if (
             current() != device
             or hooks.launch_enter_hook is not enter
@@ -173,12 +180,12 @@ def _lean_launcher(
             or enter_calls
             or leave_calls
         ):
-            runner(*args)  # another device, or a hook (a profiler's) installed since
+            runner(*tensors, *tail)  # another device, or a hook (a profiler's) installed since
             return
-        ptrs = [t.data_ptr() for t in args[:n_tensors]]
+        ptrs = [t.data_ptr() for t in tensors]
         if spread:
-            launch(*head, raw_stream(device), *middle, *ptrs, *args[n_tensors:])
+            launch(*head, raw_stream(device), *middle, *ptrs, *tail)
         else:
-            launch(*head, raw_stream(device), *middle, (*ptrs, *args[n_tensors:]))
+            launch(*head, raw_stream(device), *middle, (*ptrs, *tail))
 
     return go
