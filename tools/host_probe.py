@@ -4,15 +4,18 @@ Prints, for both operators on the tiny benchmark sizes and every dtype, the host
 call (the benchmark's measure: 1,000 back-to-back calls synchronized once) of PyTorch's op and
 ours, with the launch path our plan took; then the parts of one call; then, with `--do-bench`,
 both sides under Triton's standard `do_bench` (its defaults: mean of its runs, 256 MB flush),
-repeated. From the repository root: `python3 -m tools.host_probe [--do-bench 5]`.
+repeated, the rows also as JSON for `tools.bars --do-bench`. From the repository root:
+`python3 -m tools.host_probe [--do-bench 5 [--json probe.json]]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -113,22 +116,23 @@ def parts() -> None:
         print(f"{name}: {us(fn, 2000):.2f} µs", flush=True)
 
 
-def do_bench(repeats: int) -> None:
+def do_bench(repeats: int) -> list[dict[str, Any]]:
     """Both operators' tiny rows under `triton.testing.do_bench` with its defaults."""
     from triton.testing import do_bench as bench
 
     print(f"\n| op | dtype | size | torch µs | ours µs | speedup (median of {repeats}) | min |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
+    found: list[dict[str, Any]] = []
     for dtype_name in DEFAULT_DTYPES:
         dtype = DTYPES[dtype_name]
         for shape, out in TINY:
             x, idx, g = tensors(shape, out, dtype)
             pairs = {
-                "bwd": (
+                "backward": (
                     partial(BWD, g, x, idx),
                     partial(backward_op.adaptive_max_pool3d_backward, g, x, idx),
                 ),
-                "fwd": (
+                "forward": (
                     partial(FWD, x, list(out)),
                     partial(forward_op.adaptive_max_pool3d, x, out),
                 ),
@@ -136,6 +140,18 @@ def do_bench(repeats: int) -> None:
             for op, (ref, ours) in pairs.items():
                 times = [(bench(ref) * 1e3, bench(ours) * 1e3) for _ in range(repeats)]
                 speedups = [r / o for r, o in times]
+                found.append(
+                    {
+                        "op": op,
+                        "dtype": dtype_name,
+                        "size": list(shape),
+                        "output_size": list(out),
+                        "repeats": repeats,
+                        "torch_us": [r for r, _ in times],
+                        "ours_us": [o for _, o in times],
+                        "speedup_median": statistics.median(speedups),
+                    }
+                )
                 print(
                     f"| {op} | {dtype_name} | {shape}→{out} | "
                     f"{statistics.median(r for r, _ in times):.2f} | "
@@ -143,6 +159,7 @@ def do_bench(repeats: int) -> None:
                     f"{statistics.median(speedups):.3f} | {min(speedups):.3f} |",
                     flush=True,
                 )
+    return found
 
 
 def alignment() -> None:
@@ -166,6 +183,7 @@ def alignment() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--do-bench", type=int, default=0, help="do_bench repeats (0: none)")
+    parser.add_argument("--json", type=Path, help="write the do_bench rows here (tools.bars)")
     args = parser.parse_args()
     import triton
 
@@ -174,7 +192,9 @@ def main() -> None:
     rows()
     parts()
     if args.do_bench:
-        do_bench(args.do_bench)
+        found = do_bench(args.do_bench)
+        if args.json:
+            args.json.write_text(json.dumps({"do_bench": found}, indent=1))
 
 
 if __name__ == "__main__":

@@ -76,8 +76,12 @@ def test_forward_and_vendor_bars(tmp_path: Path) -> None:
     generic, mthreads = doc(2.0, 0.8), doc(2.0, 0.8)
     for row in mthreads["rows"]:
         row["kernel_ms"] = 0.0106  # 6% slower than generic's 0.01
+    mthreads["rows"][0]["kernel_ms"] = 0.0104  # one row within 5%
     (vendor,) = bars.vendor_bar(generic, mthreads)
-    assert not vendor.met and vendor.measured == "worst 1.06 x generic"
+    n = len(LARGE + TINY)
+    assert not vendor.met and vendor.measured == f"1 of {n}; worst 1.060 x"
+    (close,) = bars.vendor_bar(generic, {"rows": mthreads["rows"][:1]})
+    assert close.met
     files = {}
     for name, data in {"b": doc(2.5, 0.9), "f": doc(3.5, 0.7)}.items():
         files[name] = tmp_path / f"{name}.json"
@@ -85,3 +89,14 @@ def test_forward_and_vendor_bars(tmp_path: Path) -> None:
     assert bars.main(["--backward", str(files["b"]), "--forward", str(files["f"])]) == 0
     files["f"].write_text(json.dumps(doc(0.5, 0.7)))
     assert bars.main(["--backward", str(files["b"]), "--forward", str(files["f"])]) == 1
+
+
+def test_do_bench_bar() -> None:
+    row = {"op": "backward", "repeats": 5, "speedup_median": 1.62}
+    rows = [row, {**row, "speedup_median": 1.48}, {**row, "op": "forward", "speedup_median": 1.0}]
+    (bar,) = bars.do_bench_bar({"do_bench": rows})
+    assert not bar.met and bar.measured == "1 of 2; worst 1.48 x"
+    assert bar.name == "backward, tiny: every row >= 1.5x under do_bench (5 runs)"
+    (bar,) = bars.do_bench_bar({"do_bench": rows[:1]})
+    assert bar.met
+    assert bars.do_bench_bar({"do_bench": rows[2:]}) == []
