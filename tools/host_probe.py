@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import triton
 
 from kernels import runtime
 from kernels.benchmark.harness import host_us_per_call
@@ -116,9 +117,21 @@ def parts() -> None:
         print(f"{name}: {us(fn, 2000):.2f} µs", flush=True)
 
 
+@triton.jit
+def _empty_kernel(x_ptr):
+    """Does nothing: its time under a timer is a launch's fixed cost there."""
+    pass
+
+
 def do_bench(repeats: int) -> list[dict[str, Any]]:
-    """Both operators' tiny rows under `triton.testing.do_bench` with its defaults."""
+    """Both operators' tiny rows under `triton.testing.do_bench` with its defaults, and the
+    time of an empty Triton launch (one program) under it: the floor of any one-launch op."""
     from triton.testing import do_bench as bench
+
+    x = torch.empty(1, device="cuda")
+    _empty_kernel[(1,)](x)
+    empty = statistics.median(bench(lambda: _empty_kernel[(1,)](x)) * 1e3 for _ in range(repeats))
+    print(f"\nan empty Triton launch under do_bench: {empty:.2f} µs (median of {repeats})")
 
     print(f"\n| op | dtype | size | torch µs | ours µs | speedup (median of {repeats}) | min |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
@@ -185,8 +198,6 @@ def main() -> None:
     parser.add_argument("--do-bench", type=int, default=0, help="do_bench repeats (0: none)")
     parser.add_argument("--json", type=Path, help="write the do_bench rows here (tools.bars)")
     args = parser.parse_args()
-    import triton
-
     print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}")
     alignment()
     rows()
