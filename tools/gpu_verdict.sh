@@ -13,7 +13,12 @@
 #   EXTRAS=none   the runs use a copy of the workflows that installs no extra of the
 #                 repository (for an offline image that lacks one, e.g. playwright)
 set -uo pipefail
+# gpu_env.sh sets PYTHONPATH to this tree: keep what the caller had after it (wheels installed
+# with --target, say: pip then finds them there and installs nothing more).
+caller_path=${PYTHONPATH:-}
 source "$(dirname "$0")/gpu_env.sh"
+export PYTHONPATH=$PWD${caller_path:+:$caller_path}
+python3 -c "import pydantic, yaml, torch, triton" || { echo "the service's packages are missing"; exit 1; }
 # `ondemand run` tests HEAD: commit the tree as it came (a throwaway copy, which may carry a
 # stale .git or none) so that the job runs exactly this code.
 [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ] || git init -q
@@ -41,12 +46,18 @@ for item in ${RUNS:-fresh: warm:}; do
   echo "== ondemand run $op:nvidia ${extra//,/ } ($name) -> exit $rc; whole command" \
     "$(( ($(date +%s%N) - start) / 1000000 )) ms (trusted build included)" | tee -a "$summary"
   grep -E "compile cache|trusted build|step .*: (exit|.*-n )|passed" "$log" | cut -c1-160 | tee -a "$summary"
+  [ "$rc" = 0 ] || tail -20 "$log" | cut -c1-200 | tee -a "$summary"
   names+=("$name=$OUT/$name.json")
 done
 cp /tmp/fresh.md "$OUT/fresh.md" 2>/dev/null
 cp /tmp/warm.log "$OUT/warm.log" 2>/dev/null
-layer=$(ls -d "$XDG_CACHE_HOME"/ondemand/compile/*/triton | head -1)
-echo "shared layer: $(ls "$layer" | wc -l) entries, $(du -sh "$layer" | cut -f1)" | tee -a "$summary"
+layer=$(ls -d "$XDG_CACHE_HOME"/ondemand/compile/*/triton 2>/dev/null | head -1)
+if [ -n "$layer" ]; then
+  echo "shared layer: $(ls "$layer" | wc -l) entries, $(du -sh "$layer" | cut -f1)" | tee -a "$summary"
+else  # no trusted build: nothing below would read a warm cache
+  echo "no shared layer: no trusted build finished" | tee -a "$summary"
+  WIDTHS="" PRECISION_AB=0
+fi
 python3 -m tools.verdict_times "${names[@]}" | tee -a "$summary"
 for n in ${WIDTHS:-}; do  # the accuracy step alone, reading the shared layer
   xd=$([ "$n" = 0 ] && echo "-p no:xdist" || echo "-n $n")
@@ -66,11 +77,13 @@ for i in $(seq "${PRECISION_AB:-0}"); do  # the benchmark's early stop against t
     start=$(date +%s%N)
     TRITON_CACHE_DIR=$layer KERNELS_VENDOR=nvidia python3 -m kernels.benchmark --op "$op" \
       --sizes all "${extra[@]}" --json "/tmp/bench-$kind-$i.json" >/dev/null 2>"/tmp/bench-$kind.log"
-    echo "benchmark alone, $kind budget, run $i: exit $? in" \
+    rc=$?
+    echo "benchmark alone, $kind budget, run $i: exit $rc in" \
       "$(( ($(date +%s%N) - start) / 1000000 )) ms" | tee -a "$summary"
+    [ "$rc" = 0 ] || { tail -5 "/tmp/bench-$kind.log" | tee -a "$summary"; PRECISION_AB=0; break 2; }
   done
 done
-if [ "${PRECISION_AB:-0}" -gt 0 ]; then
+if [ "${PRECISION_AB:-0}" -gt 0 ]; then  # every run succeeded
   cp /tmp/bench-full-1.json /tmp/bench-early-1.json "$OUT/"
   python3 - "${PRECISION_AB}" <<'PY' | tee -a "$summary"
 import json, statistics, sys
