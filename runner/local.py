@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--warm-workers",
         type=int,
         default=None,
-        help="pytest-xdist workers once kernels load from the compile cache (default: 4 at most)",
+        help="pytest-xdist workers once kernels load from the compile cache (default: 1)",
     )
     parser.add_argument(
         "--no-compile-cache",
