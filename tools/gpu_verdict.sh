@@ -12,6 +12,8 @@
 #                 the kinds' medians)
 #   EXTRAS=none   the runs use a copy of the workflows that installs no extra of the
 #                 repository (for an offline image that lacks one, e.g. playwright)
+#   VENDOR_BARS=0 leave out the Moore Threads and do_bench bars (about 2 min: the backward
+#                 benchmark with each implementation, tools.host_probe --do-bench 5)
 set -uo pipefail
 # gpu_env.sh sets PYTHONPATH to this tree: keep what the caller had after it (wheels installed
 # with --target, say: pip then finds them there and installs nothing more).
@@ -123,5 +125,15 @@ python3 -m kernels.benchmark --op adaptive_max_pool3d --sizes all --json "$OUT/f
 timeout "${BOUNDS_S:-200}" python3 -m tools.bar_bounds --flushes zero --json /tmp/bounds.json \
   >"$OUT/bounds.md" 2>&1
 echo "bar_bounds -> exit $?" | tee -a "$summary"
+extra=()
+if [ "${VENDOR_BARS:-1}" = 1 ]; then  # Moore Threads against generic, tiny rows under do_bench
+  for impl in generic mthreads; do
+    python3 -m kernels.benchmark --op adaptive_max_pool3d_backward --impl "$impl" --sizes all \
+      --json "$OUT/bwd-$impl.json" >/dev/null 2>&1
+  done
+  python3 -m tools.host_probe --do-bench 5 --json "$OUT/probe.json" >"$OUT/probe.txt" 2>&1
+  extra=(--generic "$OUT/bwd-generic.json" --mthreads "$OUT/bwd-mthreads.json"
+    --do-bench "$OUT/probe.json")
+fi
 python3 -m tools.bars --backward "$OUT/bwd.json" --forward "$OUT/fwd.json" --bounds /tmp/bounds.json \
-  --runs "${names[@]}" | tee -a "$summary"
+  ${extra[@]+"${extra[@]}"} --runs "${names[@]}" | tee -a "$summary"
