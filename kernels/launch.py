@@ -17,9 +17,8 @@ the kernel) it launches the compiled kernel directly, in one of two ways:
 
 Both rely on the plan's key to hold everything Triton specializes on: shapes, strides and
 dtypes fix the scalars, and the tensors' 16-byte alignment the pointers' specialization
-(`kernels.ops._adaptive.signature`). Under the
-Triton interpreter, or where a direct call is refused, every call goes through
-`kernel[grid]` as before.
+(`kernels.ops._adaptive.signature`). Under the Triton interpreter, or where a direct call is
+refused, every call goes through `kernel[grid]` as before.
 """
 
 from __future__ import annotations
@@ -105,36 +104,20 @@ def _same(passed: Any, args: tuple[Any, ...]) -> bool:
 _MARK_STREAM = 0x7E57_5EED_0001
 
 
-def _lean_launcher(
-    compiled: Any,
-    grid: tuple[int, ...],
-    runner: Callable[..., Any],
-    args: tuple[Any, ...],
-    n_tensors: int,
-) -> Callable[..., Any] | None:
-    """`go(*tensors)` calling Triton's C launch function directly with the tensors (as their
-    addresses) and the rest of `args`, or None where this Triton, device or kernel needs its
-    Python wrapper (see the module's docstring). `args` are a call's arguments in signature
-    order, its `n_tensors` tensors first.
-
-    The wrapper's call is recorded once, on a copy of it whose C function only records, with
-    `args` (the tensors first): everything it passes but the stream and the arguments is
-    fixed for the plan, whatever this Triton's order. Falls back to `runner` on a call where
-    the current CUDA device is not the one the kernel was loaded on, or where launch hooks (a
-    profiler's) have been installed since."""
+def _lean_wrapper(compiled: Any) -> Any:
+    """The compiled kernel's `CudaLauncher` where its C function can be called directly (see
+    the module's docstring), else None."""
     try:
         from triton import knobs
         from triton.backends.nvidia.driver import CudaLauncher
     except ImportError:
         return None
     wrapper = getattr(compiled, "run", None)
-    raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    current = getattr(torch._C, "_cuda_getDevice", None)
     hooks = knobs.runtime
     if (
         runtime.device != "cuda"
-        or raw_stream is None
-        or current is None
+        or not hasattr(torch._C, "_cuda_getCurrentRawStream")
+        or not hasattr(torch._C, "_cuda_getDevice")
         or type(wrapper) is not CudaLauncher
         or not callable(getattr(wrapper, "launch", None))
         or isinstance(wrapper.launch, types.FunctionType | types.MethodType)  # a Python layer
@@ -145,8 +128,16 @@ def _lean_launcher(
         or _hooked(hooks.launch_exit_hook)
     ):
         return None
-    enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
-    enter_calls, leave_calls = getattr(enter, "calls", ()), getattr(leave, "calls", ())
+    return wrapper
+
+
+def _recorded_call(
+    wrapper: Any, compiled: Any, grid: tuple[int, ...], args: tuple[Any, ...]
+) -> tuple[tuple[Any, ...], tuple[Any, ...], bool] | None:
+    """(head, middle, spread): what the wrapper passes its C function before the stream, and
+    between the stream and `args`, and whether it spreads `args` (Triton 3.6) or passes them
+    as one tuple (3.9). Recorded on a copy of the wrapper whose C function only records; None
+    where the wrapper passes anything else of its own (a sanitizer's arguments, say)."""
     calls: list[tuple[Any, ...]] = []
     recorder = copy.copy(wrapper)
     recorder.launch = lambda *call: calls.append(call)
@@ -157,20 +148,42 @@ def _lean_launcher(
         return None
     call = calls[0] if len(calls) == 1 else ()
     n = len(args)
-    if call and _same(call[-1], args):  # the arguments as one tuple, last (Triton 3.9)
+    if call and _same(call[-1], args):
         prefix, spread = call[:-1], False
-    elif len(call) > n and _same(call[-n:], args):  # the arguments spread at the end (3.6)
+    elif len(call) > n and _same(call[-n:], args):
         prefix, spread = call[:-n], True
     else:
-        return None  # the wrapper passes other arguments than ours (a sanitizer's, say)
+        return None
     marks = [i for i, v in enumerate(prefix) if type(v) is int and v == _MARK_STREAM]
     if len(marks) != 1:
         return None
-    head, middle = prefix[: marks[0]], prefix[marks[0] + 1 :]
-    launch = wrapper.launch
-    device = current()
+    return prefix[: marks[0]], prefix[marks[0] + 1 :], spread
 
-    tail = args[n_tensors:]
+
+def _lean_launcher(
+    compiled: Any,
+    grid: tuple[int, ...],
+    runner: Callable[..., Any],
+    args: tuple[Any, ...],
+    n_tensors: int,
+) -> Callable[..., Any] | None:
+    """`go(*tensors)` calling Triton's C launch function directly with the tensors (as their
+    addresses) and the rest of `args`, or None where this Triton, device or kernel needs its
+    Python wrapper. `args` are a call's arguments in signature order, its `n_tensors` tensors
+    first. A call falls back to `runner` where the current CUDA device is not the one the
+    kernel was loaded on, or where launch hooks (a profiler's) have been installed since."""
+    wrapper = _lean_wrapper(compiled)
+    recorded = None if wrapper is None else _recorded_call(wrapper, compiled, grid, args)
+    if recorded is None:
+        return None
+    from triton import knobs
+
+    head, middle, spread = recorded
+    launch, hooks, tail = wrapper.launch, knobs.runtime, args[n_tensors:]
+    enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
+    enter_calls, leave_calls = getattr(enter, "calls", ()), getattr(leave, "calls", ())
+    raw_stream, current = torch._C._cuda_getCurrentRawStream, torch._C._cuda_getDevice
+    device = current()
 
     def go(*tensors: Any) -> None:
         if (
