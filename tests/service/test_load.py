@@ -105,7 +105,9 @@ def test_a_burst_at_concurrency_64_is_answered_and_stored_whole(svc: LiveService
     results = asyncio.run(fire(f"{svc.url}/webhook", requests, concurrency=64))
 
     assert all(status in (200, 202) for status, _, _ in results), results
-    assert max(seconds for _, _, seconds in results) < 10
+    # Under half the 30 s of a pool or lock run dry: on CI's two cores, shared with the
+    # suite's other xdist workers, the slowest answer took 10.0-10.6 s in one run.
+    assert max(seconds for _, _, seconds in results) < 15
     statuses = [answer["status"] for _, answer, _ in results]
     assert statuses.count("duplicate") == 30
     for i, kind in enumerate(kinds):
