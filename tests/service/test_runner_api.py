@@ -24,7 +24,9 @@ def svc(db_url: str) -> Iterator[LiveService]:
 @pytest.fixture
 def sqlite_svc(tmp_path: Path) -> Iterator[LiveService]:
     url = f"sqlite:///{tmp_path / 'svc.db'}"
-    with live_service(service_settings(url, lease_seconds=1)) as live:
+    # Short enough to lapse within the tests, long enough for a loaded CI host to send a
+    # heartbeat after its claim (a 1 s lease lapsed between the two there once).
+    with live_service(service_settings(url, lease_seconds=3)) as live:
         yield live
 
 
@@ -165,7 +167,7 @@ def test_lapsed_lease_requeues_then_runner_lost(sqlite_svc: LiveService) -> None
     assert second.status_code == 200 and second.json()["attempt"] == 2
     assert httpx.post(f"{api}/{job.id}/heartbeat", json={}, headers=auth(t1)).status_code == 404
     assert httpx.post(f"{api}/{job.id}/heartbeat", json={}, headers=auth(t2)).status_code == 200
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 15
     while svc.service.jobs.get_job(job.id).status == JobStatus.running:
         assert time.monotonic() < deadline
         time.sleep(0.1)
