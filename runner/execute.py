@@ -127,6 +127,7 @@ class _Job:
         self.notes: list[str] = []
         self.worktrees: list[tuple[Path, Path]] = []
         self.seeded: int | None = None  # entries the private compile cache started with
+        self._compiles_anew: bool | None = None  # see compiles_anew()
 
     def log(self, text: str) -> None:
         self.ctx.on_output(f"[ondemand] {text}\n".encode())
@@ -184,12 +185,36 @@ class _Job:
     @property
     def workers(self) -> int:
         """xdist workers: fewer once the kernels load instead of compiling (loading is quick,
-        and more processes on one device then cost more than they share)."""
-        if not self.seeded:
+        and more processes on one device then cost more than they share); the cold width for
+        a commit whose sources differ from the trusted build's (it compiles what it changed)."""
+        if not self.seeded or self.compiles_anew():
             return self.ctx.workers
         if self.ctx.warm_workers is not None:
             return self.ctx.warm_workers
         return min(parallel.WARM_WORKERS, self.ctx.workers)
+
+    def compiles_anew(self) -> bool:
+        """Whether the job's commit may compile kernels its seeded cache lacks: its sources
+        differ from the newest trusted build's commit (tests, docs and benchmarks aside).
+        Decided once, and said in the log."""
+        if self._compiles_anew is None:
+            assert self.ctx.compile_cache is not None  # seeded
+            cache = self.ctx.compile_cache
+            built = cache.built(cache.layer(self.spec.clone_url, self.spec.backend))
+            if self.spec.sha in built:
+                self._compiles_anew = False
+            elif not built or not self.worktrees:
+                self._compiles_anew = True
+            else:
+                mirror, trusted = self.worktrees[0][0], built[-1]
+                changed = self.ctx.workspaces.changed_paths(mirror, trusted, self.spec.sha)
+                self._compiles_anew = changed is None or parallel.may_compile_anew(changed)
+                if self._compiles_anew:
+                    self.log(
+                        f"sources differ from trusted build {trusted[:10]}: "
+                        "what they change compiles, with the cold width"
+                    )
+        return self._compiles_anew
 
     def private_cache(self) -> Path:
         """The job's own Triton cache, seeded once from the shared layer (compile_cache.py)."""

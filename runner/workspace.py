@@ -153,6 +153,17 @@ class Workspaces:
         except WorkspaceError:
             return None
 
+    def changed_paths(self, mirror: Path, old: str, new: str) -> list[str] | None:
+        """The paths that differ between two commits of `mirror`; None where either is not a
+        commit there."""
+        try:
+            out = git(
+                ["diff", "--name-only", "--no-renames", check_sha(old), check_sha(new)], cwd=mirror
+            )
+        except WorkspaceError:
+            return None
+        return [line for line in out.splitlines() if line]
+
     def prune_all(self) -> None:
         """After a crash: forget worktrees whose directories are gone, in every mirror."""
         if not self.mirrors.is_dir():

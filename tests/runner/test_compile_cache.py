@@ -25,11 +25,12 @@ from runner.compile_cache import (
     seed,
 )
 from runner.execute import JobContext, execute
-from runner.parallel import xdist_args
+from runner.parallel import may_compile_anew, xdist_args
 from runner.sandboxing import Jail, jail_for_host
 from runner.warmup import trusted_commit, warm
 from runner.workspace import Workspaces
-from tests.runner.tinyrepo import TinyRepo
+from tests.runner import tinyrepo
+from tests.runner.tinyrepo import TinyRepo, make_tiny_repo
 from workflows.models import JobResult, JobSpec, JobStatus
 from workflows.spec import Step, StepKind, WorkflowSpec, load_workflows
 
@@ -160,6 +161,27 @@ def test_xdist_workers_only_where_they_help() -> None:
     assert step.render({}, {"xdist": []}) == ["pytest", "-q"]
 
 
+def test_what_a_change_may_compile_anew() -> None:
+    """Sources outside tests, docs and benchmarks may change what compiles; nothing else."""
+    assert not may_compile_anew([])
+    assert not may_compile_anew(["tests/kernels/test_x.py", "docs/a.md", "README.md"])
+    assert not may_compile_anew(["benchmark/test_op.py", "src/pkg/tests/test_y.py", "NOTE"])
+    assert may_compile_anew(["README.md", "src/flag_gems/ops/pool.py"])
+    assert may_compile_anew(["kernels/ops/_adaptive.py"])
+    assert may_compile_anew(["csrc/pool.cu"])
+    assert may_compile_anew(["conftest.py"])  # outside the test folders: counts
+
+
+def test_changed_paths_between_commits(tiny_repo: TinyRepo, runner_cache: Path) -> None:
+    workspaces = Workspaces(runner_cache)
+    mirror = workspaces.fetch(str(tiny_repo.path), tiny_repo.head_sha, 7)
+    changed = workspaces.changed_paths(mirror, tiny_repo.base_sha, tiny_repo.head_sha)
+    assert changed == ["kernels/benchmark/__main__.py"] and not may_compile_anew(changed)
+    assert workspaces.changed_paths(mirror, tiny_repo.head_sha, tiny_repo.head_sha) == []
+    assert workspaces.changed_paths(mirror, "f" * 40, tiny_repo.head_sha) is None
+    assert workspaces.changed_paths(mirror, "not a sha", tiny_repo.head_sha) is None
+
+
 # -- whole jobs -----------------------------------------------------------------------------------
 
 
@@ -244,6 +266,44 @@ def test_accuracy_under_xdist_counts_every_test(
     assert acc is not None and (acc.passed, acc.failed, acc.skipped) == (3, 0, 2)
     assert "good_op" in result.operators
     assert acc.implementation == "kernels.ops.good_op.good_op"  # suite properties survive
+
+
+def test_a_warm_job_runs_in_one_process_unless_it_changes_sources(
+    runner_cache: Path, tmp_path: Path
+) -> None:
+    """After the trusted build of the base (here one planted cache entry: the interpreter
+    compiles nothing), a job of the base runs its accuracy step in one process, and so does one
+    that changes only tests; one that changes a source file gets the cold width and says why."""
+    repo = make_tiny_repo(tmp_path / "origin" / "tinyops")
+    commits = {"base": repo.base_sha}
+    for name, path in (("tests", "tests/kernels/test_more.py"), ("source", "kernels/extra.py")):
+        tinyrepo._git(repo.path, "checkout", "-q", "--detach", repo.base_sha)
+        (repo.path / path).write_text("X = 1\n")
+        tinyrepo._git(repo.path, "add", "-A")
+        tinyrepo._git(repo.path, "commit", "-q", "-m", name)
+        commits[name] = tinyrepo._git(repo.path, "rev-parse", "HEAD")
+        tinyrepo._git(repo.path, "branch", "-q", name, commits[name])
+    tinyrepo._git(repo.path, "checkout", "-q", "main")
+    step = CPU.steps[0]
+    argv = [*step.argv[:6], "{xdist}", *step.argv[6:]]
+    workflow = CPU.model_copy(update={"steps": [step.model_copy(update={"argv": argv})]})
+    compiled = CompileCache(tmp_path / "compile")
+    pr = _spec(repo, repo.head_sha, 1, base_sha=repo.base_sha)
+    ctx = _context(runner_cache, tmp_path / "trusted", compiled, None)
+    assert warm(pr, workflow, ctx) is not None
+    _entry(compiled.layer(pr.clone_url, pr.backend) / "triton", "AAAA", "trusted")
+    logs = {}
+    for name, sha in commits.items():
+        ctx = _context(runner_cache, tmp_path / name, compiled, None)
+        ctx.workers = 2
+        result = execute(_spec(repo, sha, 2, base_sha=repo.base_sha), workflow, ctx)
+        logs[name] = ctx.on_output.__self__.decode()  # type: ignore[attr-defined]
+        assert result.status is JobStatus.succeeded, logs[name]
+        assert "compile cache: 1 kernels from trusted builds" in logs[name]
+    for name in ("base", "tests"):
+        assert " -n " not in logs[name] and "sources differ" not in logs[name]
+    assert " -n 2 " in logs["source"]
+    assert f"sources differ from trusted build {repo.base_sha[:10]}" in logs["source"]
 
 
 def test_group_files_name_the_layer_they_are_read_in(tmp_path: Path) -> None:
