@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from workflows.models import MAX_PROGRESS_FAILURES, MAX_PROGRESS_TESTS, Progress
 
@@ -103,19 +104,17 @@ def _count(value: object) -> int | None:
     return None
 
 
-class ProgressWatch:
-    """Polls a `ProgressFile` while a step runs and hands each change to `emit`."""
+class _Background:
+    """A daemon thread running `_run` from the `with` block's entry; on exit `_stop` tells it
+    to end and the thread is joined (bounded: a stuck send never holds the job)."""
 
-    def __init__(
-        self, path: Path, step: str, emit: Callable[[Progress], None], poll_s: float = POLL_S
-    ) -> None:
-        self.file = ProgressFile(path, step)
-        self.emit = emit
-        self.poll_s = poll_s
+    thread_name = "background"
+
+    def __init__(self) -> None:
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="progress-watch", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
 
-    def __enter__(self) -> ProgressWatch:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -125,8 +124,34 @@ class ProgressWatch:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._done.set()
+        self._stop()
         self._thread.join(timeout=10)
+        self._after()
+
+    def _stop(self) -> None:
+        self._done.set()
+
+    def _after(self) -> None:
+        """What runs once the thread has ended (or the join gave up)."""
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class ProgressWatch(_Background):
+    """Polls a `ProgressFile` while a step runs and hands each change to `emit`."""
+
+    thread_name = "progress-watch"
+
+    def __init__(
+        self, path: Path, step: str, emit: Callable[[Progress], None], poll_s: float = POLL_S
+    ) -> None:
+        self.file = ProgressFile(path, step)
+        self.emit = emit
+        self.poll_s = poll_s
+        super().__init__()
+
+    def _after(self) -> None:
         if self.file.poll():  # what came after the last poll
             self.emit(self.file.progress)
 
@@ -136,10 +161,12 @@ class ProgressWatch:
                 self.emit(self.file.progress)
 
 
-class ProgressSender:
+class ProgressSender(_Background):
     """Sends the latest progress with `send` in a thread of its own: at most once every
     `interval_s`, only when it changed, never blocking the job; a failed send is dropped
     (the next change says it again)."""
+
+    thread_name = "progress-send"
 
     def __init__(self, send: Callable[[Progress], None], interval_s: float = 2.0) -> None:
         self.send = send
@@ -148,27 +175,16 @@ class ProgressSender:
         self._sent: Progress | None = None
         self._lock = threading.Lock()
         self._changed = threading.Event()
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="progress-send", daemon=True)
+        super().__init__()
 
     def update(self, progress: Progress) -> None:
         with self._lock:
             self._latest = progress
         self._changed.set()
 
-    def __enter__(self) -> ProgressSender:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _stop(self) -> None:
         self._done.set()
         self._changed.set()
-        self._thread.join(timeout=10)
 
     def _run(self) -> None:
         while True:
