@@ -56,7 +56,6 @@ class Launch:
             except TypeError:  # this Triton's launcher takes other arguments: stop trying
                 self._direct, self._refused, self.path = None, True, "jit"
         compiled = self.kernel[self.grid](*tensors, *self.scalars, **self.constants)
-        self.path = "jit"
         if not self._refused:
             self._refused = True  # one attempt: a direct launcher or nothing
             self._prepare_direct(compiled, tensors)
