@@ -87,33 +87,7 @@ for i in $(seq "${PRECISION_AB:-0}"); do  # the benchmark's early stop against t
 done
 if [ "${PRECISION_AB:-0}" -gt 0 ]; then  # every run succeeded
   cp /tmp/bench-full-1.json /tmp/bench-early-1.json "$OUT/"
-  python3 - "${PRECISION_AB}" <<'PY' | tee -a "$summary"
-import json, statistics, sys
-n = int(sys.argv[1])
-def rows(kind):
-    runs = [json.load(open(f"/tmp/bench-{kind}-{i}.json"))["rows"] for i in range(1, n + 1)]
-    return [{k: [r[j][k] for r in runs] for k in ("reference_ms", "kernel_ms")} for j in range(len(runs[0]))]
-full, early = rows("full"), rows("early")
-labels = [f"{r['dtype']} {tuple(r['size'])}->{tuple(r['output_size'])}"
-          for r in json.load(open("/tmp/bench-full-1.json"))["rows"]]
-def spread(v): return (max(v) - min(v)) / statistics.median(v) * 100
-print("| row | side | full ms (runs) | early ms (runs) | spread full % | spread early % | early/full - 1 % |")
-print("|---|---|---|---|---:|---:|---:|")
-worst, spreads = [], {"full": [], "early": []}
-for label, f, e in zip(labels, full, early):
-    for side in ("reference_ms", "kernel_ms"):
-        d = (statistics.median(e[side]) / statistics.median(f[side]) - 1) * 100
-        worst.append(abs(d))
-        spreads["full"].append(spread(f[side]))
-        spreads["early"].append(spread(e[side]))
-        print(f"| {label} | {side[:-3]} | {' '.join(f'{x:.5f}' for x in f[side])} | "
-              f"{' '.join(f'{x:.5f}' for x in e[side])} | {spread(f[side]):.2f} | "
-              f"{spread(e[side]):.2f} | {d:+.2f} |")
-print(f"early against full: median |difference| {statistics.median(worst):.2f} %, worst "
-      f"{max(worst):.2f} %; spread between runs of one kind, median (worst): full "
-      f"{statistics.median(spreads['full']):.2f} % ({max(spreads['full']):.2f} %), early "
-      f"{statistics.median(spreads['early']):.2f} % ({max(spreads['early']):.2f} %)")
-PY
+  python3 -m tools.precision_ab "${PRECISION_AB}" | tee -a "$summary"
 fi
 [ "${BARS:-1}" = 0 ] && exit 0
 # The bars: the second run's backward benchmark, the forward's, the movers' reach, and the
