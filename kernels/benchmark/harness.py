@@ -10,17 +10,19 @@ Every other run flushes in two launches instead of one. On the H200 a one-kernel
 depends on the parity of the launches before it: 4 µs kernels take 0.4–0.5 µs longer after an
 odd count than after an even one (two-kernel ops take the sum, so never change), and with one
 flush launch per run every run of a timing had the same parity: the median was one state or
-the other by chance. Alternating the parity makes it the median over both (a probe of both
-states is in docs/notes/kernel-performance-journal.md). The runs come in rounds, and the
-benchmark's timer stops before its budget once the median is settled: its distribution-free
-95 % interval (order statistics) spans at most `precision` of it (0.5 %: the median within
-about ±0.25 %, far inside the 10 % a slower row must lose). A steady row stops after a round
-or two; a noisy one, or a one-kernel op whose two parity states differ (the interval then
-spans both), takes the whole budget as before. Host time per call is a separate number: the
-wall time of 1,000 back-to-back calls synchronized once (`host_us_per_call`), the least of
-three such measurements of each side taken in turn, what a caller looping over tiny inputs
-waits for. Under the Triton interpreter it is a host clock over a few
-repetitions: those numbers are not performance.
+the other by chance. Alternating the parity puts one run of each state in every two runs in
+turn, and a timing is the median of those pairs' means (`pair_means`): the two states average
+out within each pair (a probe of both states is in docs/notes/kernel-performance-journal.md).
+The runs come in rounds, and the benchmark's timer stops before its budget once the median is
+settled: its distribution-free 95 % interval (order statistics) spans at most `precision` of
+it (0.5 %: the median within about ±0.25 %, far inside the 10 % a slower row must lose). A
+steady row stops after a round or two, a noisy one takes the whole budget. (Over single runs
+a one-kernel op's median fell between its two states and never settled, so every timing took
+its whole budget.) Host time per call is a separate number: the wall time of 1,000
+back-to-back calls synchronized once (`host_us_per_call`), the least of three such
+measurements of each side taken in turn, what a caller looping over tiny inputs waits for.
+Under the Triton interpreter it is a host clock over a few repetitions: those numbers are not
+performance.
 """
 
 from __future__ import annotations
@@ -55,10 +57,10 @@ PRECISION = 0.005
 
 @dataclass(frozen=True)
 class DeviceTimer:
-    """Median of device-event timings, L2 flushed before every run by zeroing `flush_bytes`,
-    in two launches every other run (both launch parities, above); runs of `rep_ms` at most,
-    in rounds of `round_runs`, stopping once the median is settled to `precision` (0: the
-    whole budget, always).
+    """Median of the means of device-event timings two runs at a time (`pair_means`), L2
+    flushed before every run by zeroing `flush_bytes`, in two launches every other run (both
+    launch parities, above); runs of `rep_ms` at most, in rounds of `round_runs`, stopping
+    once the median is settled to `precision` (0: the whole budget, always).
 
     `flush` other than "zero" is for probes, not the benchmark: "read" takes the maximum of
     the buffer instead (L2 left clean, where zeroing leaves it full of dirty lines that the
@@ -86,7 +88,8 @@ class DeviceTimer:
                 f"within {self.precision * 100:g} % of it"
             )
         return (
-            f"do_bench method, median of device events (warmup {self.warmup_ms} ms, "
+            f"do_bench method, median of device events two runs at a time (warmup "
+            f"{self.warmup_ms} ms, "
             f"{rep}, {how}, in two launches every other run)"
         )
 
@@ -142,9 +145,19 @@ class DeviceTimer:
                 last.record()
             backend.synchronize()
             times += [a.elapsed_time(b) for a, b in zip(starts, ends, strict=True)]
-            if self.precision > 0 and median_settled(times, self.precision):
+            if self.precision > 0 and median_settled(pair_means(times), self.precision):
                 break
-        return _positive(statistics.median(times))
+        return _positive(statistics.median(pair_means(times)))
+
+
+def pair_means(times: Sequence[float]) -> list[float]:
+    """The mean of each two runs in turn, (1st, 2nd), (3rd, 4th)…, one of each launch parity
+    (the flush alternates): a one-kernel op's two states average out within every pair, where
+    the median of single runs would fall between the two states by chance and never settle.
+    A last unpaired run is left out (one run alone is its own value)."""
+    if len(times) < 2:
+        return list(times)
+    return [(times[i] + times[i + 1]) / 2 for i in range(0, len(times) - 1, 2)]
 
 
 def median_interval(samples: Sequence[float], z: float = 1.96) -> tuple[float, float]:

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -401,7 +402,7 @@ def test_the_median_interval_is_the_order_statistics_of_a_binomial_95_percent() 
 
 
 def test_timing_stops_early_only_where_the_median_is_settled() -> None:
-    from kernels.benchmark.harness import median_settled
+    from kernels.benchmark.harness import median_settled, pair_means
 
     steady = [10.0 + 0.001 * (i % 7) for i in range(64)]
     assert median_settled(steady, 0.005)
@@ -411,8 +412,18 @@ def test_timing_stops_early_only_where_the_median_is_settled() -> None:
     # lies between them and never settles, so the timer takes its whole budget.
     parity = [4.0 if i % 2 else 4.45 for i in range(400)]
     assert not median_settled(parity, 0.005)
+    # Taken two runs at a time, one of each state, it settles at once, at their mean.
+    pairs = pair_means(parity[:64])
+    assert median_settled(pairs, 0.005) and statistics.median(pairs) == pytest.approx(4.225)
     noisy = [10.0 * (1 + 0.01 * math.sin(i)) for i in range(256)]  # ±1 %: more runs settle it
     assert not median_settled(noisy[:64], 0.005) and median_settled(noisy, 0.005)
+
+
+def test_pair_means_take_two_runs_in_turn_and_leave_a_last_odd_one_out() -> None:
+    from kernels.benchmark.harness import pair_means
+
+    assert pair_means([1.0, 3.0, 5.0, 9.0, 100.0]) == [2.0, 7.0]
+    assert pair_means([4.0]) == [4.0] and pair_means([]) == []
 
 
 def test_the_timing_description_says_when_it_stops_early() -> None:
