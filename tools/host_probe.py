@@ -2,7 +2,9 @@
 
 Prints, for both operators on the tiny benchmark sizes and every dtype, the host time per
 call (the benchmark's measure: 1,000 back-to-back calls synchronized once) of PyTorch's op and
-ours, with the launch path our plan took; then the parts of one call; then, with `--do-bench`,
+ours, with the launch path our plan took; then the parts of one call, down to Triton's C launch
+function alone and the forward's floor (its two allocations and that launch: what no Python
+around them can go under); then, with `--do-bench`,
 both sides under Triton's standard `do_bench` (its defaults: mean of its runs, 256 MB flush),
 repeated, the rows also as JSON for `tools.bars --do-bench`. From the repository root:
 `python3 -m tools.host_probe [--do-bench 5 [--json probe.json]]`.
@@ -24,9 +26,10 @@ import triton
 from kernels import runtime
 from kernels.benchmark.harness import host_us_per_call
 from kernels.benchmark.sizes import DEFAULT_DTYPES, DTYPES, TINY
+from kernels.launch import Launch
 from kernels.ops import adaptive_max_pool3d as forward_op
 from kernels.ops import adaptive_max_pool3d_backward as backward_op
-from kernels.ops._adaptive import allocator, backward_signature
+from kernels.ops._adaptive import allocator, backward_signature, signature
 
 FWD = torch.ops.aten.adaptive_max_pool3d.default
 BWD = torch.ops.aten.adaptive_max_pool3d_backward.default
@@ -76,8 +79,44 @@ def rows() -> None:
                   f"{ours / ref:.2f} | {path} | {mt:.1f} |", flush=True)  # fmt: skip
 
 
+def c_launch_alone(launch: Launch, tensors: tuple[torch.Tensor, ...]) -> Callable[[], Any] | None:
+    """Triton's C launch function with its whole argument tuple built once: what a lean call
+    costs at the least (None where this launch is not lean)."""
+    from kernels.launch import _lean_wrapper, _recorded_call
+
+    if not isinstance(launch, Launch):
+        return None
+    compiled = launch.kernel[launch.grid](*tensors, *launch.scalars, **launch.constants)
+    grid = (*launch.grid, 1, 1)[:3]
+    tail = launch._tail
+    wrapper = _lean_wrapper(compiled)
+    recorded = (
+        None if wrapper is None else _recorded_call(wrapper, compiled, grid, (*tensors, *tail))
+    )
+    if recorded is None:
+        return None
+    head, middle, spread = recorded
+    ptrs = tuple(t.data_ptr() for t in tensors)
+    stream = torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
+    args = (*head, stream, *middle, *((*ptrs, *tail) if spread else ((*ptrs, *tail),)))
+    return partial(wrapper.launch, *args)
+
+
+def forward_floor(
+    x: torch.Tensor, values: torch.Tensor, launch: Callable[[], Any] | None
+) -> Callable[[], Any] | None:
+    """The least a forward call of this design costs on the host: its two outputs allocated as
+    the plan allocates them, and the C launch with its arguments built once (no plan lookup,
+    no checks, no Python between)."""
+    if launch is None:
+        return None
+    new_values = allocator(values.shape, values.dtype, x.device)
+    new_indices = allocator(values.shape, torch.int64, x.device)
+    return lambda: (new_values(), new_indices(), launch())
+
+
 def parts() -> None:
-    """Where one call's host time goes (fp16, the second tiny size)."""
+    """Where one call's host time goes (fp16, the second tiny size), both operators."""
     shape, out = TINY[1]
     x, idx, g = tensors(shape, out, torch.float16)
     p = backward_op.problem(g, x, idx)
@@ -86,7 +125,14 @@ def parts() -> None:
     launch(g, idx, p.gin)
     jit = launch.kernel[launch.grid]
     device = x.device
-    items: dict[str, Callable[[], Any]] = {
+    forward_op.adaptive_max_pool3d(x, out)
+    fwd_plan = forward_op._PLANS.get((signature(x), out, None))
+    values, positions = FWD(x, list(out))
+    fwd_launch = fwd_plan.launch
+    empty = Launch(_empty_kernel, (1,), (), {})
+    empty(x)
+    empty(x)
+    items: dict[str, Callable[[], Any] | None] = {
         "torch.empty(shape, dtype=, device=torch.device)": lambda: torch.empty(
             shape, dtype=x.dtype, device=device
         ),
@@ -98,23 +144,33 @@ def parts() -> None:
         "allocator(shape, ...)()": allocator(shape, x.dtype, device),
         "backward_signature(g, x, idx)": lambda: backward_signature(g, x, idx),
         "x.device": lambda: x.device,
-        "x.get_device()": lambda: x.get_device(),
         "x.data_ptr()": lambda: x.data_ptr(),
         "x.stride()": lambda: x.stride(),
         "x.shape": lambda: x.shape,
         "hash(backward_signature)": lambda: hash(backward_signature(g, x, idx)),
+        "forward plan lookup": lambda: forward_op._PLANS.get((signature(x), out, None)),
         "torch._C._cuda_getDevice()": lambda: torch._C._cuda_getDevice(),
         "raw stream": lambda: torch._C._cuda_getCurrentRawStream(0),
-        "torch.cuda.current_device()": lambda: torch.cuda.current_device(),
-        f"Launch ({launch.path})": lambda: launch(g, idx, p.gin),
-        "kernel[grid](...)": lambda: jit(g, idx, p.gin, *launch.scalars, **launch.constants),
+        "empty kernel, Launch": lambda: empty(x),
+        "empty kernel, C launch alone": c_launch_alone(empty, (x,)),
+        f"backward Launch ({launch.path})": lambda: launch(g, idx, p.gin),
+        "backward C launch alone": c_launch_alone(launch, (g, idx, p.gin)),
+        "backward kernel[grid](...)": lambda: jit(
+            g, idx, p.gin, *launch.scalars, **launch.constants
+        ),
+        f"forward Launch ({fwd_launch.path})": lambda: fwd_launch(x, values, positions),
+        "forward Launch's direct function": lambda: fwd_launch._direct(x, values, positions),
+        "forward C launch alone": c_launch_alone(fwd_launch, (x, values, positions)),
+        "forward floor: two allocations and the C launch alone": forward_floor(
+            x, values, c_launch_alone(fwd_launch, (x, values, positions))
+        ),
         "whole backward": lambda: backward_op.adaptive_max_pool3d_backward(g, x, idx),
         "whole forward": lambda: forward_op.adaptive_max_pool3d(x, out),
         "torch backward": lambda: BWD(g, x, idx),
         "torch forward": lambda: FWD(x, list(out)),
     }
     for name, fn in items.items():
-        print(f"{name}: {us(fn, 2000):.2f} µs", flush=True)
+        print(f"{name}: {'n/a' if fn is None else f'{us(fn, 2000):.2f} µs'}", flush=True)
 
 
 @triton.jit
