@@ -172,6 +172,8 @@ class _Job:
         give(self.ctx.job_dir / "artifacts", self.owner)
         if self.ctx.compile_cache is not None:
             env["TRITON_CACHE_DIR"] = str(self.private_cache())
+        if pyenv.bytecode is not None:  # the host's packages' bytecode, read-only to jobs
+            env["PYTHONPYCACHEPREFIX"] = str(pyenv.bytecode)
         return pyenv.python, env
 
     def durations(self) -> Path | None:

@@ -34,6 +34,8 @@ import shutil
 import site
 import subprocess
 import sys
+import sysconfig
+import time
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +43,8 @@ from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
+
+from runner import bytecode
 
 DEPENDENCY_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
 Log = Callable[[str], None]
@@ -58,6 +62,7 @@ class PythonEnv:
     installed: tuple[str, ...]  # requirements pip installed when the env was built
     reused: bool  # True when it came from the cache
     notes: tuple[str, ...] = ()  # host versions used where the repository pins others
+    bytecode: Path | None = None  # the steps' PYTHONPYCACHEPREFIX, where one was compiled
 
 
 def host_site_dirs() -> list[str]:
@@ -284,7 +289,9 @@ def python_env(
             built = json.loads(ready.read_text())
             installed = tuple(built.get("installed", []))
             log(f"python environment {key} reused (installed: {', '.join(installed) or 'none'})")
-            return PythonEnv(python, root, key, installed, True, tuple(built.get("notes", [])))
+            notes = tuple(built.get("notes", []))
+            prefix = env_bytecode(root, python, build_env(cache / f"{key}.home"), log)
+            return PythonEnv(python, root, key, installed, True, notes, prefix)
         plan = plan_requirements(
             declared_requirements(checkout, extras, requirements_files), strict=strict
         )
@@ -318,9 +325,64 @@ def python_env(
             except PythonEnvError as exc:
                 shutil.rmtree(root, ignore_errors=True)
                 raise PythonEnvError(_not_installed(missing, sources, str(exc))) from exc
+        prefix = env_bytecode(root, python, env, log)
         ready.write_text(json.dumps({"installed": missing, "notes": list(plan.notes)}))
         log(f"python environment {key} built (installed: {', '.join(missing) or 'none'})")
-        return PythonEnv(python, root, key, tuple(missing), False, plan.notes)
+        return PythonEnv(python, root, key, tuple(missing), False, plan.notes, prefix)
+
+
+BYTECODE = "pycache"  # the environment's bytecode prefix (runner.bytecode), and its record
+
+
+def env_bytecode(
+    root: Path, python: Path, env: dict[str, str], log: Log, timeout_s: float = 600
+) -> Path | None:
+    """The environment's bytecode prefix, compiled on the first call where the host's packages
+    lack their own bytecode (`runner.bytecode`); None where they have it, or where compiling
+    failed (the steps then compile from source, as before). The outcome is recorded once."""
+    prefix, record = root / BYTECODE, root / f"{BYTECODE}.json"
+    try:
+        compiled = int(json.loads(record.read_text())["compiled"])
+    except (OSError, ValueError, KeyError, TypeError):
+        compiled = _compile_bytecode(prefix, python, _bytecode_dirs(root), env, log, timeout_s)
+        record.write_text(json.dumps({"compiled": compiled}))
+    return prefix if compiled > 0 else None
+
+
+def _bytecode_dirs(root: Path) -> list[str]:
+    """Where a step imports from besides its checkout: the standard library, the host's site
+    directories and the environment's own."""
+    paths = sysconfig.get_paths()
+    own = [str(p) for p in sorted(root.glob("lib/python*/site-packages"))]
+    return list(dict.fromkeys([paths["stdlib"], paths["platstdlib"], *host_site_dirs(), *own]))
+
+
+def _compile_bytecode(
+    prefix: Path, python: Path, dirs: list[str], env: dict[str, str], log: Log, timeout_s: float
+) -> int:
+    """Modules compiled into `prefix`, 0 where the host's packages carry their bytecode or
+    compiling failed."""
+    if not bytecode.lacks_bytecode(host_site_dirs()):
+        return 0
+    shutil.rmtree(prefix, ignore_errors=True)
+    started = time.monotonic()
+    argv = [str(python), "-I", str(bytecode.SCRIPT), str(prefix), *dirs]
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log(f"bytecode for the host's packages not compiled: {exc}")
+        return 0
+    words = proc.stdout.split()
+    if proc.returncode != 0 or not words or not words[0].isdigit():
+        log(f"bytecode for the host's packages not compiled: {proc.stderr.strip()[-300:]}")
+        return 0
+    log(
+        f"bytecode for the host's packages (they ship none): {proc.stdout.strip()} in "
+        f"{time.monotonic() - started:.1f}s, read by every step"
+    )
+    return int(words[0])
 
 
 def _not_installed(missing: Sequence[str], sources: PackageSources, pip_output: str) -> str:
@@ -362,8 +424,9 @@ def build_env(home: Path) -> dict[str, str]:
 
 def untouched(root: Path) -> bool:
     """Whether a cached environment can only have been changed by the runner: owned by it and
-    writable by nobody else, at its top and where packages go (a job runs as another user)."""
-    for path in (root, *root.glob("lib/python*/site-packages")):
+    writable by nobody else, at its top, where packages go and where its bytecode is (a job
+    runs as another user)."""
+    for path in (root, *root.glob("lib/python*/site-packages"), *root.glob(BYTECODE)):
         info = path.lstat()
         if info.st_uid != os.geteuid() or info.st_mode & 0o022:
             return False
