@@ -54,20 +54,29 @@ def _own_bytecode(source: Path) -> Path:
     return source.parent / "__pycache__" / f"{source.stem}.{sys.implementation.cache_tag}.pyc"
 
 
+# The packages every step imports, and the largest: one of them without bytecode is reason
+# enough (an H200 image shipped torch without it and most small packages with it).
+DEVICE_STACK = frozenset({"torch", "triton", "torch_musa"})
+
+
 def lacks_bytecode(site_dirs: Sequence[str], threshold: float = 0.5) -> bool:
-    """Whether at least `threshold` of the packages in `site_dirs` (their `__init__.py`) have no
-    bytecode of this interpreter beside them: a cheap look, one file a package."""
-    inits = [
-        package / "__init__.py"
-        for site in site_dirs
-        if Path(site).is_dir()
-        for package in Path(site).iterdir()
-        if (package / "__init__.py").is_file()
-    ]
-    if not inits:
-        return False
-    missing = sum(1 for init in inits if not _own_bytecode(init).is_file())
-    return missing >= threshold * len(inits)
+    """Whether the packages in `site_dirs` lack bytecode of this interpreter beside their
+    `__init__.py`: any of the device stack, or at least `threshold` of all of them. A cheap
+    look, one file a package."""
+    missing: list[str] = []
+    inits = 0
+    for site in site_dirs:
+        if not Path(site).is_dir():
+            continue
+        for package in Path(site).iterdir():
+            init = package / "__init__.py"
+            if init.is_file():
+                inits += 1
+                if not _own_bytecode(init).is_file():
+                    missing.append(package.name)
+    return bool(DEVICE_STACK.intersection(missing)) or (
+        inits > 0 and len(missing) >= threshold * inits
+    )
 
 
 def _compile(path: str) -> bool:

@@ -57,7 +57,7 @@ def test_sources_follow_links_once_and_leave_test_suites_out(tmp_path: Path) -> 
     assert found[1] in ("linked/__init__.py", "other/__init__.py")
 
 
-def test_a_host_lacks_bytecode_where_most_packages_ship_none(tmp_path: Path) -> None:
+def test_a_host_lacks_bytecode_where_most_packages_or_its_device_stack_ship_none(tmp_path: Path) -> None:
     site = _site(tmp_path / "site", {"a": "", "b": "", "c": ""})
     assert bytecode.lacks_bytecode([str(site)])
     for name in ("a", "b"):  # compiled beside their sources, as pip does
@@ -67,6 +67,12 @@ def test_a_host_lacks_bytecode_where_most_packages_ship_none(tmp_path: Path) -> 
         )
     assert not bytecode.lacks_bytecode([str(site)])
     assert not bytecode.lacks_bytecode([str(tmp_path / "absent")])
+    # The device stack alone is reason enough: every step imports it, and it is the largest.
+    _site(site, {"torch": "", **{f"small{i}": "" for i in range(5)}})
+    for package in [site / "c", *(site / f"small{i}" for i in range(5))]:
+        init = package / "__init__.py"
+        py_compile.compile(str(init), cfile=str(bytecode._own_bytecode(init)))
+    assert bytecode.lacks_bytecode([str(site)])  # one of nine without it, but that is torch
 
 
 def test_steps_read_the_prefix_and_never_run_stale_bytecode(tmp_path: Path) -> None:
