@@ -57,7 +57,9 @@ def test_sources_follow_links_once_and_leave_test_suites_out(tmp_path: Path) -> 
     assert found[1] in ("linked/__init__.py", "other/__init__.py")
 
 
-def test_a_host_lacks_bytecode_where_most_packages_or_its_device_stack_ship_none(tmp_path: Path) -> None:
+def test_a_host_lacks_bytecode_where_its_device_stack_or_most_packages_ship_none(
+    tmp_path: Path,
+) -> None:
     site = _site(tmp_path / "site", {"a": "", "b": "", "c": ""})
     assert bytecode.lacks_bytecode([str(site)])
     for name in ("a", "b"):  # compiled beside their sources, as pip does
