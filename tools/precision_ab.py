@@ -1,7 +1,8 @@
 """The benchmark's early stop against its whole budget, row by row (`tools/gpu_verdict.sh`'s
 `PRECISION_AB=N`): N runs of each kind, `/tmp/bench-full-<i>.json` and
 `/tmp/bench-early-<i>.json`. Prints each row's timings, the spread between runs of one kind,
-and how far the early stop's median is from the whole budget's.
+how far the early stop's median is from the whole budget's, and how many timed runs the
+timings took with each.
 
     python -m tools.precision_ab N [--dir /tmp]
 """
@@ -65,6 +66,25 @@ def main(argv: list[str] | None = None) -> None:
         f"{statistics.median(spreads['full']):.2f} % ({max(spreads['full']):.2f} %), early "
         f"{statistics.median(spreads['early']):.2f} % ({max(spreads['early']):.2f} %)"
     )
+    counts = {kind: timed_runs(args.dir, kind, args.n) for kind in ("full", "early")}
+    if all(counts.values()):
+        print(
+            "timed runs per timing, median (fewest-most): "
+            + ", ".join(
+                f"{kind} {statistics.median(c):g} ({min(c)}-{max(c)})" for kind, c in counts.items()
+            )
+        )
+
+
+def timed_runs(folder: Path, kind: str, n: int) -> list[int]:
+    """Every timing's run count in the runs of one kind (empty where the JSON has none)."""
+    return [
+        row[key]
+        for rows in runs(folder, kind, n)
+        for row in rows
+        for key in ("reference_runs", "kernel_runs")
+        if isinstance(row.get(key), int)
+    ]
 
 
 if __name__ == "__main__":

@@ -131,6 +131,9 @@ class BenchmarkRow(_Model):
     # Host time per call (µs): 1,000 back-to-back calls synchronized once, PyTorch's and ours.
     reference_host_us: float | None = None
     kernel_host_us: float | None = None
+    # Timed runs each side's latency is the median over (the timer stops once it is settled).
+    reference_runs: int | None = None
+    kernel_runs: int | None = None
     # Filled when the operator also exists on the merge base: the same row measured there.
     before_kernel_ms: float | None = None
     before_speedup: float | None = None

@@ -39,8 +39,22 @@ from kernels.benchmark.definition import Case, KernelMismatch, OpBenchmark
 from kernels.benchmark.report import Row
 
 
+class Timing(float):
+    """A latency in milliseconds that also says over how many timed runs it was taken."""
+
+    runs: int
+
+    def __new__(cls, ms: float, runs: int) -> Timing:
+        timing = super().__new__(cls, ms)
+        timing.runs = runs
+        return timing
+
+    def __reduce__(self) -> tuple[type[Timing], tuple[float, int]]:
+        return Timing, (float(self), self.runs)  # pickled and copied with its count
+
+
 class Timer(Protocol):
-    """Latency of a callable in milliseconds."""
+    """Latency of a callable in milliseconds (a `Timing` where the timer counts its runs)."""
 
     performance: bool
     description: str
@@ -147,7 +161,7 @@ class DeviceTimer:
             times += [a.elapsed_time(b) for a, b in zip(starts, ends, strict=True)]
             if self.precision > 0 and median_settled(pair_means(times), self.precision):
                 break
-        return _positive(statistics.median(pair_means(times)))
+        return Timing(_positive(statistics.median(pair_means(times))), len(times))
 
 
 def pair_means(times: Sequence[float]) -> list[float]:
@@ -208,7 +222,7 @@ class HostTimer:
             fn()
             self.synchronize()
             times.append((time.perf_counter() - start) * 1e3)
-        return _positive(statistics.median(times))
+        return Timing(_positive(statistics.median(times)), len(times))
 
 
 # Host time per call is measured where both sides take less device time than this: past it,
@@ -273,19 +287,22 @@ def make_row(
     host_us: tuple[float, float] | None = None,
 ) -> Row:
     """One table row; bandwidth fraction only when the copy bandwidth is known; `host_us` is
-    (PyTorch's, ours) host time per call where it was measured."""
+    (PyTorch's, ours) host time per call where it was measured; each side's run count where
+    its timer gave one (`Timing`)."""
     achieved = gbps(traffic, kernel_ms)
     return Row(
         dtype=case.dtype,
         size=list(case.size),
         output_size=list(case.output_size),
-        reference_ms=reference_ms,
-        kernel_ms=kernel_ms,
+        reference_ms=float(reference_ms),
+        kernel_ms=float(kernel_ms),
         speedup=reference_ms / kernel_ms,
         gbps=achieved,
         bandwidth_fraction=achieved / copy_gbps if copy_gbps else None,
         reference_host_us=host_us[0] if host_us else None,
         kernel_host_us=host_us[1] if host_us else None,
+        reference_runs=getattr(reference_ms, "runs", None),
+        kernel_runs=getattr(kernel_ms, "runs", None),
     )
 
 

@@ -44,6 +44,8 @@ class Row:
     bandwidth_fraction: float | None = None
     reference_host_us: float | None = None  # host time per call, 1,000 calls synced once
     kernel_host_us: float | None = None
+    reference_runs: int | None = None  # timed runs each latency is the median over
+    kernel_runs: int | None = None
 
 
 HOST_COLUMNS: tuple[str, ...] = ("Torch Host (µs/call)", "Kernel Host (µs/call)")

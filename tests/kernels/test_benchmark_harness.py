@@ -7,13 +7,16 @@ does, once per command line): a process start costs more than a tiny run.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
+import pickle
 import re
 import statistics
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +146,7 @@ def test_json_has_the_tiny_rows_and_the_environment(cli_run: Any) -> None:
         traffic = numel_in * 4 + numel_out * (4 + 8)
         assert row["gbps"] == pytest.approx(traffic / (row["kernel_ms"] * 1e-3) / 1e9, rel=1e-9)
         assert row["bandwidth_fraction"] is None
+        assert row["reference_runs"] == row["kernel_runs"] == 1  # --host-reps: the clock's calls
 
 
 def test_json_means_are_the_means_of_the_rows(cli_run: Any) -> None:
@@ -417,6 +421,23 @@ def test_timing_stops_early_only_where_the_median_is_settled() -> None:
     assert median_settled(pairs, 0.005) and statistics.median(pairs) == pytest.approx(4.225)
     noisy = [10.0 * (1 + 0.01 * math.sin(i)) for i in range(256)]  # ±1 %: more runs settle it
     assert not median_settled(noisy[:64], 0.005) and median_settled(noisy, 0.005)
+
+
+def test_rows_say_how_many_runs_each_latency_is_the_median_over() -> None:
+    from kernels.benchmark.definition import Case
+    from kernels.benchmark.harness import HostTimer, Timing, make_row
+
+    timed = HostTimer(reps=5)(lambda: None)
+    assert isinstance(timed, Timing) and timed.runs == 5 and timed > 0
+    again = pickle.loads(pickle.dumps(timed))  # tools send timings between processes
+    assert again == timed and again.runs == 5 and copy.deepcopy(timed).runs == 5
+    case = Case(dtype="float32", size=(1, 1, 8, 8, 8), output_size=(4, 4, 4))
+    row = make_row(case, Timing(0.010, 400), Timing(0.004, 96), 1000, None)
+    assert (row.reference_runs, row.kernel_runs) == (400, 96)
+    assert row.speedup == pytest.approx(2.5) and type(row.kernel_ms) is float
+    assert BenchmarkRow.model_validate(asdict(row)).kernel_runs == 96
+    plain = make_row(case, 0.010, 0.004, 1000, None)  # a timer that does not count
+    assert (plain.reference_runs, plain.kernel_runs) == (None, None)
 
 
 def test_pair_means_take_two_runs_in_turn_and_leave_a_last_odd_one_out() -> None:
