@@ -1,8 +1,8 @@
 """How far the performance bars are within any kernel's reach, measured on a GPU.
 
 For every large row of both operators, times PyTorch's operator, ours and the fastest
-one-launch mover of the row's minimum traffic (`tools.traffic`: it only reads and
-writes those bytes), with the harness's timer (`DeviceTimer`, the 1 GiB zero flush) and again
+one-launch mover of the row's minimum traffic (`kernels.benchmark.reach`: it only reads
+and writes those bytes), with the harness's timer (`DeviceTimer`, the 1 GiB zero flush) and again
 with a read flush that leaves L2 clean. A mover is what a perfect kernel for the row would take:
 PyTorch's time over it is the most speedup any kernel can show, its time over the floor the
 least multiple of the floor. Prints, per operator and flush, a Markdown table in µs, then each
@@ -26,13 +26,20 @@ from typing import Any
 
 import torch
 
-from kernels.benchmark.bandwidth import COPY_BYTES, copy_bandwidth_gbps, pool3d_traffic_bytes
+from kernels.benchmark.bandwidth import (
+    COPY_BYTES,
+    Split,
+    backward_split,
+    copy_bandwidth_gbps,
+    forward_split,
+    pool3d_traffic_bytes,
+)
 from kernels.benchmark.definition import Case, load
 from kernels.benchmark.harness import DeviceTimer, Flush
 from kernels.benchmark.implementations import device_name, select
+from kernels.benchmark.reach import fastest
 from kernels.benchmark.sizes import DEFAULT_DTYPES, LARGE
 from tools.bars import geomean
-from tools.traffic import CONFIGS, Mover, Split, backward_split, forward_split, mover
 
 DEVICE = "cuda"
 FLUSHES: tuple[Flush, ...] = ("zero", "read")
@@ -60,11 +67,9 @@ class Measured:
 
 
 def best_mover(split: Split, flush: Flush) -> tuple[float, str]:
-    """The fastest mover configuration's median (µs) and its name."""
-    first = mover(split, CONFIGS[0], DEVICE)
-    times = {c.name: timer(flush)(Mover(first.source, first.destination, c)) * 1e3 for c in CONFIGS}
-    name = min(times, key=times.__getitem__)
-    return times[name], name
+    """The fastest mover layout's median (µs) and its name: the row's reach."""
+    ms, name = fastest(split, DEVICE, timer(flush))
+    return ms * 1e3, name
 
 
 def sanity(copy_gbps: float) -> None:

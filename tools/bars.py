@@ -6,10 +6,11 @@
 
 Each bar is printed with its measured value and whether it is met; the exit status is 0 only
 when every bar that the given files can decide is met. The reach is the mover's time for a
-row (`tools.bar_bounds --json`: a kernel that only moves the row's minimum bytes, timed the
-same way in the same process); `--runs` are `ondemand run --json` results, the first on a
-fresh runner, the rest warm (`tools.gpu_verdict.sh` makes them all in one go); `--do-bench`
-is `tools.host_probe --do-bench N --json`: the tiny rows under Triton's own `do_bench`.
+row (a kernel that only moves the row's minimum bytes, timed the same way in the same
+process): from `tools.bar_bounds --json`, else from benchmark runs made with `--reach`.
+`--runs` are `ondemand run --json` results, the first on a fresh runner, the rest warm
+(`tools.gpu_verdict.sh` makes them all in one go); `--do-bench` is `tools.host_probe
+--do-bench N --json`: the tiny rows under Triton's own `do_bench`.
 """
 
 from __future__ import annotations
@@ -91,23 +92,30 @@ def host_bars(op: str, tiny: Sequence[Row]) -> list[Bar]:
     ]
 
 
+def reach_bar(op: str, ratios: Sequence[float]) -> Bar:
+    """Every large row of `op` within 1.25 x its reach (`ratios`: ours over the mover's)."""
+    within = sum(1 for x in ratios if x <= 1.25)
+    return Bar(
+        f"{op}, large: every row <= 1.25 x the mover",
+        f"{within} of {len(ratios)}; worst {max(ratios):.2f} x",
+        within == len(ratios),
+    )
+
+
 def reach_bars(bounds: dict[str, Any]) -> list[Bar]:
-    """Every large row within 1.25 x the mover's time, under the harness's timer (zero flush)."""
+    """The reach bar of each operator in `tools.bar_bounds --json` (the harness's zero flush)."""
     bars: list[Bar] = []
     for op in sorted({r["op"] for r in bounds["rows"]}):
         rows = [r for r in bounds["rows"] if r["op"] == op and r["flush"] == "zero"]
-        if not rows:
-            continue
-        ratios = [r["ours_us"] / r["mover_us"] for r in rows]
-        within = sum(1 for x in ratios if x <= 1.25)
-        bars.append(
-            Bar(
-                f"{op}, large: every row <= 1.25 x the mover",
-                f"{within} of {len(rows)}; worst {max(ratios):.2f} x",
-                within == len(rows),
-            )
-        )
+        if rows:
+            bars.append(reach_bar(op, [r["ours_us"] / r["mover_us"] for r in rows]))
     return bars
+
+
+def benchmark_reach_bars(doc: dict[str, Any]) -> list[Bar]:
+    """The reach bar from a benchmark run with `--reach` (its large rows' `reach_ms`)."""
+    rows = [r for r in _rows(doc, LARGE) if r.get("reach_ms")]
+    return [reach_bar(doc["op"], [r["kernel_ms"] / r["reach_ms"] for r in rows])] if rows else []
 
 
 def verdict_bars(runs: Sequence[str]) -> list[Bar]:
@@ -196,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
         bars += forward_bars(load(args.forward))
     if args.bounds:
         bars += reach_bars(load(args.bounds))
+    else:  # benchmark runs with --reach carry it themselves
+        for path in (args.backward, args.forward):
+            bars += benchmark_reach_bars(load(path)) if path else []
     if args.generic and args.mthreads:
         bars += vendor_bar(load(args.generic), load(args.mthreads))
     if args.do_bench:

@@ -134,6 +134,9 @@ class BenchmarkRow(_Model):
     # Timed runs each side's latency is the median over (the timer stops once it is settled).
     reference_runs: int | None = None
     kernel_runs: int | None = None
+    # The row's reach, where measured: the fastest one-launch mover of its minimum traffic.
+    reach_ms: float | None = None
+    reach_layout: str | None = None
     # Filled when the operator also exists on the merge base: the same row measured there.
     before_kernel_ms: float | None = None
     before_speedup: float | None = None

@@ -81,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="GPU: back-to-back calls, synchronized once, for each side's host time per call "
         "(0: not measured; never under the interpreter)",
     )
+    parser.add_argument(
+        "--reach",
+        action="store_true",
+        help="also time each row's reach: the fastest of a few one-launch movers of its "
+        "minimum bytes, with the same timer (about doubles a run's time)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
@@ -146,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 advance,
                 host_calls=max(0, args.host_calls) if target.performance else 0,
                 synchronize=implementations.synchronizer(target.device),
+                reach=args.reach,
             )
     except BenchmarkError as exc:
         if exc.__cause__ is not None and not isinstance(exc.__cause__, KernelMismatch):

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from kernels.benchmark.bandwidth import pool3d_traffic_bytes
+from kernels.benchmark.bandwidth import forward_split
 from kernels.benchmark.definition import (
     Case,
     KernelMismatch,
@@ -90,8 +90,8 @@ def prepare(case: Case, device: str, kernel_fn: Callable[..., Any]) -> Prepared:
         verify_forward(x, output_size, kernel(), reference())
 
     out_numel = math.prod(case.size[:-3]) * math.prod(output_size)
-    traffic = pool3d_traffic_bytes(x.numel(), out_numel, x.element_size())
-    return Prepared(reference=reference, kernel=kernel, verify=verify, traffic_bytes=traffic)
+    split = forward_split(x.numel(), out_numel, x.element_size())
+    return Prepared(reference=reference, kernel=kernel, verify=verify, split=split)
 
 
 BENCHMARK = OpBenchmark(name="adaptive_max_pool3d", prepare=prepare)

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from kernels.benchmark.bandwidth import pool3d_traffic_bytes
+from kernels.benchmark.bandwidth import backward_split
 from kernels.benchmark.definition import (
     Case,
     KernelMismatch,
@@ -65,8 +65,8 @@ def prepare(case: Case, device: str, kernel_fn: Callable[..., Any]) -> Prepared:
         abs_sum = aten(grad.to(wide).abs(), x.to(wide), indices)
         verify_backward(kernel(), reference(), precise, abs_sum)
 
-    traffic = pool3d_traffic_bytes(x.numel(), grad.numel(), x.element_size())
-    return Prepared(reference=reference, kernel=kernel, verify=verify, traffic_bytes=traffic)
+    split = backward_split(x.numel(), grad.numel(), x.element_size())
+    return Prepared(reference=reference, kernel=kernel, verify=verify, split=split)
 
 
 BENCHMARK = OpBenchmark(name="adaptive_max_pool3d_backward", prepare=prepare)

@@ -4,6 +4,7 @@ device's own copy bandwidth to compare with."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -21,6 +22,28 @@ def pool3d_traffic_bytes(input_numel: int, output_numel: int, element_size: int)
     the indices, write the input-sized gradient once.
     """
     return input_numel * element_size + output_numel * (element_size + INDEX_BYTES)
+
+
+@dataclass(frozen=True)
+class Split:
+    """A row's minimum traffic as bytes read and bytes written."""
+
+    read_bytes: int
+    write_bytes: int
+
+    @property
+    def total(self) -> int:
+        return self.read_bytes + self.write_bytes
+
+
+def backward_split(input_numel: int, output_numel: int, element_size: int) -> Split:
+    """The backward reads each output's gradient and int64 index, and writes every input's."""
+    return Split(output_numel * (element_size + INDEX_BYTES), input_numel * element_size)
+
+
+def forward_split(input_numel: int, output_numel: int, element_size: int) -> Split:
+    """The forward reads the input, and writes each output's value and int64 index."""
+    return Split(input_numel * element_size, output_numel * (element_size + INDEX_BYTES))
 
 
 def gbps(traffic_bytes: int, ms: float) -> float:

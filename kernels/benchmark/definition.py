@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from kernels import registry
+from kernels.benchmark.bandwidth import Split
 from kernels.benchmark.sizes import DTYPES, Shape, Spatial
 
 # The operators that have a benchmark definition, in the registry's order.
@@ -47,13 +48,17 @@ class Prepared:
     """A case made ready on a device: both callables work on the same inputs.
 
     `verify` runs both once and raises `KernelMismatch` when the kernel's result is wrong;
-    `traffic_bytes` is the minimum memory traffic of the operator on this case.
+    `split` is the operator's minimum memory traffic on this case, read and written.
     """
 
     reference: Callable[[], Any]
     kernel: Callable[[], Any]
     verify: Callable[[], None]
-    traffic_bytes: int
+    split: Split
+
+    @property
+    def traffic_bytes(self) -> int:
+        return self.split.total
 
 
 # prepare(case, device, kernel function) -> Prepared

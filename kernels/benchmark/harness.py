@@ -36,6 +36,7 @@ from typing import Any, Literal, Protocol
 
 from kernels.benchmark.bandwidth import gbps
 from kernels.benchmark.definition import Case, KernelMismatch, OpBenchmark
+from kernels.benchmark.reach import fastest
 from kernels.benchmark.report import Row
 
 
@@ -285,10 +286,11 @@ def make_row(
     traffic: int,
     copy_gbps: float | None,
     host_us: tuple[float, float] | None = None,
+    reach: tuple[float, str] | None = None,
 ) -> Row:
     """One table row; bandwidth fraction only when the copy bandwidth is known; `host_us` is
     (PyTorch's, ours) host time per call where it was measured; each side's run count where
-    its timer gave one (`Timing`)."""
+    its timer gave one (`Timing`); `reach` the row's (ms, mover layout) where measured."""
     achieved = gbps(traffic, kernel_ms)
     return Row(
         dtype=case.dtype,
@@ -303,6 +305,8 @@ def make_row(
         kernel_host_us=host_us[1] if host_us else None,
         reference_runs=getattr(reference_ms, "runs", None),
         kernel_runs=getattr(kernel_ms, "runs", None),
+        reach_ms=reach[0] if reach else None,
+        reach_layout=reach[1] if reach else None,
     )
 
 
@@ -316,9 +320,11 @@ def run_cases(
     on_case: Callable[[Case], None] = lambda case: None,
     host_calls: int = 0,
     synchronize: Callable[[], None] = lambda: None,
+    reach: bool = False,
 ) -> list[Row]:
     """Verify, then time, every case in order; with `host_calls`, also each side's host time
-    per call over that many calls, on rows short enough to be host-bound (HOST_BOUND_MS).
+    per call over that many calls, on rows short enough to be host-bound (HOST_BOUND_MS); with
+    `reach`, also the row's reach with the same timer (`kernels.benchmark.reach`).
     Raises BenchmarkError on the first failure."""
     rows: list[Row] = []
     for case in cases:
@@ -332,12 +338,15 @@ def run_cases(
             host_us = None
             if host_calls > 0 and max(reference_ms, kernel_ms) < HOST_BOUND_MS:
                 host_us = host_us_pair(prepared.reference, prepared.kernel, synchronize, host_calls)
+            moved = fastest(prepared.split, device, timer) if reach else None
         except KernelMismatch as exc:
             raise BenchmarkError(f"{where}: kernel result differs from PyTorch's: {exc}") from exc
         except Exception as exc:
             raise BenchmarkError(f"{where}: {type(exc).__name__}: {exc}") from exc
         rows.append(
-            make_row(case, reference_ms, kernel_ms, prepared.traffic_bytes, copy_gbps, host_us)
+            make_row(
+                case, reference_ms, kernel_ms, prepared.traffic_bytes, copy_gbps, host_us, moved
+            )
         )
         del prepared
     return rows

@@ -46,9 +46,12 @@ class Row:
     kernel_host_us: float | None = None
     reference_runs: int | None = None  # timed runs each latency is the median over
     kernel_runs: int | None = None
+    reach_ms: float | None = None  # the fastest mover of the row's minimum traffic (--reach)
+    reach_layout: str | None = None
 
 
 HOST_COLUMNS: tuple[str, ...] = ("Torch Host (µs/call)", "Kernel Host (µs/call)")
+REACH_COLUMNS: tuple[str, ...] = ("Reach (ms)", "Kernel / Reach")
 
 
 @dataclass(frozen=True)
@@ -109,10 +112,14 @@ class Report:
         if not env.performance:
             lines += [f"**{NOT_PERFORMANCE}**", ""]
         host = any(row.kernel_host_us is not None for row in self.rows)
-        columns = COLUMNS + (HOST_COLUMNS if host else ())
+        reach = any(row.reach_ms is not None for row in self.rows)
+        columns = COLUMNS + (HOST_COLUMNS if host else ()) + (REACH_COLUMNS if reach else ())
         lines.append(_table_line(columns))
         lines.append(_table_line(("---",) * 2 + ("---:",) * (len(columns) - 2)))
-        lines += [_table_line(_cells(row) + (_host(row) if host else ())) for row in self.rows]
+        lines += [
+            _table_line(_cells(row) + (_host(row) if host else ()) + (_reach(row) if reach else ()))
+            for row in self.rows
+        ]
         arithmetic, geometric = self.means()
         lines += [
             "",
@@ -153,6 +160,12 @@ def _host(row: Row) -> tuple[str, str]:
     return tuple(  # type: ignore[return-value]
         "—" if v is None else f"{v:.1f}" for v in (row.reference_host_us, row.kernel_host_us)
     )
+
+
+def _reach(row: Row) -> tuple[str, str]:
+    if row.reach_ms is None:
+        return "—", "—"
+    return f"{row.reach_ms:.6f}", f"{row.kernel_ms / row.reach_ms:.2f}x"
 
 
 def _gbps(value: float | None) -> str:

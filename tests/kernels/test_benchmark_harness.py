@@ -80,6 +80,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         op: ["--op", op, *tiny, "--json", f"{out}/{op}.json", "--markdown", f"{out}/{op}.md"]
         for op in OPS
     }
+    argv["reach"] = ["--op", OPS[0], *tiny, "--reach", "--json", f"{out}/reach.json",
+                     "--markdown", f"{out}/reach.md"]  # fmt: skip
     argv["large"] = ["--op", OPS[0], "--sizes", "large", "--json", str(out / "large.json")]
     argv["bad_dtype"] = ["--op", OPS[0], "--dtypes", "float8"]
     argv["bad_op"] = ["--op", "| adaptive_max_pool3d"]
@@ -147,6 +149,7 @@ def test_json_has_the_tiny_rows_and_the_environment(cli_run: Any) -> None:
         assert row["gbps"] == pytest.approx(traffic / (row["kernel_ms"] * 1e-3) / 1e9, rel=1e-9)
         assert row["bandwidth_fraction"] is None
         assert row["reference_runs"] == row["kernel_runs"] == 1  # --host-reps: the clock's calls
+        assert row["reach_ms"] is None and row["reach_layout"] is None  # no --reach
 
 
 def test_json_means_are_the_means_of_the_rows(cli_run: Any) -> None:
@@ -421,6 +424,23 @@ def test_timing_stops_early_only_where_the_median_is_settled() -> None:
     assert median_settled(pairs, 0.005) and statistics.median(pairs) == pytest.approx(4.225)
     noisy = [10.0 * (1 + 0.01 * math.sin(i)) for i in range(256)]  # ±1 %: more runs settle it
     assert not median_settled(noisy[:64], 0.005) and median_settled(noisy, 0.005)
+
+
+def test_reach_is_the_fastest_mover_of_each_row_timed_the_same_way(runs: dict[str, Any]) -> None:
+    from kernels.benchmark.reach import CONFIGS
+
+    run = runs["reach"]
+    assert run["returncode"] == 0, run["stderr"]
+    rows = run["json"]["rows"]
+    assert len(rows) == len(TINY)
+    assert all(r["reach_ms"] > 0 and r["reach_layout"] in {c.name for c in CONFIGS} for r in rows)
+    lines = run["markdown"].splitlines()
+    header = next(line for line in lines if line.startswith("| dtype |")).strip("| ").split(" | ")
+    assert header[-2:] == ["Reach (ms)", "Kernel / Reach"]
+    for row, cells in zip(rows, _table_rows(run["markdown"], "dtype"), strict=True):
+        assert cells[-2] == f"{row['reach_ms']:.6f}"
+        assert cells[-1] == f"{row['kernel_ms'] / row['reach_ms']:.2f}x"
+    assert BenchmarkRow.model_validate(rows[0]).reach_layout == rows[0]["reach_layout"]
 
 
 def test_rows_say_how_many_runs_each_latency_is_the_median_over() -> None:

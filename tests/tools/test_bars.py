@@ -56,6 +56,20 @@ def test_host_time_reach_and_verdict_bars(tmp_path: Path) -> None:
     }
     (reach,) = bars.reach_bars(bounds)
     assert not reach.met and reach.measured == "1 of 2; worst 1.30 x"
+    # The same bar from a benchmark run with --reach: its large rows carry the mover's time.
+    timed["op"] = "adaptive_max_pool3d_backward"
+    assert bars.benchmark_reach_bars(timed) == []  # run without --reach
+    for row in timed["rows"]:
+        row["reach_ms"] = row["kernel_ms"] / 3.0  # the tiny rows are not part of the bar
+    large = bars._rows(timed, LARGE)
+    for i, row in enumerate(large):
+        row["reach_ms"] = row["kernel_ms"] / (1.4 if i == 0 else 1.1)
+    (from_rows,) = bars.benchmark_reach_bars(timed)
+    assert from_rows.name == "adaptive_max_pool3d_backward, large: every row <= 1.25 x the mover"
+    assert (from_rows.met, from_rows.measured) == (
+        False,
+        f"{len(large) - 1} of {len(large)}; worst 1.40 x",
+    )
     run = {
         "status": "succeeded", "sha": "a" * 40,
         "environment": {"vendor": "nvidia", "runner_name": "r", "runner_version": "0"},

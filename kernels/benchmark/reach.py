@@ -1,46 +1,30 @@
-"""The least time any kernel could take for a row's memory traffic, measured.
+"""A row's reach: the least time any kernel could take for its memory traffic, measured.
 
-A row of either operator must read some bytes and write others (`bandwidth.pool3d_traffic_bytes`
-splits into the two). `mover` builds one launch that does only that: it reads `read_bytes`
-and writes `write_bytes` as contiguous 32-bit words, nothing computed beyond what keeps the
-reads alive. Timed with the harness's timer over a few layouts and block sizes, the fastest is
-what a perfect kernel for that row would take under the same timer: the bars' reach
-(`tools/bar_bounds.py`).
+A row of either operator must read some bytes and write others (`bandwidth.Split`). A mover
+is one launch that does only that: it reads `read_bytes` and writes `write_bytes` as
+contiguous 32-bit words, nothing computed beyond what keeps the reads alive. Timed with the
+benchmark's own timer over a few layouts and block sizes, the fastest is what a perfect kernel
+for that row would take under the same timer: the row's reach (`python -m kernels.benchmark
+--reach`, and `tools/bar_bounds.py` for the bars).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
-from kernels.benchmark.bandwidth import INDEX_BYTES
+from kernels.benchmark.bandwidth import Split
 
 WORD = 4  # bytes in the int32 words the mover reads and writes
 # The mover's source never holds this value (`mover` fills it below), so the store that keeps
 # read-only programs' loads alive never runs.
 NEVER = 2**31 - 1
 _NEVER = tl.constexpr(NEVER)
-
-
-@dataclass(frozen=True)
-class Split:
-    """A row's minimum traffic as bytes read and bytes written."""
-
-    read_bytes: int
-    write_bytes: int
-
-
-def backward_split(input_numel: int, output_numel: int, element_size: int) -> Split:
-    """The backward reads each output's gradient and int64 index, and writes every input's."""
-    return Split(output_numel * (element_size + INDEX_BYTES), input_numel * element_size)
-
-
-def forward_split(input_numel: int, output_numel: int, element_size: int) -> Split:
-    """The forward reads the input, and writes each output's value and int64 index."""
-    return Split(input_numel * element_size, output_numel * (element_size + INDEX_BYTES))
 
 
 @dataclass(frozen=True)
@@ -149,3 +133,22 @@ def mover(split: Split, config: MoverConfig, device: str) -> Mover:
     source = torch.randint(0, NEVER, (_words(split.read_bytes),), dtype=torch.int32, device=device)
     destination = torch.empty(_words(split.write_bytes), dtype=torch.int32, device=device)
     return Mover(source, destination, config)
+
+
+def fastest(
+    split: Split,
+    device: str,
+    time_ms: Callable[[Callable[[], Any]], float],
+    configs: Sequence[MoverConfig] = CONFIGS,
+) -> tuple[float, str]:
+    """The row's reach: the least `time_ms` of a mover of `split` over `configs` (all of them
+    moving the same buffers), and the name of the layout that took it."""
+    if not configs:
+        raise ValueError("no mover layout to time")
+    first = mover(split, configs[0], device)
+    times = {
+        config.name: float(time_ms(Mover(first.source, first.destination, config)))
+        for config in configs
+    }
+    name = min(times, key=times.__getitem__)
+    return times[name], name

@@ -1,5 +1,5 @@
-"""The traffic mover that measures the bars' reach: it must read and write every byte it is
-asked to, in both layouts, whichever side is larger."""
+"""The mover that measures a row's reach: it must read and write every byte it is asked to,
+in both layouts, whichever side is larger; the reach is the fastest of its layouts."""
 
 from __future__ import annotations
 
@@ -7,16 +7,13 @@ import pytest
 import torch
 
 from kernels import runtime
-from kernels.benchmark.bandwidth import pool3d_traffic_bytes
-from tools.traffic import (
-    NEVER,
-    WORD,
-    MoverConfig,
+from kernels.benchmark.bandwidth import (
     Split,
     backward_split,
     forward_split,
-    mover,
+    pool3d_traffic_bytes,
 )
+from kernels.benchmark.reach import NEVER, WORD, MoverConfig, fastest, mover
 
 BLOCK = 16
 
@@ -64,3 +61,22 @@ def test_splits_add_up_to_the_minimum_traffic() -> None:
         assert got.read_bytes + got.write_bytes == pool3d_traffic_bytes(25_690_112, 175_616, 2)
     assert forward_split(1000, 10, 4) == Split(4000, 120)
     assert backward_split(1000, 10, 4) == Split(120, 4000)
+
+
+def test_the_reach_is_the_fastest_layout_timed() -> None:
+    """Every layout is timed once on the row's buffers, and the least time wins, with its
+    name."""
+    layouts = [MoverConfig(BLOCK, 1, False), MoverConfig(2 * BLOCK, 1, True)]
+    seen: list[tuple[int, int]] = []
+
+    def time_ms(move: object) -> float:
+        move()  # type: ignore[operator]
+        source, destination = move.source, move.destination  # type: ignore[attr-defined]
+        seen.append((source.numel(), destination.numel()))
+        return 2.0 if len(seen) == 1 else 1.5
+
+    split = Split(read_bytes=5 * BLOCK * WORD, write_bytes=3 * BLOCK * WORD)
+    assert fastest(split, runtime.device, time_ms, layouts) == (1.5, "spread32-w1")
+    assert seen == [(5 * BLOCK, 3 * BLOCK)] * 2  # both movers moved the row's words
+    with pytest.raises(ValueError, match="no mover layout"):
+        fastest(split, runtime.device, time_ms, [])
