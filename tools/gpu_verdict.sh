@@ -47,7 +47,7 @@ for item in ${RUNS:-fresh: warm:}; do
   rc=$?
   echo "== ondemand run $op:nvidia ${extra//,/ } ($name) -> exit $rc; whole command" \
     "$(( ($(date +%s%N) - start) / 1000000 )) ms (trusted build included)" | tee -a "$summary"
-  grep -E "compile cache|trusted build|step .*: (exit|.*-n )|passed" "$log" | cut -c1-160 | tee -a "$summary"
+  grep -E "compile cache|bytecode|trusted build|step .*: (exit|.*-n )|passed" "$log" | cut -c1-160 | tee -a "$summary"
   [ "$rc" = 0 ] || tail -20 "$log" | cut -c1-200 | tee -a "$summary"
   names+=("$name=$OUT/$name.json")
 done
