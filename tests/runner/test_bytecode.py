@@ -7,14 +7,13 @@ import os
 import py_compile
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from runner import bytecode, pyenv
-from runner.execute import JobContext, _Job
-from runner.workspace import Workspaces
+from runner.execute import _Job
+from tests.runner.jobs import job_context
 from tests.runner.test_execute import CPU, _spec
 from tests.runner.tinyrepo import TinyRepo
 
@@ -126,16 +125,8 @@ def test_the_environment_compiles_once_and_steps_get_the_prefix(
     assert not any("bytecode" in m for m in logs)  # recorded: not compiled twice
     # A step's environment names its environment's prefix (the workflow's extras make it
     # another environment than the one above).
-    ctx = JobContext(
-        workspaces=Workspaces(tmp_path / "cache"),
-        env_cache=tmp_path / "envs",
-        job_dir=tmp_path / "job",
-        runner_name="test",
-        runner_version="0",
-        on_output=lambda _: None,
-        cancel=threading.Event(),
-    )
-    _, env = _Job(_spec(tiny_repo, "good_op"), CPU, ctx).environ(tiny_repo.path)
+    job = _Job(_spec(tiny_repo, "good_op"), CPU, job_context(tmp_path))
+    _, env = job.environ(tiny_repo.path)
     prefix = Path(env["PYTHONPYCACHEPREFIX"])
     assert prefix == Path(env["VIRTUAL_ENV"]) / pyenv.BYTECODE
     assert list(prefix.rglob("__init__.*.pyc"))

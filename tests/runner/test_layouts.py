@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
-from runner.execute import JobContext, execute
+from runner.execute import execute
 from runner.layouts import FLAGGEMS, detect, size_of
 from runner.pyenv import PackageSources
-from runner.workspace import Workspaces
+from tests.runner.jobs import job_context
 from tests.runner.test_pyenv import _wheel
 from workflows.models import JobResult, JobSpec, JobStatus
 from workflows.spec import load_workflows
@@ -52,16 +51,8 @@ def run_cpu_job(
 ) -> tuple[JobResult, str]:
     """`spec` run by the cpu workflow with its caches under `tmp_path`; the result and the log."""
     log = bytearray()
-    ctx = JobContext(
-        workspaces=Workspaces(tmp_path / "cache"),
-        env_cache=tmp_path / "envs",
-        job_dir=tmp_path / "job",
-        runner_name="r",
-        runner_version="0",
-        on_output=log.extend,
-        cancel=threading.Event(),
-        **({} if packages is None else {"packages": packages}),
-    )
+    extra = {} if packages is None else {"packages": packages}
+    ctx = job_context(tmp_path, log.extend, **extra)
     return execute(spec, load_workflows()["cpu"], ctx), log.decode()
 
 
