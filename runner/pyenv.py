@@ -290,7 +290,7 @@ def python_env(
             installed = tuple(built.get("installed", []))
             log(f"python environment {key} reused (installed: {', '.join(installed) or 'none'})")
             notes = tuple(built.get("notes", []))
-            prefix = env_bytecode(root, python, build_env(cache / f"{key}.home"), log)
+            prefix = env_bytecode(root, python, cache / f"{key}.home", log)
             return PythonEnv(python, root, key, installed, True, notes, prefix)
         plan = plan_requirements(
             declared_requirements(checkout, extras, requirements_files), strict=strict
@@ -325,7 +325,7 @@ def python_env(
             except PythonEnvError as exc:
                 shutil.rmtree(root, ignore_errors=True)
                 raise PythonEnvError(_not_installed(missing, sources, str(exc))) from exc
-        prefix = env_bytecode(root, python, env, log)
+        prefix = env_bytecode(root, python, cache / f"{key}.home", log)
         ready.write_text(json.dumps({"installed": missing, "notes": list(plan.notes)}))
         log(f"python environment {key} built (installed: {', '.join(missing) or 'none'})")
         return PythonEnv(python, root, key, tuple(missing), False, plan.notes, prefix)
@@ -335,35 +335,37 @@ BYTECODE = "pycache"  # the environment's bytecode prefix (runner.bytecode), and
 
 
 def env_bytecode(
-    root: Path, python: Path, env: dict[str, str], log: Log, timeout_s: float = 600
+    root: Path, python: Path, home: Path, log: Log, timeout_s: float = 600
 ) -> Path | None:
     """The environment's bytecode prefix, compiled on the first call where the host's packages
     lack their own bytecode (`runner.bytecode`); None where they have it, or where compiling
-    failed (the steps then compile from source, as before). The outcome is recorded once."""
+    failed (the steps then compile from source, as before). The outcome is recorded once, so
+    a reused environment only reads the record."""
     prefix, record = root / BYTECODE, root / f"{BYTECODE}.json"
     try:
         compiled = int(json.loads(record.read_text())["compiled"])
     except (OSError, ValueError, KeyError, TypeError):
-        compiled = _compile_bytecode(prefix, python, _bytecode_dirs(root), env, log, timeout_s)
+        host = host_site_dirs()
+        compiled = 0
+        if bytecode.lacks_bytecode(host):
+            dirs = _bytecode_dirs(root, host)
+            compiled = _compile_bytecode(prefix, python, dirs, build_env(home), log, timeout_s)
         record.write_text(json.dumps({"compiled": compiled}))
     return prefix if compiled > 0 else None
 
 
-def _bytecode_dirs(root: Path) -> list[str]:
+def _bytecode_dirs(root: Path, host: list[str]) -> list[str]:
     """Where a step imports from besides its checkout: the standard library, the host's site
     directories and the environment's own."""
     paths = sysconfig.get_paths()
     own = [str(p) for p in sorted(root.glob("lib/python*/site-packages"))]
-    return list(dict.fromkeys([paths["stdlib"], paths["platstdlib"], *host_site_dirs(), *own]))
+    return list(dict.fromkeys([paths["stdlib"], paths["platstdlib"], *host, *own]))
 
 
 def _compile_bytecode(
     prefix: Path, python: Path, dirs: list[str], env: dict[str, str], log: Log, timeout_s: float
 ) -> int:
-    """Modules compiled into `prefix`, 0 where the host's packages carry their bytecode or
-    compiling failed."""
-    if not bytecode.lacks_bytecode(host_site_dirs()):
-        return 0
+    """Modules compiled into `prefix`, 0 where compiling failed."""
     shutil.rmtree(prefix, ignore_errors=True)
     started = time.monotonic()
     argv = [str(python), "-I", str(bytecode.SCRIPT), str(prefix), *dirs]
