@@ -129,6 +129,7 @@ def parts() -> None:
     fwd_plan = forward_op._PLANS.get((signature(x), out, None))
     values, positions = FWD(x, list(out))
     fwd_launch = fwd_plan.launch
+    fwd_alone = c_launch_alone(fwd_launch, (x, values, positions))
     empty = Launch(_empty_kernel, (1,), (), {})
     empty(x)
     empty(x)
@@ -160,9 +161,9 @@ def parts() -> None:
         ),
         f"forward Launch ({fwd_launch.path})": lambda: fwd_launch(x, values, positions),
         "forward Launch's direct function": lambda: fwd_launch._direct(x, values, positions),
-        "forward C launch alone": c_launch_alone(fwd_launch, (x, values, positions)),
+        "forward C launch alone": fwd_alone,
         "forward floor: two allocations and the C launch alone": forward_floor(
-            x, values, c_launch_alone(fwd_launch, (x, values, positions))
+            x, values, fwd_alone
         ),
         "whole backward": lambda: backward_op.adaptive_max_pool3d_backward(g, x, idx),
         "whole forward": lambda: forward_op.adaptive_max_pool3d(x, out),

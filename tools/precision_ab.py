@@ -39,9 +39,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("n", type=int, help="runs of each kind")
     parser.add_argument("--dir", type=Path, default=Path("/tmp"), help="where the JSON files are")
     args = parser.parse_args(argv)
-    full_runs = runs(args.dir, "full", args.n)
-    full, early = by_row(full_runs), by_row(runs(args.dir, "early", args.n))
-    labels = [f"{r['dtype']} {tuple(r['size'])}->{tuple(r['output_size'])}" for r in full_runs[0]]
+    loaded = {kind: runs(args.dir, kind, args.n) for kind in ("full", "early")}
+    full, early = by_row(loaded["full"]), by_row(loaded["early"])
+    labels = [
+        f"{r['dtype']} {tuple(r['size'])}->{tuple(r['output_size'])}" for r in loaded["full"][0]
+    ]
     print(
         "| row | side | full ms (runs) | early ms (runs) | spread full % | spread early % "
         "| early/full - 1 % |"
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{statistics.median(spreads['full']):.2f} % ({max(spreads['full']):.2f} %), early "
         f"{statistics.median(spreads['early']):.2f} % ({max(spreads['early']):.2f} %)"
     )
-    counts = {kind: timed_runs(args.dir, kind, args.n) for kind in ("full", "early")}
+    counts = {kind: timed_runs(rows) for kind, rows in loaded.items()}
     if all(counts.values()):
         print(
             "timed runs per timing, median (fewest-most): "
@@ -76,11 +78,11 @@ def main(argv: list[str] | None = None) -> None:
         )
 
 
-def timed_runs(folder: Path, kind: str, n: int) -> list[int]:
+def timed_runs(loaded: list[list[dict[str, Any]]]) -> list[int]:
     """Every timing's run count in the runs of one kind (empty where the JSON has none)."""
     return [
         row[key]
-        for rows in runs(folder, kind, n)
+        for rows in loaded
         for row in rows
         for key in ("reference_runs", "kernel_runs")
         if isinstance(row.get(key), int)

@@ -103,9 +103,8 @@ class DeviceTimer:
                 f"within {self.precision * 100:g} % of it"
             )
         return (
-            f"do_bench method, median of device events two runs at a time (warmup "
-            f"{self.warmup_ms} ms, "
-            f"{rep}, {how}, in two launches every other run)"
+            "do_bench method, median of device events two runs at a time "
+            f"(warmup {self.warmup_ms} ms, {rep}, {how}, in two launches every other run)"
         )
 
     def _flusher(self) -> Callable[[Any], Any]:
