@@ -4,7 +4,8 @@
 # (default "forward,backward") over the cases matching $ONLY (a regex on labels such as
 # "large torch.float16 (8, 64, 16, 56, 56)->(1, 1, 1)"; default all), compiled first in
 # parallel. $CASES (space-separated N,C,D,H,W:OD,OH,OW) sweeps those shapes instead of the
-# benchmark sizes. Results under $OUT (default ./gpu-out), named after $TAG (default "tuning").
+# benchmark sizes; REACH=1 also times each row's mover (its reach) and prints the best and the
+# default over it. Results under $OUT (default ./gpu-out), named after $TAG (default "tuning").
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 OPS=${OPS:-forward,backward}
@@ -30,7 +31,9 @@ if [ "${SUITE:-1}" != 0 ]; then
   echo "suite: $(tail -n 1 "$OUT/suite.txt")"
   grep -E "failed|FAILED|Error" "$OUT/suite.txt" | head -10
 fi
-python3 -m tools.tuning --out /tmp/tuning --ops "$OPS" --only "$ONLY" \
+reach_arg=()
+[ "${REACH:-0}" = 1 ] && reach_arg=(--reach)
+python3 -m tools.tuning --out /tmp/tuning --ops "$OPS" --only "$ONLY" ${reach_arg[@]+"${reach_arg[@]}"} \
   ${case_args[@]+"${case_args[@]}"} >"$OUT/$TAG.txt" 2>&1
 echo "sweep done ($((SECONDS - start)) s)"
 grep -v "^forward tiny\|^backward tiny" "$OUT/$TAG.txt" | cut -c1-400

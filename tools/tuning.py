@@ -25,8 +25,14 @@ from typing import Any
 import torch
 
 from kernels import runtime
-from kernels.benchmark.bandwidth import copy_bandwidth_gbps, pool3d_traffic_bytes
+from kernels.benchmark.bandwidth import (
+    backward_split,
+    copy_bandwidth_gbps,
+    forward_split,
+    pool3d_traffic_bytes,
+)
 from kernels.benchmark.harness import DeviceTimer
+from kernels.benchmark.reach import fastest
 from kernels.benchmark.sizes import LARGE, TINY
 from kernels.heuristics import Heuristics, current
 from kernels.ops._adaptive import Backward, Forward
@@ -34,6 +40,7 @@ from kernels.ops.adaptive_max_pool3d import (
     adaptive_max_pool3d,
     chunked,
     column_max,
+    global_groups,
     global_split,
     lane_window,
     pair_window,
@@ -55,6 +62,19 @@ TINY_SHAPES = {shape for shape, _ in TINY}
 
 
 _TIMER = DeviceTimer(warmup_ms=10, rep_ms=40)
+GROUP_TILES = (
+    (8, 256, 4),
+    (16, 256, 4),
+    (32, 256, 8),
+    (64, 256, 8),
+    (16, 512, 8),
+    (8, 1024, 8),
+    (4, 2048, 8),
+    (32, 128, 4),
+    (128, 256, 8),
+    (32, 256, 4),
+    (16, 1024, 8),
+)
 
 
 def bench(fn: Callable[[], Any]) -> float:
@@ -105,6 +125,11 @@ def forward_variants(
                 variants[f"global_split/p{parts}-b{block}-w{warps}"] = global_split.Config(
                     parts, block, warps
                 )
+        if global_groups.fits(p, 256):  # "global_groups/RxG-wM": R groups of G elements a program
+            for rows_, group, warps in GROUP_TILES:
+                variants[f"global_groups/{rows_}x{group}-w{warps}"] = global_groups.Config(
+                    rows_, group, warps
+                )
         base = chunked.default(p, h)
         variants["chunked/2048"] = base
         variants["chunked/4096"] = chunked.tiles(windows, out, 4096, pack_rows=False)
@@ -154,14 +179,22 @@ def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any
 
 
 def report(op: str, label: str, floor: float, times: dict[str, float]) -> None:
-    """One line: every variant's time over the floor, the best, and speedups over PyTorch."""
-    ours = {k: v for k, v in times.items() if k != "torch"}
+    """One line: every variant's time over the floor, the best, and speedups over PyTorch
+    (and over the row's reach where it was timed)."""
+    ours = {k: v for k, v in times.items() if k not in ("torch", "reach")}
     best_name = min(ours, key=lambda k: ours[k])
     ratios = " ".join(f"{k}={v / floor:.2f}" for k, v in ours.items())
+    reach = times.get("reach")
+    of_reach = (
+        f" reach={reach / floor:.2f} best/reach {ours[best_name] / reach:.3f}"
+        f" default/reach {ours['default'] / reach:.3f}"
+        if reach
+        else ""
+    )
     print(
         f"{op} {label}: floor {floor * 1e3:.1f}us torch={times['torch'] / floor:.2f} {ratios}"
         f" | best {best_name} x{times['torch'] / ours[best_name]:.2f}"
-        f" default x{times['torch'] / ours['default']:.2f}",
+        f" default x{times['torch'] / ours['default']:.2f}{of_reach}",
         flush=True,
     )
 
@@ -222,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         "--only", metavar="REGEX", help="only the cases whose label matches, e.g. '10, 20, 20'"
     )
     parser.add_argument(
+        "--reach", action="store_true", help="also time each row's mover (its reach)"
+    )
+    parser.add_argument(
         "--case",
         action="append",
         type=parse_case,
@@ -264,6 +300,11 @@ def main(argv: list[str] | None = None) -> int:
                 bad = [k for k, v in times.items() if v != v]
                 print(f"warm {op} {label}: {'WRONG ' + str(bad) if bad else 'ok'}", flush=True)
                 continue
+            if args.reach:
+                split = (backward_split if op == "backward" else forward_split)(
+                    x.numel(), idx.numel(), x.element_size()
+                )
+                times["reach"] = fastest(split, runtime.device, bench)[0]
             rows.append({"op": op, "case": label, "floor": floor, **times})
             report(op, label, floor, times)
     if args.warm:

@@ -22,6 +22,7 @@ from kernels.ops.adaptive_max_pool3d import (
     DISPATCH,
     chunked,
     column_max,
+    global_groups,
     global_split,
     lane_window,
     pair_window,
@@ -92,6 +93,7 @@ DIVISIBLE = ((1, 2, 4, 6, 8), (2, 3, 2))
 UNBATCHED = ((2, 5, 6, 9), (2, 4, 4))  # nothing divides
 UPSAMPLING = ((2, 3, 4, 5), (2, 2, 7))  # along W
 KERNEL_SHAPES: dict[str, list[tuple[tuple[int, ...], tuple[int, int, int]]]] = {
+    "global_groups": [((2, 3, 4, 6, 8), (1, 1, 1)), ((3, 9, 10, 11), (1, 1, 1))],
     "global_split": [((2, 3, 4, 6, 8), (1, 1, 1)), ((3, 9, 10, 11), (1, 1, 1))],
     "pair_window": [((2, 3, 4, 6, 8), (2, 3, 4)), ((3, 5, 7, 12), (2, 4, 6))],
     "column_max": [((2, 3, 4, 8, 16), (2, 4, 4)), ((2, 7, 10, 14), (3, 4, 5)), UPSAMPLING],
@@ -119,9 +121,9 @@ def test_each_kernel(
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
 
 
-@pytest.mark.parametrize("kernel", [k for k in KERNEL_SHAPES if k != "global_split"])
+@pytest.mark.parametrize("kernel", [k for k in KERNEL_SHAPES if not k.startswith("global")])
 def test_each_kernel_with_other_strides(kernel: str) -> None:
-    """The same values laid out with D and W swapped in memory (global_split needs
+    """The same values laid out with D and W swapped in memory (the global kernels need
     contiguous planes: the dispatch sends other layouts elsewhere)."""
     shape, output_size = KERNEL_SHAPES[kernel][0]
     x = restrided(ties_and_nans(shape, torch.float16, seeded(kernel, "strided")), (-3, -1))
@@ -137,6 +139,8 @@ SMALL_TILES = [
     (window_tile.Config(1, 2, 2, 2, 2, 1), (1, 1, 3, 5, 5), (2, 2, 2)),  # H and W chunks
     (window_tile.Config(2, 1, 4, 4, 4, 1), (1, 3, 2, 8, 16), (2, 4, 4)),  # two rows a program
     (window_tile.Config(1, 1, 2, 1, 4, 1), (1, 1, 2, 3, 8), (1, 1, 1)),  # global, in chunks
+    (global_groups.Config(4, 16, 1), (2, 3, 5, 6, 7), (1, 1, 1)),  # 14 groups, 4 programs
+    (global_groups.Config(2, 8, 2), (2, 3, 5, 6, 7), (1, 1, 1)),  # 27 groups
     (global_split.Config(3, 16, 1), (2, 3, 5, 6, 7), (1, 1, 1)),
     (global_split.Config(7, 32, 2), (2, 3, 5, 6, 7), (1, 1, 1)),
     (column_max.Config(2, 1), (1, 3, 2, 3, 1), (2, 2, 1)),  # rows of one column
@@ -281,6 +285,8 @@ def test_kernels_refuse_what_they_cannot_run() -> None:
         forward(x, (1, 8, 2), config=column_max.Config(2, 4))
     with pytest.raises(ValueError, match="pair_window kernel needs W = 2·OW"):
         forward(x, (1, 8, 1), config=pair_window.Config(1, 1, 1, 1))
+    with pytest.raises(ValueError, match="global_groups kernels need global pooling"):
+        forward(x, (1, 8, 1), config=global_groups.Config(1, 16, 1))
     with pytest.raises(ValueError, match="global_split kernels need global pooling"):
         forward(x, (1, 8, 1), config=global_split.Config(0, 16, 1))
 
@@ -328,7 +334,8 @@ H200_PLANS = [
     ((2, 8, 8, 8, 8), (4, 4, 4), torch.bfloat16, pair_window.Config(1, 4, 4, 1)),
     ((8, 64, 16, 56, 56), (8, 28, 28), torch.float16, pair_window.Config(1, 32, 32, 8)),
     ((8, 64, 16, 56, 56), (8, 28, 28), torch.float32, pair_window.Config(1, 16, 32, 4)),
-    ((8, 64, 16, 56, 56), (1, 1, 1), torch.float16, global_split.Config(0, 2048, 8)),
+    ((8, 64, 16, 56, 56), (1, 1, 1), torch.float16, global_groups.Config(8, 256, 4)),
+    ((4, 4, 32, 256, 512), (1, 1, 1), torch.float32, global_split.Config(0, 2048, 8)),
     ((8, 64, 16, 56, 56), (7, 7, 7), torch.float16, column_max.Config(8, 4, False)),
     ((8, 64, 16, 56, 56), (7, 7, 7), torch.float32, column_max.Config(4, 4, True)),
     ((8, 64, 16, 56, 56), (5, 9, 11), torch.bfloat16, column_max.Config(8, 4, False)),
@@ -363,7 +370,8 @@ ROUTES = [
     ((1, 1, 1, 34, 2), (1, 2, 2), False, "lane_window"),  # W windows of 1
     ((1, 1, 2, 4, 9), (2, 2, 3), False, "lane_window"),  # windows of 2 (D, H) rows
     ((1, 1, 2, 2, 300), (1, 1, 100), False, "lane_window"),  # rows of more than 256 columns
-    ((1, 2, 8, 8, 16), (1, 1, 1), False, "global_split"),  # contiguous planes
+    ((1, 2, 8, 8, 16), (1, 1, 1), False, "global_groups"),  # contiguous planes
+    ((1, 2, 32, 256, 512), (1, 1, 1), False, "global_split"),  # ... of over 4096 groups
     ((1, 2, 8, 8, 16), (1, 1, 1), True, "chunked"),  # strided planes, 1024-element windows
 ]
 
@@ -377,7 +385,8 @@ def test_routes(
     kernel: str,
     heuristics: str,
 ) -> None:
-    """The dispatch table's order: global_split for contiguous planes; for windows of up to
+    """The dispatch table's order: global_groups for contiguous planes (global_split where
+    they hold more groups than its merge takes at once); for windows of up to
     512 elements pair_window where W = 2·OW, column_max on rows of up to 256 columns with
     windows of at least 4 (D, H) rows, at most 16 along H, window_tile where windows of 256
     or more divide W into aligned power-of-two widths, lane_window; else chunked. Under the

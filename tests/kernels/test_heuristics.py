@@ -37,6 +37,7 @@ def test_an_h200_gets_the_values_its_sweeps_chose() -> None:
         "chunk_elements": 2048,
         "tile_elements": 2048,
         "tile_warps": 1,
+        "global_groups": (8, 256, 4),
         "global_block": 2048,
         "global_programs": 2048,  # TARGET_PROGRAMS
         "global_warps": 8,

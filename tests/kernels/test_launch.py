@@ -116,6 +116,7 @@ def test_under_the_interpreter_every_call_binds(monkeypatch: pytest.MonkeyPatch)
 
 # A shape each kernel takes, for every kernel of every dispatch table.
 FORWARD_CASES = {
+    "global_groups": ((1, 2, 8, 9, 9), (1, 1, 1)),
     "global_split": ((1, 2, 8, 9, 9), (1, 1, 1)),
     "pair_window": ((1, 2, 4, 6, 8), (2, 3, 4)),
     "column_max": ((1, 2, 5, 7, 9), (2, 3, 4)),
@@ -133,7 +134,11 @@ BACKWARD_CASES = {
     "gather": ((1, 1, 3, 2, 5), (7, 5, 9)),
 }
 # Tensors a kernel takes before its scalars, where not three.
-TENSORS = {"global_split_merge_kernel": 4}
+TENSORS = {
+    "global_split_merge_kernel": 4,
+    "global_groups_kernel": 2,
+    "global_groups_pick_kernel": 4,
+}
 
 
 def test_every_kernel_is_covered() -> None:
@@ -152,7 +157,7 @@ def test_every_forward_plan_can_launch_directly(kernel: str, heuristics: str) ->
     route = next(r for r in forward_module.DISPATCH if r.name == kernel)
     p = Forward.of(meta(shape), output_size)
     launch = route.kernel.plan(p, route.kernel.default(p, h), h)
-    for part in (launch.parts, launch.merge) if kernel == "global_split" else (launch,):
+    for part in (launch.parts, launch.merge) if kernel.startswith("global") else (launch,):
         assert_direct(part, n_tensors=TENSORS.get(part.kernel.fn.__name__, 3))
 
 

@@ -35,6 +35,7 @@ INTERPRETER = Heuristics(
     chunk_elements=32768,
     tile_elements=4096,
     tile_warps=None,
+    global_groups=(64, 512, 8),
     global_block=4096,
     global_programs=2048,
     global_warps=8,

@@ -32,6 +32,7 @@ from kernels.ops._adaptive import (
 from kernels.ops.adaptive_max_pool3d import (
     chunked,
     column_max,
+    global_groups,
     global_split,
     lane_window,
     pair_window,
@@ -40,7 +41,13 @@ from kernels.ops.adaptive_max_pool3d import (
 
 # The plan takes the first route whose condition holds (thresholds: the device's Heuristics).
 DISPATCH: tuple[Route[Forward], ...] = (
-    # Global pooling of contiguous planes: each plane split into parts, then a merge.
+    # Global pooling of contiguous planes: group maxima, then the winning group read again.
+    Route(
+        "global_groups",
+        lambda p, h: global_groups.fits(p, h.global_groups[1]),
+        global_groups,
+    ),
+    # ... of planes too long for that: each plane split into parts, then a merge.
     Route("global_split", lambda p, h: global_split.fits(p), global_split),
     # Small windows two wide along W: whole input rows loaded, split in registers.
     Route(
@@ -73,14 +80,15 @@ DISPATCH: tuple[Route[Forward], ...] = (
 )
 
 ForwardConfig = (
-    global_split.Config
+    global_groups.Config
+    | global_split.Config
     | pair_window.Config
     | column_max.Config
     | window_tile.Config
     | lane_window.Config
     | chunked.Config
 )
-ForwardLaunch = Launch | global_split.GlobalLaunch
+ForwardLaunch = Launch | global_groups.GroupsLaunch | global_split.GlobalLaunch
 _PLANS = PlanCache()
 
 

@@ -8,6 +8,10 @@ its own running maximum (positions only grow, so `>` keeps the lane's first maxi
 NaN replaces: the last NaN), then the lanes merge into one (value, position). The second
 kernel merges each plane's S parts by position, so the split does not change the answer:
 PyTorch's first maximum in (d, h, w) order, and the last NaN where there is one.
+
+The dispatch sends it only planes too long for global_groups (whose merge holds a plane's
+group maxima in one tile): global_groups keeps no positions while it reads, and took 2.05×
+the floor on the fp16 benchmark row where this kernel took 2.58×.
 """
 
 from __future__ import annotations
