@@ -193,6 +193,12 @@ def covering_bounds(in_size: int, out_size: int) -> tuple[torch.Tensor, torch.Te
     return (p * out_size) // in_size, ((p + 1) * out_size + in_size - 1) // in_size
 
 
+def by(d: int) -> tuple[int, int, int]:
+    """(d, magic, shift): what a kernel's `div_by` takes to divide by `d` without a runtime
+    division (for numerators of 32-bit offsets; with `WIDE` offsets it divides by `d`)."""
+    return (d, *divisor(d)) if fits_int32(d) else (d, 0, 0)
+
+
 def divisor(d: int) -> tuple[int, int]:
     """(magic, shift) with x // d == umulhi(2x, magic) >> shift for 0 <= x < 2^31: a division
     by a value fixed at planning time as a multiply-high and a shift in the kernel
@@ -343,6 +349,23 @@ def div_by(x, divisor, WIDE: tl.constexpr):
     else:
         hi = tl.umulhi(x.to(tl.uint32) * 2, divisor[1].to(tl.uint32))
         return (hi >> divisor[2]).to(x.dtype)
+
+
+@triton.jit
+def window_by(o, in_size, by_out, WIDE: tl.constexpr):
+    """`window` with the division by the output size as `div_by` (`by_out` = the tuple
+    (out_size, magic, shift) of `divisor(out_size)`)."""
+    start = div_by(o * in_size, by_out, WIDE)
+    end = div_by((o + 1) * in_size + by_out[0] - 1, by_out, WIDE)
+    return start, end
+
+
+@triton.jit
+def unflatten3_by(j, by_mid, by_last, WIDE: tl.constexpr):
+    """`unflatten3` with its divisions as `div_by` (`by_mid`, `by_last`: `divisor` tuples)."""
+    rest = div_by(j, by_last, WIDE)
+    first = div_by(rest, by_mid, WIDE)
+    return first, rest - first * by_mid[0], j - rest * by_last[0]
 
 
 @triton.jit

@@ -159,6 +159,17 @@ def test_small_tiles(
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("unroll_d", [False, True])
+def test_column_max_compares_fp16_natively(dtype: torch.dtype, unroll_d: bool) -> None:
+    """fp16 compared as it is (exact for a maximum; bf16 still in fp32): PyTorch's answer,
+    ties and NaN included, with windows of different depths in one program."""
+    shape, output_size = (1, 2, 8, 6, 9), (3, 3, 4)  # D windows of 3, 4 and 3 rows
+    x = ties_and_nans(shape, dtype, seeded("native", dtype, unroll_d))
+    config = column_max.Config(4, 2, unroll_d, native=True)
+    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
 def test_channels_last_3d_input(dtype: torch.dtype) -> None:
     x = randn((2, 5, 6, 7, 9), dtype, seeded("cl", dtype)).to(memory_format=torch.channels_last_3d)

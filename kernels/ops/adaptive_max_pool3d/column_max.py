@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import torch
 import triton
 import triton.language as tl
 
@@ -28,13 +29,15 @@ from kernels.heuristics import Heuristics
 from kernels.launch import Launch
 from kernels.ops._adaptive import (
     Forward,
+    by,
+    div_by,
     fits_int32,
     keep_first_max,
     next_pow2,
     span,
-    unflatten3,
+    unflatten3_by,
     vector_width,
-    window,
+    window_by,
 )
 
 NAME = "column_max"
@@ -45,6 +48,9 @@ MAX_KH = 16
 # final gather), and gathered (output, column) pairs per column.
 MAX_COLUMNS = 256
 MAX_GATHER = 4
+# The dtypes a `native` config compares as they are (bf16 not: Triton's interpreter
+# orders bf16 values wrongly, so no CPU test could check it).
+NATIVE = {torch.float16: tl.float16}
 
 
 @triton.jit
@@ -78,14 +84,14 @@ def column_max_kernel(
     x_ptr,
     out_ptr,
     idx_ptr,
-    C,
     D,
     H,
     W,
     HW,
-    OD,
-    OH,
-    OW,
+    by_c,
+    by_od,
+    by_oh,
+    by_ow,
     x_strides,
     rows,
     W_vec,
@@ -105,12 +111,15 @@ def column_max_kernel(
     BIG: tl.constexpr = 2**62 if WIDE else 2**31 - 1
     r = tl.program_id(0).to(IDX) * BR + tl.arange(0, BR)
     r_ok = r < rows
-    plane, od, oh = unflatten3(r, OD, OH)
+    # Divisions by the output sizes and C are multiply-highs with the host's `by` tuples:
+    # a runtime division is a few dozen instructions, most of a program's work after the walk.
+    plane, od, oh = unflatten3_by(r, by_od, by_oh, WIDE)
     # The host passes the strides above W (and W as W_vec) divided by VEC, so the compiler
     # can prove every row start VEC-aligned and load it as whole vectors.
-    x_rows = ((plane // C).to(tl.int64) * sxn + (plane % C).to(tl.int64) * sxc) * VEC
-    d_start, d_end = window(od, D, OD)
-    h_start, h_end = window(oh, H, OH)
+    n = div_by(plane, by_c, WIDE)
+    x_rows = (n.to(tl.int64) * sxn + (plane - n * by_c[0]).to(tl.int64) * sxc) * VEC
+    d_start, d_end = window_by(od, D, by_od, WIDE)
+    h_start, h_end = window_by(oh, H, by_oh, WIDE)
     d_last = d_end - 1
     h_last = h_end - 1
     w = tl.arange(0, BW)
@@ -126,15 +135,15 @@ def column_max_kernel(
     if UNROLL_D:
         for kd in tl.static_range(KD):
             state = _walk_rows(rows_of, kd, state, ACC, KH, VEC)
-    else:
-        for kd in range(KD):
+    else:  # as many steps as the program's longest D window, which may be less than KD
+        for kd in range(tl.max(tl.where(r_ok, d_end - d_start, 0))):
             state = _walk_rows(rows_of, kd, state, ACC, KH, VEC)
     best, best_step, nan_step = state
 
     # Each output's window columns (KWP a window, the last repeated past its end).
     j = tl.arange(0, BOW * KWP)
     ow = (j // KWP).to(IDX)
-    w_start, w_end = window(ow, W, OW)
+    w_start, w_end = window_by(ow, W, by_ow, WIDE)
     col = tl.minimum(tl.minimum(w_start + j % KWP, w_end - 1), W - 1).to(tl.int32)
     cols = tl.broadcast_to(col[None, :], (BR, BOW * KWP))
     value = tl.reshape(tl.gather(best, cols, 1), (BR, BOW, KWP))
@@ -154,8 +163,8 @@ def column_max_kernel(
     first = tl.where(has_nan, last_nan, first)
 
     o = tl.arange(0, BOW)
-    out_offs = r.to(tl.int64)[:, None] * OW + o[None, :]
-    live = r_ok[:, None] & (o < OW)[None, :]
+    out_offs = r.to(tl.int64)[:, None] * by_ow[0] + o[None, :]
+    live = r_ok[:, None] & (o < by_ow[0])[None, :]
     tl.store(out_ptr + out_offs, top.to(out_ptr.dtype.element_ty), mask=live)
     tl.store(idx_ptr + out_offs, first.to(tl.int64), mask=live)
 
@@ -168,6 +177,7 @@ class Config:
     br: int
     num_warps: int
     unroll_d: bool = False  # unroll the depth walk too: every load of a window in flight
+    native: bool = False  # compare fp16 as it is (exact), two to an instruction
 
 
 def fits(p: Forward) -> bool:
@@ -226,9 +236,9 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
     )
     sxn, sxc, sxd, sxh, sxw = x.stride()
     strides = (sxn // vec, sxc // vec, sxd // vec, sxh // vec, sxw)
-    scalars = (c, d, h_, w, h_ * w, od, oh, ow, strides, rows, w // vec)
+    scalars = (d, h_, w, h_ * w, by(c), by(od), by(oh), by(ow), strides, rows, w // vec)
     constants = {
-        "ACC": p.acc,
+        "ACC": NATIVE.get(x.dtype, p.acc) if cfg.native else p.acc,
         "BR": cfg.br,
         "BW": bw,
         "BOW": bow,
