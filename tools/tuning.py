@@ -116,7 +116,7 @@ def forward_variants(
             variants[f"lane_window/{block}-w{warps}"] = lane_window.Config(block, warps)
     if small and column_max.fits(p):
         # "column_max/N-wM": N output rows a program; "-d" unrolls the depth walk too
-        for rows_, warps in ((4, 2), (4, 4), (8, 2), (8, 4), (16, 8)):
+        for rows_, warps in ((4, 2), (4, 4), (8, 2), (8, 4), (16, 4), (16, 8), (32, 8)):
             variants[f"column_max/{rows_}-w{warps}"] = column_max.Config(rows_, warps)
             variants[f"column_max/{rows_}-w{warps}-d"] = column_max.Config(rows_, warps, True)
         # ... "-n": 2-byte dtypes compared as they are, with the default tiles
