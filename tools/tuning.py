@@ -119,9 +119,6 @@ def forward_variants(
         for rows_, warps in ((4, 2), (4, 4), (8, 2), (8, 4), (16, 4), (16, 8), (32, 8)):
             variants[f"column_max/{rows_}-w{warps}"] = column_max.Config(rows_, warps)
             variants[f"column_max/{rows_}-w{warps}-d"] = column_max.Config(rows_, warps, True)
-        # ... "-n": 2-byte dtypes compared as they are, with the default tiles
-        native = dataclasses.replace(column_max.default(p, h), native=True)
-        variants[f"column_max/{native.br}-w{native.num_warps}{'-d' * native.unroll_d}-n"] = native
     if not small:
         if global_split.fits(p):  # "global_split/pN-bB-wM": N parts a plane (0: the rule)
             for parts, block, warps in ((0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8)):

@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
 import triton
 import triton.language as tl
 
@@ -48,9 +47,6 @@ MAX_KH = 16
 # final gather), and gathered (output, column) pairs per column.
 MAX_COLUMNS = 256
 MAX_GATHER = 4
-# The dtypes a `native` config compares as they are (bf16 not: Triton's interpreter
-# orders bf16 values wrongly, so no CPU test could check it).
-NATIVE = {torch.float16: tl.float16}
 
 
 @triton.jit
@@ -177,7 +173,6 @@ class Config:
     br: int
     num_warps: int
     unroll_d: bool = False  # unroll the depth walk too: every load of a window in flight
-    native: bool = False  # compare fp16 as it is (exact), two to an instruction
 
 
 def fits(p: Forward) -> bool:
@@ -238,7 +233,7 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
     strides = (sxn // vec, sxc // vec, sxd // vec, sxh // vec, sxw)
     scalars = (d, h_, w, h_ * w, by(c), by(od), by(oh), by(ow), strides, rows, w // vec)
     constants = {
-        "ACC": NATIVE.get(x.dtype, p.acc) if cfg.native else p.acc,
+        "ACC": p.acc,
         "BR": cfg.br,
         "BW": bw,
         "BOW": bow,
