@@ -5,7 +5,7 @@
 # "large torch.float16 (8, 64, 16, 56, 56)->(1, 1, 1)"; default all), compiled first in
 # parallel. $CASES (space-separated N,C,D,H,W:OD,OH,OW) sweeps those shapes instead of the
 # benchmark sizes; REACH=1 also times each row's mover (its reach) and prints the best and the
-# default over it. Results under $OUT (default ./gpu-out), named after $TAG (default "tuning").
+# default over it; $VARIANTS (a regex on variant names) times only those and the default. Results under $OUT (default ./gpu-out), named after $TAG (default "tuning").
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 OPS=${OPS:-forward,backward}
@@ -17,7 +17,8 @@ for shape in ${CASES:-}; do
 done
 start=$SECONDS
 for i in $(seq 0 $((workers - 1))); do
-  python3 -m tools.tuning --out /tmp/warm --ops "$OPS" --only "$ONLY" --warm "$i/$workers" \
+  python3 -m tools.tuning --out /tmp/warm --ops "$OPS" --only "$ONLY" --variants "${VARIANTS:-.}" \
+    --warm "$i/$workers" \
     ${case_args[@]+"${case_args[@]}"} >"/tmp/warm$i.txt" 2>&1 &
 done
 if [ "${SUITE:-1}" != 0 ]; then
@@ -33,7 +34,8 @@ if [ "${SUITE:-1}" != 0 ]; then
 fi
 reach_arg=()
 [ "${REACH:-0}" = 1 ] && reach_arg=(--reach)
-python3 -m tools.tuning --out /tmp/tuning --ops "$OPS" --only "$ONLY" ${reach_arg[@]+"${reach_arg[@]}"} \
+python3 -m tools.tuning --out /tmp/tuning --ops "$OPS" --only "$ONLY" --variants "${VARIANTS:-.}" \
+  ${reach_arg[@]+"${reach_arg[@]}"} \
   ${case_args[@]+"${case_args[@]}"} >"$OUT/$TAG.txt" 2>&1
 echo "sweep done ($((SECONDS - start)) s)"
 grep -v "^forward tiny\|^backward tiny" "$OUT/$TAG.txt" | cut -c1-400

@@ -200,7 +200,11 @@ def report(op: str, label: str, floor: float, times: dict[str, float]) -> None:
 
 
 def sweep_backward(
-    grad: torch.Tensor, x: torch.Tensor, idx: torch.Tensor, warm: bool = False
+    grad: torch.Tensor,
+    x: torch.Tensor,
+    idx: torch.Tensor,
+    warm: bool = False,
+    only: str | None = None,
 ) -> dict[str, float]:
     aten = torch.ops.aten.adaptive_max_pool3d_backward
     want = aten(grad, x, idx).float()
@@ -210,6 +214,8 @@ def sweep_backward(
     for name, cfg in backward_variants(problem(grad, x, idx)).items():
         candidates[name] = functools.partial(adaptive_max_pool3d_backward, grad, x, idx, config=cfg)
     for name, fn in candidates.items():
+        if only and name != "default" and not re.search(only, name):
+            continue
         # PyTorch adds overlapping gradients in bf16; we add in fp32: a bf16 ulp apart.
         tol = 3e-2 if x.dtype == torch.bfloat16 else 1e-2
         ok = torch.allclose(fn().float(), want, rtol=tol, atol=tol)
@@ -218,12 +224,14 @@ def sweep_backward(
 
 
 def sweep_forward(
-    x: torch.Tensor, out: tuple[int, int, int], warm: bool = False
+    x: torch.Tensor, out: tuple[int, int, int], warm: bool = False, only: str | None = None
 ) -> dict[str, float]:
     want_out, want_idx = torch.ops.aten.adaptive_max_pool3d(x, list(out))
     aten = torch.ops.aten.adaptive_max_pool3d
     times = {"torch": 0.0 if warm else bench(lambda: aten(x, list(out)))}
     for name, cfg in forward_variants(tuple(x.shape), out).items():
+        if only and name != "default" and not re.search(only, name):
+            continue
         fn = functools.partial(adaptive_max_pool3d, x, out, config=cfg)
         got_out, got_idx = fn()
         ok = torch.equal(got_idx, want_idx) and torch.equal(got_out, want_out)
@@ -256,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--reach", action="store_true", help="also time each row's mover (its reach)"
+    )
+    parser.add_argument(
+        "--variants", metavar="REGEX", help="only the variants whose name matches (and default)"
     )
     parser.add_argument(
         "--case",
@@ -293,9 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         label = f"{size_set} {dtype} {shape}->{out}"
         for op in args.ops.split(","):
             if op == "backward":
-                times = sweep_backward(grad, x, idx, warm=bool(args.warm))
+                times = sweep_backward(grad, x, idx, bool(args.warm), args.variants)
             else:
-                times = sweep_forward(x, out, warm=bool(args.warm))
+                times = sweep_forward(x, out, bool(args.warm), args.variants)
             if args.warm:
                 bad = [k for k, v in times.items() if v != v]
                 print(f"warm {op} {label}: {'WRONG ' + str(bad) if bad else 'ok'}", flush=True)

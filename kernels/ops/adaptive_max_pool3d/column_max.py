@@ -32,6 +32,7 @@ from kernels.ops._adaptive import (
     div_by,
     fits_int32,
     keep_first_max,
+    merge_lanes,
     next_pow2,
     span,
     unflatten3_by,
@@ -50,20 +51,57 @@ MAX_GATHER = 4
 
 
 @triton.jit
-def _walk_rows(rows, kd, state, ACC: tl.constexpr, KH: tl.constexpr, VEC: tl.constexpr):
+def _walk_rows(
+    rows, kd, state, ACC: tl.constexpr, KH: tl.constexpr, VEC: tl.constexpr, NAN: tl.constexpr
+):
     """The KH rows of depth step `kd` of every program row: loads first, then the compares.
     `rows` = (x_ptr, row offsets, d_start, d_last, h_start, h_last, sxd, sxh, column offsets,
-    load mask); `state` = the running (best, best_step, nan_step)."""
+    load mask); `state` = the running (best, best_step, third): with NAN the last NaN's step,
+    else a maximum that turns NaN once any element is (one instruction an element where the
+    step costs two)."""
     x_ptr, x_rows, d_start, d_last, h_start, h_last, sxd, sxh, col_offs, load_ok = rows
-    best, best_step, nan_step = state
+    best, best_step, third = state
     d_offs = x_rows + (tl.minimum(d_start + kd, d_last) * sxd) * VEC
     for kh in tl.static_range(KH):
         h_offs = (tl.minimum(h_start + kh, h_last) * sxh) * VEC
-        v = tl.load(x_ptr + ((d_offs + h_offs)[:, None] + col_offs), mask=load_ok)
-        best, best_step, nan_step = keep_first_max(
-            v.to(ACC), kd * KH + kh, best, best_step, nan_step
-        )
-    return best, best_step, nan_step
+        v = tl.load(x_ptr + ((d_offs + h_offs)[:, None] + col_offs), mask=load_ok).to(ACC)
+        if NAN:
+            best, best_step, third = keep_first_max(v, kd * KH + kh, best, best_step, third)
+        else:
+            take = v > best
+            best = tl.where(take, v, best)
+            best_step = tl.where(take, kd * KH + kh, best_step)
+            third = tl.maximum(third, v, propagate_nan=tl.PropagateNan.ALL)
+    return best, best_step, third
+
+
+@triton.jit
+def _walk(
+    rows,
+    steps,
+    ACC: tl.constexpr,
+    BR: tl.constexpr,
+    BW: tl.constexpr,
+    KD: tl.constexpr,
+    KH: tl.constexpr,
+    VEC: tl.constexpr,
+    UNROLL_D: tl.constexpr,
+    NAN: tl.constexpr,
+):
+    """Every program row's window rows, all KD depth steps unrolled or `steps` of them rolled:
+    per column (best, first step of best, last NaN's step or a NaN-propagating maximum)."""
+    state = (
+        tl.full([BR, BW], float("-inf"), ACC),
+        tl.zeros([BR, BW], dtype=tl.int32),  # the first row's step until one beats it
+        tl.full([BR, BW], -1, tl.int32) if NAN else tl.full([BR, BW], float("-inf"), ACC),
+    )
+    if UNROLL_D:
+        for kd in tl.static_range(KD):
+            state = _walk_rows(rows, kd, state, ACC, KH, VEC, NAN)
+    else:
+        for kd in range(steps):
+            state = _walk_rows(rows, kd, state, ACC, KH, VEC, NAN)
+    return state
 
 
 @triton.jit
@@ -123,18 +161,21 @@ def column_max_kernel(
     col_offs = (w * sxw)[None, :]
 
     rows_of = (x_ptr, x_rows, d_start, d_last, h_start, h_last, sxd, sxh, col_offs, load_ok)
-    state = (
-        tl.full([BR, BW], float("-inf"), ACC),
-        tl.zeros([BR, BW], dtype=tl.int32),  # the first row's step until one beats it
-        tl.full([BR, BW], -1, tl.int32),  # the last NaN's step
-    )
-    if UNROLL_D:
-        for kd in tl.static_range(KD):
-            state = _walk_rows(rows_of, kd, state, ACC, KH, VEC)
-    else:  # as many steps as the program's longest D window, which may be less than KD
-        for kd in range(tl.max(tl.where(r_ok, d_end - d_start, 0))):
-            state = _walk_rows(rows_of, kd, state, ACC, KH, VEC)
-    best, best_step, nan_step = state
+    # Rolled, as many depth steps as the program's longest D window (may be fewer than KD).
+    steps = tl.max(tl.where(r_ok, d_end - d_start, 0))
+    # First without NaN bookkeeping; a program whose rows hold a NaN walks again with it.
+    best, best_step, seen = _walk(rows_of, steps, ACC, BR, BW, KD, KH, VEC, UNROLL_D, False)
+    nan_step = tl.full([BR, BW], -1, tl.int32)
+    if tl.max((seen != seen).to(tl.int32)) > 0:
+        best, best_step, nan_step = _walk(rows_of, steps, ACC, BR, BW, KD, KH, VEC, UNROLL_D, True)
+
+    # Each column as one (value, position) before the gather: its last NaN if it saw one,
+    # else its first maximum (positions computed once a column, not once a gathered one).
+    rows_at = (d_start[:, None], d_last[:, None], h_start[:, None], h_last[:, None])
+    saw_nan = nan_step >= 0
+    col_step = tl.where(saw_nan, nan_step, best_step)
+    col_pos = _position(col_step, rows_at, w.to(IDX)[None, :], HW, W, KH)
+    col_value = tl.where(saw_nan, float("nan"), best)
 
     # Each output's window columns (KWP a window, the last repeated past its end).
     j = tl.arange(0, BOW * KWP)
@@ -142,21 +183,9 @@ def column_max_kernel(
     w_start, w_end = window_by(ow, W, by_ow, WIDE)
     col = tl.minimum(tl.minimum(w_start + j % KWP, w_end - 1), W - 1).to(tl.int32)
     cols = tl.broadcast_to(col[None, :], (BR, BOW * KWP))
-    value = tl.reshape(tl.gather(best, cols, 1), (BR, BOW, KWP))
-    step = tl.gather(best_step, cols, 1)
-    nan = tl.gather(nan_step, cols, 1)
-
-    rows_at = (d_start[:, None], d_last[:, None], h_start[:, None], h_last[:, None])
-    col = col.to(IDX)[None, :]
-    pos = tl.reshape(_position(step, rows_at, col, HW, W, KH), (BR, BOW, KWP))
-    nan_pos = _position(nan, rows_at, col, HW, W, KH)
-    nan_pos = tl.reshape(tl.where(nan >= 0, nan_pos, -1), (BR, BOW, KWP))
-    top = tl.max(value, axis=2)
-    first = tl.min(tl.where(value == top[:, :, None], pos, BIG), axis=2)
-    last_nan = tl.max(nan_pos, axis=2)
-    has_nan = last_nan >= 0
-    top = tl.where(has_nan, float("nan"), top)
-    first = tl.where(has_nan, last_nan, first)
+    value = tl.reshape(tl.gather(col_value, cols, 1), (BR, BOW, KWP))
+    pos = tl.reshape(tl.gather(col_pos, cols, 1), (BR, BOW, KWP))
+    top, first = merge_lanes(value, pos, BIG, 2)
 
     o = tl.arange(0, BOW)
     out_offs = r.to(tl.int64)[:, None] * by_ow[0] + o[None, :]
