@@ -163,11 +163,12 @@ def column_max_kernel(
     rows_of = (x_ptr, x_rows, d_start, d_last, h_start, h_last, sxd, sxh, col_offs, load_ok)
     # Rolled, as many depth steps as the program's longest D window (may be fewer than KD).
     steps = tl.max(tl.where(r_ok, d_end - d_start, 0))
-    # First without NaN bookkeeping; a program whose rows hold a NaN walks again with it.
+    # First without NaN bookkeeping; a program whose rows hold a NaN walks again with it,
+    # rolled (NaN is rare; unrolled, that walk cost the fast one registers).
     best, best_step, seen = _walk(rows_of, steps, ACC, BR, BW, KD, KH, VEC, UNROLL_D, False)
     nan_step = tl.full([BR, BW], -1, tl.int32)
     if tl.max((seen != seen).to(tl.int32)) > 0:
-        best, best_step, nan_step = _walk(rows_of, steps, ACC, BR, BW, KD, KH, VEC, UNROLL_D, True)
+        best, best_step, nan_step = _walk(rows_of, steps, ACC, BR, BW, KD, KH, VEC, False, True)
 
     # Each column as one (value, position) before the gather: its last NaN if it saw one,
     # else its first maximum (positions computed once a column, not once a gathered one).
