@@ -162,7 +162,7 @@ def column_max_kernel(
 
     rows_of = (x_ptr, x_rows, d_start, d_last, h_start, h_last, sxd, sxh, col_offs, load_ok)
     # Rolled, as many depth steps as the program's longest D window (may be fewer than KD).
-    steps = tl.max(tl.where(r_ok, d_end - d_start, 0))
+    steps = tl.max(tl.where(r_ok, d_end - d_start, 0)).to(tl.int32)  # int32 steps, WIDE too
     # First without NaN bookkeeping; a program whose rows hold a NaN walks again with it,
     # rolled (NaN is rare; unrolled, that walk cost the fast one registers).
     best, best_step, seen = _walk(rows_of, steps, ACC, BR, BW, KD, KH, VEC, UNROLL_D, False)
