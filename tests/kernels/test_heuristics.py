@@ -31,9 +31,9 @@ def test_an_h200_gets_the_values_its_sweeps_chose() -> None:
         "min_pair_programs": 128,  # MIN_PAIR_PROGRAMS
         "lane_outputs": 256,
         "max_warps": 8,
-        "column_elements": (512, 256),
-        "column_unroll_steps": (16, 32),
-        "column_per_thread": (8, 4, 2),
+        "column_elements": (256, 256),
+        "column_unroll_steps": (32, 32),
+        "column_per_thread": (4, 4, 2),
         "chunk_elements": 2048,
         "tile_elements": 2048,
         "tile_warps": 1,

@@ -48,14 +48,15 @@ def for_device(properties: Any) -> Heuristics:
         # 256 outputs a program: more warps in flight per window element than four a thread.
         lane_outputs=256,
         max_warps=8,
-        # (8,64,16,56,56) -> (7,7,7), (5,9,11) and (4,32,32,64,64) -> (10,20,20): 4-byte
-        # dtypes best with 2 columns a thread and the whole walk unrolled (1.88-2.12x the
-        # floor, against 2.10-2.29x rolled); 2-byte dtypes with 8 columns a thread and the
-        # walk unrolled up to 16 rows (2.94x against 3.28x), else 4 columns a thread and only
-        # the H rows unrolled (2.80-2.99x; unrolling all 32 rows: 3.5-3.7x).
-        column_elements=(512, 256),
-        column_unroll_steps=(16, 32),
-        column_per_thread=(8, 4, 2),
+        # (8,64,16,56,56) -> (7,7,7), (5,9,11) and (4,32,32,64,64) -> (10,20,20), windows of
+        # 16 and 32 (D, H) rows: 4 rows a program and the whole walk unrolled, 2 columns a
+        # thread in 4-byte dtypes (1.74-1.86x the floor, best or within 2% of 4 and 8 rows,
+        # 2 and 4 warps, rolled or not) and 4 in 2-byte ones (2.24-2.46x, against 2.41-2.59x
+        # for the earlier rule: 8 rows, the depth walk rolled past 16 rows).
+        # Windows of more rows walk the depth rolled (not swept with these tiles).
+        column_elements=(256, 256),
+        column_unroll_steps=(32, 32),
+        column_per_thread=(4, 4, 2),
         chunk_elements=2048,
         # (8,64,16,56,56) -> (7,7,7): about 2048 elements a load and one warp (3.4x the floor
         # in fp16 and 2.2x in fp32, against 6.7x and 3.3x for lane_window).
