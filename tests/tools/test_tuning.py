@@ -7,7 +7,7 @@ import argparse
 import pytest
 import torch
 
-from kernels.ops.adaptive_max_pool3d import column_max
+from kernels.ops.adaptive_max_pool3d import column_max, global_groups, global_split
 from kernels.ops.adaptive_max_pool3d_backward import fill_scatter, problem, rows, zeroed_scatter
 from tools.tuning import backward_variants, forward_variants, parse_case
 
@@ -39,3 +39,10 @@ def test_backward_variants_name_their_kernels() -> None:
     assert variants["fill_scatter/plane-box512"].box == 512
     assert isinstance(variants["zeroed_scatter/1024"], zeroed_scatter.Config)
     assert isinstance(variants["rows"], rows.Config) and "disjoint" not in variants
+
+
+def test_global_pooling_sweeps_both_global_kernels() -> None:
+    variants = forward_variants((8, 64, 16, 56, 56), (1, 1, 1))
+    assert isinstance(variants["global_groups/8x256-w4"], global_groups.Config)
+    assert variants["global_groups/8x256-w4"] == global_groups.Config(8, 256, 4)
+    assert isinstance(variants["global_split/p0-b2048-w8"], global_split.Config)
