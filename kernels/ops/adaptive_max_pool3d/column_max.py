@@ -4,7 +4,12 @@ A program owns BR output rows, each a flat (plane, od, oh) with its own D and H 
 step of the window walk it loads, for every row, one whole input row (d, h, all W columns):
 contiguous vectors of up to 16 bytes a thread, as a copy reads. It keeps a running maximum
 per column, and the walk step that set it, with elementwise work only. Once at the end each
-output gathers its window's columns from those column maxima (`tl.gather`) and reduces them.
+column becomes one (value, position) and each output gathers its window's columns
+(`tl.gather`) and reduces them.
+
+The kernel is bound by its instructions, not by memory, so the walk keeps no NaN step (a
+NaN-propagating maximum says whether there was one; only a program that saw a NaN walks again
+with the steps), and the divisions by the output sizes are the host's multiply-highs.
 
 The lane_window kernel instead gives each lane one output, so a warp's load reads a few
 bytes from each of 32 windows KW elements apart; here every load is a full-width vector and

@@ -35,6 +35,7 @@ MAX_GROUPS = 4096
 
 @triton.jit
 def _max_nan(a, b):
+    """The larger of two, NaN if either is (the group maxima's combine)."""
     return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
