@@ -81,6 +81,21 @@ class Launch:
             self._direct, self.path = lambda *tensors: runner(*tensors, *tail), "runner"
 
 
+class TwoLaunches:
+    """Two launches through a scratch buffer of `shape` and dtype `acc`: `parts` writes it
+    from the input, `merge` reads it into the outputs (a subclass's `__call__` allocates the
+    buffer and passes each launch its tensors)."""
+
+    def __init__(self, parts: Launch, merge: Launch, shape: tuple[int, int], acc: torch.dtype):
+        self.parts, self.merge, self.kernel = parts, merge, parts.kernel
+        self.shape, self.acc = shape, acc
+
+    @property
+    def path(self) -> str:
+        """How the kernels launch now (`Launch.path`)."""
+        return self.parts.path
+
+
 def _hooked(hook: Any) -> bool:
     """Whether a launch hook knob would do anything: a function (Triton up to 3.4), or a
     chain holding any (later Tritons' `HookChain`, there even when empty)."""

@@ -19,7 +19,7 @@ import torch
 from kernels import dispatch
 from kernels.dispatch import Route
 from kernels.heuristics import Heuristics, current
-from kernels.launch import Launch
+from kernels.launch import Launch, TwoLaunches
 from kernels.ops._adaptive import (
     Forward,
     PlanCache,
@@ -88,7 +88,7 @@ ForwardConfig = (
     | lane_window.Config
     | chunked.Config
 )
-ForwardLaunch = Launch | global_groups.GroupsLaunch | global_split.GlobalLaunch
+ForwardLaunch = Launch | TwoLaunches
 _PLANS = PlanCache()
 
 

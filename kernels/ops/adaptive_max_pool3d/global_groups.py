@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from kernels.heuristics import Heuristics
-from kernels.launch import Launch
+from kernels.launch import Launch, TwoLaunches
 from kernels.ops._adaptive import Forward, fits_int32
 
 NAME = "global_groups"
@@ -131,18 +131,9 @@ def default(p: Forward, h: Heuristics) -> Config:
     return Config(rows, group, warps)
 
 
-class GroupsLaunch:
-    """The two launches: group maxima (`parts`) into a scratch buffer, then the pick (`merge`)
-    into (out, indices)."""
-
-    def __init__(self, groups: Launch, pick: Launch, shape: tuple[int, int], acc: torch.dtype):
-        self.parts, self.merge, self.kernel = groups, pick, groups.kernel
-        self.shape, self.acc = shape, acc
-
-    @property
-    def path(self) -> str:
-        """How the kernels launch now (`Launch.path`)."""
-        return self.parts.path
+class GroupsLaunch(TwoLaunches):
+    """Group maxima (`parts`) into a scratch buffer, then the pick (`merge`) into (out,
+    indices)."""
 
     def __call__(self, x: torch.Tensor, out: torch.Tensor, indices: torch.Tensor) -> None:
         tops = torch.empty(self.shape, dtype=self.acc, device=x.device)

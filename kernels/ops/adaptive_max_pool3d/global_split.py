@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from kernels.heuristics import Heuristics
-from kernels.launch import Launch
+from kernels.launch import Launch, TwoLaunches
 from kernels.ops._adaptive import Forward, fits_int32, merge_lanes
 
 NAME = "global_split"
@@ -110,17 +110,8 @@ def default(p: Forward, h: Heuristics) -> Config:
     return Config(0, h.global_block, h.global_warps)
 
 
-class GlobalLaunch:
-    """The two launches: parts into a scratch buffer, then the merge into (out, indices)."""
-
-    def __init__(self, parts: Launch, merge: Launch, shape: tuple[int, int], acc: torch.dtype):
-        self.parts, self.merge, self.kernel = parts, merge, parts.kernel
-        self.shape, self.acc = shape, acc
-
-    @property
-    def path(self) -> str:
-        """How the kernels launch now (`Launch.path`)."""
-        return self.parts.path
+class GlobalLaunch(TwoLaunches):
+    """Parts into a scratch buffer, then the merge into (out, indices)."""
 
     def __call__(self, x: torch.Tensor, out: torch.Tensor, indices: torch.Tensor) -> None:
         part_val = torch.empty(self.shape, dtype=self.acc, device=x.device)
