@@ -15,15 +15,6 @@ COPY_BYTES = 1 << 30
 MIN_COPY_BYTES = 1 << 26
 
 
-def pool3d_traffic_bytes(input_numel: int, output_numel: int, element_size: int) -> int:
-    """Minimum traffic of adaptive_max_pool3d and of its backward: input·e + output·(e+8).
-
-    Forward: read the input, write values and int64 indices. Backward: read the gradient and
-    the indices, write the input-sized gradient once.
-    """
-    return input_numel * element_size + output_numel * (element_size + INDEX_BYTES)
-
-
 @dataclass(frozen=True)
 class Split:
     """A row's minimum traffic as bytes read and bytes written."""
@@ -36,14 +27,21 @@ class Split:
         return self.read_bytes + self.write_bytes
 
 
-def backward_split(input_numel: int, output_numel: int, element_size: int) -> Split:
-    """The backward reads each output's gradient and int64 index, and writes every input's."""
-    return Split(output_numel * (element_size + INDEX_BYTES), input_numel * element_size)
-
-
 def forward_split(input_numel: int, output_numel: int, element_size: int) -> Split:
     """The forward reads the input, and writes each output's value and int64 index."""
     return Split(input_numel * element_size, output_numel * (element_size + INDEX_BYTES))
+
+
+def backward_split(input_numel: int, output_numel: int, element_size: int) -> Split:
+    """The backward reads each output's gradient and int64 index, and writes every input's:
+    the forward's traffic the other way round."""
+    forward = forward_split(input_numel, output_numel, element_size)
+    return Split(forward.write_bytes, forward.read_bytes)
+
+
+def pool3d_traffic_bytes(input_numel: int, output_numel: int, element_size: int) -> int:
+    """Minimum traffic of adaptive_max_pool3d and of its backward: input·e + output·(e+8)."""
+    return forward_split(input_numel, output_numel, element_size).total
 
 
 def gbps(traffic_bytes: int, ms: float) -> float:
