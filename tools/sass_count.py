@@ -109,13 +109,29 @@ def opcode(line: str) -> str:
     return body.split()[0].split(".")[0].rstrip(";")
 
 
+def recorded(plan: Any, tensors: tuple[torch.Tensor, ...]) -> list[tuple[Any, tuple[Any, ...]]]:
+    """Each `Launch` the plan makes when called on `tensors`, with the tensors it passes (a
+    plan of two launches allocates its scratch buffer on the meta device as it would on a
+    GPU); nothing is launched."""
+    from kernels.launch import Launch
+
+    if isinstance(plan, Launch):
+        return [(plan, tensors)]
+    calls: list[tuple[Any, tuple[Any, ...]]] = []
+    for name, value in list(vars(plan).items()):
+        if isinstance(value, Launch):
+            setattr(plan, name, lambda *passed, launch=value: calls.append((launch, passed)))
+    plan(*tensors)
+    return calls
+
+
 def launches(
     op: str,
     shape: tuple[int, ...],
     out: tuple[int, int, int],
     dtype: torch.dtype,
     config: str | None,
-) -> list[tuple[Any, tuple[torch.Tensor, ...]]]:
+) -> list[tuple[Any, tuple[Any, ...]]]:
     """The plan's launches for `op` on meta tensors, each with the tensors it takes first
     (`config` is evaluated over the op's package: this is a lab tool, not a service)."""
     from kernels.backends._nvidia.heuristics import for_device
@@ -125,28 +141,15 @@ def launches(
     pooled = torch.empty((*shape[:2], *out), dtype=dtype, device="meta")
     indices = torch.empty(pooled.shape, dtype=torch.int64, device="meta")
     if op == "forward":
-        from kernels.ops import adaptive_max_pool3d as module
+        from kernels.ops import adaptive_max_pool3d as forward
 
-        cfg = eval(config, vars(module)) if config else None
-        launch = module.launch_for(x, out, cfg, h200)
-        if hasattr(launch, "parts"):  # two launches through a scratch buffer
-            route, _, _ = module.select(x, out, cfg, h200)
-            scratch = torch.empty(launch.shape, dtype=launch.acc, device="meta")
-            if route.name == "global_groups":
-                return [(launch.parts, (x, scratch)), (launch.merge, (x, scratch, pooled, indices))]
-            pos = torch.empty(launch.shape, dtype=torch.int64, device="meta")
-            return [
-                (launch.parts, (x, scratch, pos)),
-                (launch.merge, (scratch, pos, pooled, indices)),
-            ]
-        return [(launch, (x, pooled, indices))]
-    from kernels.ops import adaptive_max_pool3d_backward as module
+        cfg = eval(config, vars(forward)) if config else None
+        return recorded(forward.launch_for(x, out, cfg, h200), (x, pooled, indices))
+    from kernels.ops import adaptive_max_pool3d_backward as backward
 
-    cfg = eval(config, vars(module)) if config else None
-    p = module.problem(pooled, x, indices)
-    launch = module.launch_for(p, cfg, h200)
-    launch = getattr(launch, "launch", launch)  # zeroed_scatter wraps its Launch
-    return [(launch, (p.grad, p.idx, p.gin))]
+    cfg = eval(config, vars(backward)) if config else None
+    p = backward.problem(pooled, x, indices)
+    return recorded(backward.launch_for(p, cfg, h200), (p.grad, p.idx, p.gin))
 
 
 def main(argv: list[str] | None = None) -> int:
