@@ -43,8 +43,7 @@ class Heuristics:
     chunk_elements: int  # chunked: window elements a step
     tile_elements: int  # window_tile: elements a load
     tile_warps: int | None  # window_tile: warps (None: one per 512 elements, up to 8)
-    global_groups: tuple[int, int, int]  # global_groups: groups a program, elements a group,
-    # warps
+    global_groups: tuple[int, int, int]  # global_groups: (groups a program, group size, warps)
     global_block: int  # global_split: lanes a load
     global_programs: int  # global_split: split planes until about this many programs
     global_warps: int  # global_split: warps a program
