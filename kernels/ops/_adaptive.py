@@ -384,15 +384,18 @@ def unflatten4(j, B, C, D):
 
 
 @triton.jit
-def keep_first_max(v, step, best, best_step, nan_step):
-    """One step of a scan-order walk: `>` keeps the first maximum; NaN tracked apart (the
-    last NaN's step)."""
+def keep_first(v, step, best, best_step):
+    """One step of a scan-order walk: `>` keeps the first maximum and its step (a NaN never
+    takes it: whoever needs NaN tracks it apart)."""
     take = v > best
-    return (
-        tl.where(take, v, best),
-        tl.where(take, step, best_step),
-        tl.where(v != v, step, nan_step),
-    )
+    return tl.where(take, v, best), tl.where(take, step, best_step)
+
+
+@triton.jit
+def keep_first_max(v, step, best, best_step, nan_step):
+    """`keep_first`, and the last NaN's step."""
+    best, best_step = keep_first(v, step, best, best_step)
+    return best, best_step, tl.where(v != v, step, nan_step)
 
 
 @triton.jit

@@ -36,6 +36,7 @@ from kernels.ops._adaptive import (
     by,
     div_by,
     fits_int32,
+    keep_first,
     keep_first_max,
     merge_lanes,
     next_pow2,
@@ -73,9 +74,7 @@ def _walk_rows(
         if NAN:
             best, best_step, third = keep_first_max(v, kd * KH + kh, best, best_step, third)
         else:
-            take = v > best
-            best = tl.where(take, v, best)
-            best_step = tl.where(take, kd * KH + kh, best_step)
+            best, best_step = keep_first(v, kd * KH + kh, best, best_step)
             third = tl.maximum(third, v, propagate_nan=tl.PropagateNan.ALL)
     return best, best_step, third
 
