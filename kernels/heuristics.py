@@ -32,6 +32,8 @@ class Heuristics:
     pack_rows: bool  # a program takes as many (plane, od) rows as its tile holds (else one),
     # up to the problem's
     trim_blocks: bool  # blocks shrink to the problem (masked lanes cost the interpreter time)
+    custom_reduce: bool  # reductions may combine with a jit function (the interpreter runs
+    # one element by element: there a kernel reduces with tl.max and friends instead)
     pair_outputs: tuple[int, int]  # pair_window: outputs a program
     min_pair_programs: int  # pair_window: halve the tile (to 64) until this many programs
     lane_outputs: int  # lane_window: outputs a program, one a lane

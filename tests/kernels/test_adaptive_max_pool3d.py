@@ -437,3 +437,15 @@ def test_past_2_31_elements() -> None:
         want, want_idx = F.adaptive_max_pool3d(part, (1, *BIG_OUTPUT[1:]), return_indices=True)
         assert torch.equal(out[:, :, od : od + 1], want)
         assert torch.equal(indices[:, :, od : od + 1], want_idx + start * plane)
+
+
+@pytest.mark.parametrize(("heuristics", "combine"), [("h200", True), ("interpreter", False)])
+def test_global_groups_combines_maxima_in_one_reduction_on_a_device(
+    heuristics: str, combine: bool
+) -> None:
+    """On a device the group maxima take one NaN-propagating reduction; under the
+    interpreter, which runs a custom combine element by element, tl.max and a NaN count."""
+    h: Heuristics = HEURISTICS[heuristics]
+    p = Forward.of(meta((2, 3, 16, 56, 56)), (1, 1, 1))
+    launch = global_groups.plan(p, global_groups.default(p, h), h)
+    assert launch.parts.constants["COMBINE"] is combine

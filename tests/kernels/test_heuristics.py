@@ -27,6 +27,7 @@ def test_an_h200_gets_the_values_its_sweeps_chose() -> None:
         "min_tile_window": 256,  # MIN_TILE_WINDOW
         "pack_rows": False,
         "trim_blocks": False,
+        "custom_reduce": True,
         "pair_outputs": (1024, 512),
         "min_pair_programs": 128,  # MIN_PAIR_PROGRAMS
         "lane_outputs": 256,
@@ -77,6 +78,7 @@ def test_pow2_floor() -> None:
 
 def test_the_interpreter_takes_few_large_programs() -> None:
     assert INTERPRETER.pack_rows and INTERPRETER.trim_blocks and INTERPRETER.max_warps == 1
+    assert not INTERPRETER.custom_reduce
     assert INTERPRETER.lane_window == 32  # the window-walking kernels loop in Python
     if runtime.interpreted:
         assert current() is INTERPRETER

@@ -25,6 +25,7 @@ INTERPRETER = Heuristics(
     min_tile_window=256,
     pack_rows=True,
     trim_blocks=True,
+    custom_reduce=False,
     pair_outputs=(16384, 16384),
     min_pair_programs=0,
     lane_outputs=16384,
