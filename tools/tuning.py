@@ -150,7 +150,7 @@ def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any
             variants[f"fill_scatter/{tile // 1024}k"] = fill_scatter.tiles(p, h, tile)
     if scatter and not tiny:
         base = fill_scatter.default(p, h)
-        for per_thread in (1, 2):  # "fill_scatter/boxN": the default tiles, N outputs a walk
+        for per_thread in (1, 2, 4):  # "fill_scatter/boxN": the default tiles, N outputs a walk
             variants[f"fill_scatter/box{per_thread * 256}"] = dataclasses.replace(
                 base, box=per_thread * 256
             )

@@ -3,10 +3,10 @@ zeroed_scatter): the sum of an element's gradients over the overlapping windows 
 it, and the host's table of window bounds and divisors.
 
 Deterministic without atomics: an element chosen by several overlapping windows is written
-once, by the first of them in (od, oh, ow) order, with the sum of all their gradients in that
-order (fp32, fp64 for fp64) — the same additions, in the same order, as the rows kernel.
-Only axes whose windows overlap (I % O != 0) have such neighbours; the dispatch table bounds
-their count and sends shapes with too many (steep upsampling) to the rows kernel.
+once, by the first of them in (od, oh, ow) order, with the sum of all their gradients: its own
+first, then the others' in a fixed order (fp32, fp64 for fp64). Only axes whose windows
+overlap (I % O != 0) have such neighbours; the dispatch table bounds their count and sends
+shapes with too many (steep upsampling) to the rows kernel.
 """
 
 from __future__ import annotations
@@ -59,9 +59,8 @@ def candidates_of(
     if C == 1:
         return o, o + 1
     elif C == 2:
-        prev_end = div_by(o * size + by_o[0] - 1, by_o, WIDE)
-        next_start = div_by((o + 1) * size, by_o, WIDE)
-        return o - (p < prev_end).to(o.dtype), o + 1 + (p >= next_start).to(o.dtype)
+        back, ahead = _sides(o, p, size, by_o, WIDE)
+        return o - back.to(o.dtype), o + 1 + ahead.to(o.dtype)
     else:
         first = tl.load(bounds_ptr + first_at + p, mask=mine, other=0).to(o.dtype)
         last = tl.load(bounds_ptr + last_at + p, mask=mine, other=0).to(o.dtype)
@@ -77,24 +76,116 @@ def sum_once(
 ):  # fmt: skip
     """(value, writer) for outputs (od, oh, ow) whose argmax `chosen` is theirs to store.
 
-    Every output whose window holds the chosen element, in (od, oh, ow) order: the value is
-    the sum of the gradients of those that chose it too, and only the first of them writes.
-    On an axis without overlaps (C = 1) the only candidate is the output's own. bounds_ptr
-    holds, per axis, the first output covering each position, then one past the last;
-    `divisors` are `divisors_of`'s. Indices must come from the forward (in their own window).
+    Every other output whose window holds the chosen element and chose it too adds its
+    gradient to the value, and only the first of them all in (od, oh, ow) order writes. On an
+    axis without overlaps (C = 1) the only candidate is the output's own. bounds_ptr holds,
+    per axis, the first output covering each position, then one past the last; `divisors`
+    are `divisors_of`'s. Indices must come from the forward (in their own window).
     """
     if CD * CH * CW == 1:
         return g.to(ACC), mine
-    by_w, by_h, by_od, by_oh, by_ow = divisors
+    by_w, by_h = divisors[0], divisors[1]
     row = div_by(chosen, by_w, WIDE)
     pw = chosen - row * W
     pd = div_by(row, by_h, WIDE)
     ph = row - pd * H
+    if CD <= 2 and CH <= 2 and CW <= 2:
+        return _sum_neighbours(
+            idx_base, grad_base, divisors, chosen, g, mine, od, oh, ow, pd, ph, pw,
+            D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW, WIDE,
+        )  # fmt: skip
+    return _sum_candidates(
+        idx_base, grad_base, bounds_ptr, divisors, chosen, g, mine, od, oh, ow, pd, ph, pw,
+        D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW, WIDE,
+    )  # fmt: skip
+
+
+@triton.jit
+def _sides(o, p, size, by_o, WIDE: tl.constexpr):
+    """Along an axis of at most two candidates a position: whether p, in output o's window,
+    also lies in o - 1's (its window ends after p) and whether in o + 1's (it starts at or
+    before p). Never both: that would be three candidates."""
+    prev_end = div_by(o * size + by_o[0] - 1, by_o, WIDE)
+    next_start = div_by((o + 1) * size, by_o, WIDE)
+    return p < prev_end, p >= next_start
+
+
+@triton.jit
+def _sum_neighbours(
+    idx_base, grad_base, divisors, chosen, g, mine, od, oh, ow, pd, ph, pw,
+    D, H, W, sid, sih, siw, sgd, sgh, sgw,
+    ACC: tl.constexpr, CD: tl.constexpr, CH: tl.constexpr, CW: tl.constexpr,
+    WIDE: tl.constexpr,
+):  # fmt: skip
+    """`sum_once` where every axis has at most two candidates: along each overlapping axis
+    the chosen element has at most one neighbouring output (`_sides`), so the other
+    candidates are the (up to seven) combinations of those steps. Each is a fixed step from
+    the output's own entry; it comes first iff its first step is backwards."""
+    by_od, by_oh, by_ow = divisors[2], divisors[3], divisors[4]
+    own_i = od * sid + oh * sih + ow * siw
+    own_g = od * sgd + oh * sgh + ow * sgw
+    if CD == 2:
+        back_d, ahead_d = _sides(od, pd, D, by_od, WIDE)
+        has_d = back_d | ahead_d
+        step_di = tl.where(back_d, -sid, sid)
+        step_dg = tl.where(back_d, -sgd, sgd)
+    if CH == 2:
+        back_h, ahead_h = _sides(oh, ph, H, by_oh, WIDE)
+        has_h = back_h | ahead_h
+        step_hi = tl.where(back_h, -sih, sih)
+        step_hg = tl.where(back_h, -sgh, sgh)
+    if CW == 2:
+        back_w, ahead_w = _sides(ow, pw, W, by_ow, WIDE)
+        has_w = back_w | ahead_w
+        step_wi = tl.where(back_w, -siw, siw)
+        step_wg = tl.where(back_w, -sgw, sgw)
+    value = g.to(ACC)
+    shared_before = chosen != chosen
+    for a in tl.static_range(CD):
+        for b in tl.static_range(CH):
+            for c in tl.static_range(CW):
+                if a + b + c > 0:
+                    at_i = own_i
+                    at_g = own_g
+                    valid = mine
+                    if c == 1:
+                        valid = valid & has_w
+                        at_i += step_wi
+                        at_g += step_wg
+                        before = back_w
+                    if b == 1:
+                        valid = valid & has_h
+                        at_i += step_hi
+                        at_g += step_hg
+                        before = back_h
+                    if a == 1:
+                        valid = valid & has_d
+                        at_i += step_di
+                        at_g += step_dg
+                        before = back_d
+                    other = tl.load(idx_base + at_i, mask=valid, other=-1).to(chosen.dtype)
+                    other_g = tl.load(grad_base + at_g, mask=valid, other=0.0)
+                    same = valid & (other == chosen)
+                    shared_before = shared_before | (same & before)
+                    value += tl.where(same, other_g.to(ACC), 0.0)
+    return value, mine & ~shared_before
+
+
+@triton.jit
+def _sum_candidates(
+    idx_base, grad_base, bounds_ptr, divisors, chosen, g, mine, od, oh, ow, pd, ph, pw,
+    D, H, W, sid, sih, siw, sgd, sgh, sgw,
+    ACC: tl.constexpr, CD: tl.constexpr, CH: tl.constexpr, CW: tl.constexpr,
+    WIDE: tl.constexpr,
+):  # fmt: skip
+    """`sum_once` for any candidates: every output whose window holds the chosen element, in
+    (od, oh, ow) order, checked against the output's own place in that order."""
+    _, _, by_od, by_oh, by_ow = divisors
     fd, ld = candidates_of(od, pd, D, by_od, bounds_ptr, 0, D, mine, CD, WIDE)
     fh, lh = candidates_of(oh, ph, H, by_oh, bounds_ptr, 2 * D, 2 * D + H, mine, CH, WIDE)
     at = 2 * D + 2 * H
     fw, lw = candidates_of(ow, pw, W, by_ow, bounds_ptr, at, at + W, mine, CW, WIDE)
-    value = tl.zeros_like(g).to(ACC)
+    value = g.to(ACC)
     seen_self = chosen != chosen
     shared_before = chosen != chosen
     for ci in tl.static_range(CD):
@@ -123,10 +214,8 @@ def sum_once(
                 )
                 same = other & (other_idx == chosen)
                 shared_before = shared_before | (same & ~seen_self)
-                mine_now = valid & is_self
-                seen_self = seen_self | mine_now
+                seen_self = seen_self | (valid & is_self)
                 value += tl.where(same, other_g.to(ACC), 0.0)
-                value += tl.where(mine_now, g.to(ACC), 0.0)
     return value, seen_self & ~shared_before
 
 
