@@ -34,7 +34,6 @@ class Heuristics:
     trim_blocks: bool  # blocks shrink to the problem (masked lanes cost the interpreter time)
     custom_reduce: bool  # reductions may combine with a jit function (the interpreter runs
     # one element by element: there a kernel reduces with tl.max and friends instead)
-    ptx_pairs: bool  # column_max walks 2-byte values two at a time in inline PTX (CUDA only)
     pair_outputs: tuple[int, int]  # pair_window: outputs a program
     min_pair_programs: int  # pair_window: halve the tile (to 64) until this many programs
     lane_outputs: int  # lane_window: outputs a program, one a lane

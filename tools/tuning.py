@@ -115,14 +115,10 @@ def forward_variants(
         for block, warps in ((128, 4), (256, 4), (256, 8), (512, 8)):
             variants[f"lane_window/{block}-w{warps}"] = lane_window.Config(block, warps)
     if small and column_max.fits(p):
-        # "column_max/N-wM": N output rows a program; "-d" unrolls the depth walk too; "-p"
-        # walks 2-byte values in pairs (PTX)
+        # "column_max/N-wM": N output rows a program; "-d" unrolls the depth walk too
         for rows_, warps in ((4, 2), (4, 4), (8, 2), (8, 4), (16, 4), (16, 8), (32, 8)):
-            for unroll, pair in ((False, False), (True, False), (False, True), (True, True)):
-                if pair and p.x.element_size() != 2:
-                    continue
-                name = f"column_max/{rows_}-w{warps}" + "-d" * unroll + "-p" * pair
-                variants[name] = column_max.Config(rows_, warps, unroll, pair)
+            variants[f"column_max/{rows_}-w{warps}"] = column_max.Config(rows_, warps)
+            variants[f"column_max/{rows_}-w{warps}-d"] = column_max.Config(rows_, warps, True)
     if not small:
         if global_split.fits(p):  # "global_split/pN-bB-wM": N parts a plane (0: the rule)
             for parts, block, warps in ((0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8)):

@@ -392,44 +392,6 @@ def keep_first(v, step, best, best_step):
 
 
 @triton.jit
-def keep_first_pairs(v, step, best, best_step, top):
-    """`keep_first` on 2-byte floats two at a time in their own type, and `top` a
-    NaN-propagating maximum: PTX's packed compare, bit selects and maximum, four
-    instructions a pair where the fp32 walk spends five an element (CUDA only; `step` is
-    int16, compared and selected bitwise as the values are)."""
-    if v.dtype == tl.bfloat16:
-        return tl.inline_asm_elementwise(
-            """{
-            .reg .b32 take;
-            set.gt.u32.bf16x2 take, $3, $4;
-            lop3.b32 $0, $4, $3, take, 0xD8;
-            lop3.b32 $1, $5, $6, take, 0xD8;
-            max.NaN.bf16x2 $2, $7, $3;
-            }""",
-            "=r,=r,=r,r,r,r,r,r",
-            [v, best, best_step, step, top],
-            dtype=(v.dtype, tl.int16, v.dtype),
-            is_pure=True,
-            pack=2,
-        )
-    else:
-        return tl.inline_asm_elementwise(
-            """{
-            .reg .b32 take;
-            set.gt.u32.f16x2 take, $3, $4;
-            lop3.b32 $0, $4, $3, take, 0xD8;
-            lop3.b32 $1, $5, $6, take, 0xD8;
-            max.NaN.f16x2 $2, $7, $3;
-            }""",
-            "=r,=r,=r,r,r,r,r,r",
-            [v, best, best_step, step, top],
-            dtype=(v.dtype, tl.int16, v.dtype),
-            is_pure=True,
-            pack=2,
-        )
-
-
-@triton.jit
 def keep_first_max(v, step, best, best_step, nan_step):
     """`keep_first`, and the last NaN's step."""
     best, best_step = keep_first(v, step, best, best_step)

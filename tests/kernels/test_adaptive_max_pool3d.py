@@ -169,59 +169,6 @@ def test_column_max_windows_of_different_depths(unroll_d: bool) -> None:
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
 
 
-PAIR_CASES = [
-    ((1, 2, 5, 6, 16), (2, 4, 5), column_max.Config(4, 2, unroll_d=True, pairs=True)),
-    ((2, 3, 16, 24, 40), (7, 5, 9), column_max.Config(4, 2, unroll_d=True, pairs=True)),
-    ((2, 3, 16, 24, 40), (5, 9, 11), column_max.Config(8, 4, unroll_d=False, pairs=True)),
-]
-
-
-@pytest.mark.skipif(DEVICE != "cuda", reason="PTX runs on a CUDA device only")
-@pytest.mark.parametrize("nan", [False, True], ids=["no NaN", "NaN"])
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize(("shape", "output_size", "config"), PAIR_CASES, ids=str)
-def test_column_max_walks_pairs_in_ptx(
-    shape: tuple[int, ...],
-    output_size: tuple[int, int, int],
-    config: column_max.Config,
-    dtype: torch.dtype,
-    nan: bool,
-) -> None:
-    """The packed 2-byte walk: first maxima among ties, signed zeros and infinities (no NaN:
-    the walk's own answer) and NaN (the program walks again in fp32)."""
-    gen = seeded("pairs", shape, dtype, nan)
-    x = torch.randint(-3, 4, shape, generator=gen).double()
-    x[torch.rand(shape, generator=gen) < 0.05] = -0.0
-    x[torch.rand(shape, generator=gen) < 0.02] = float("inf")
-    x[torch.rand(shape, generator=gen) < 0.02] = float("-inf")
-    x[..., 1::2, :] += torch.randn(x[..., 1::2, :].shape, generator=gen, dtype=torch.float64)
-    if nan:
-        x[torch.rand(shape, generator=gen) < 0.01] = float("nan")
-    x = x.to(dtype).to(DEVICE)
-    launch = MODULE.launch_for(x, output_size, config)
-    assert launch.constants["PAIRS"]
-    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
-
-
-@pytest.mark.parametrize(
-    ("heuristics", "dtype", "pairs"),
-    [
-        ("h200", torch.float16, True),
-        ("h200", torch.bfloat16, True),
-        ("h200", torch.float32, False),
-        ("interpreter", torch.float16, False),
-    ],
-)
-def test_column_max_pairs_only_2_byte_values_on_a_cuda_device(
-    heuristics: str, dtype: torch.dtype, pairs: bool
-) -> None:
-    h: Heuristics = HEURISTICS[heuristics]
-    p = Forward.of(meta((8, 64, 16, 56, 56), dtype), (7, 7, 7))
-    assert column_max.plan(p, column_max.default(p, h), h).constants["PAIRS"] is pairs
-    odd = Forward.of(meta((1, 2, 5, 6, 9), dtype), (2, 4, 4))  # rows of 9: no vectors
-    assert not column_max.plan(odd, column_max.Config(4, 2, True, True), h).constants["PAIRS"]
-
-
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
 def test_channels_last_3d_input(dtype: torch.dtype) -> None:
     x = randn((2, 5, 6, 7, 9), dtype, seeded("cl", dtype)).to(memory_format=torch.channels_last_3d)
@@ -399,12 +346,12 @@ H200_PLANS = [
     ((8, 64, 16, 56, 56), (8, 28, 28), torch.float32, pair_window.Config(1, 16, 32, 4)),
     ((8, 64, 16, 56, 56), (1, 1, 1), torch.float16, global_groups.Config(8, 256, 4)),
     ((4, 4, 32, 256, 512), (1, 1, 1), torch.float32, global_split.Config(0, 2048, 8)),
-    ((8, 64, 16, 56, 56), (7, 7, 7), torch.float16, column_max.Config(4, 2, True, True)),
+    ((8, 64, 16, 56, 56), (7, 7, 7), torch.float16, column_max.Config(4, 2, True)),
     ((8, 64, 16, 56, 56), (7, 7, 7), torch.float32, column_max.Config(4, 4, True)),
-    ((8, 64, 16, 56, 56), (5, 9, 11), torch.bfloat16, column_max.Config(4, 2, True, True)),
+    ((8, 64, 16, 56, 56), (5, 9, 11), torch.bfloat16, column_max.Config(4, 2, True)),
     ((8, 64, 16, 56, 56), (5, 9, 11), torch.float32, column_max.Config(4, 4, True)),
     ((4, 32, 32, 64, 64), (16, 32, 32), torch.float16, pair_window.Config(1, 32, 32, 8)),
-    ((4, 32, 32, 64, 64), (10, 20, 20), torch.float16, column_max.Config(4, 2, True, True)),
+    ((4, 32, 32, 64, 64), (10, 20, 20), torch.float16, column_max.Config(4, 2, True)),
     ((4, 32, 32, 64, 64), (10, 20, 20), torch.float32, column_max.Config(4, 4, True)),
     ((8, 64, 16, 56, 56), (16, 28, 20), torch.float16, lane_window.Config(256, 8)),  # 2 rows
     ((8, 64, 16, 64, 64), (4, 2, 16), torch.float16, window_tile.Config(1, 1, 32, 16, 4, 1)),

@@ -28,7 +28,6 @@ def test_an_h200_gets_the_values_its_sweeps_chose() -> None:
         "pack_rows": False,
         "trim_blocks": False,
         "custom_reduce": True,
-        "ptx_pairs": True,
         "pair_outputs": (1024, 512),
         "min_pair_programs": 128,  # MIN_PAIR_PROGRAMS
         "lane_outputs": 256,

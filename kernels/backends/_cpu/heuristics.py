@@ -26,7 +26,6 @@ INTERPRETER = Heuristics(
     pack_rows=True,
     trim_blocks=True,
     custom_reduce=False,
-    ptx_pairs=False,  # the interpreter runs no PTX
     pair_outputs=(16384, 16384),
     min_pair_programs=0,
     lane_outputs=16384,

@@ -9,7 +9,7 @@ as much as fits under Triton's interpreter.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
@@ -22,8 +22,7 @@ from kernels.ops._adaptive import next_pow2
 def heuristics() -> Heuristics:
     """The generic kernels' heuristics on the current MUSA device."""
     musa = torch.musa  # type: ignore[attr-defined]  (torch_musa registers it)
-    generic = for_device(musa.get_device_properties(musa.current_device()))
-    return replace(generic, ptx_pairs=False)  # MUSA's Triton takes no PTX
+    return for_device(musa.get_device_properties(musa.current_device()))
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,6 @@ def for_device(properties: Any) -> Heuristics:
         pack_rows=False,
         trim_blocks=False,
         custom_reduce=True,
-        ptx_pairs=True,
         # 1024 outputs a program in 2-byte dtypes, 512 in fp32; halved while a launch would
         # have fewer programs than multiprocessors (fp32 (1,1,32,32,32) -> (16,16,16): 16
         # programs of 256 outputs, 1.37x PyTorch; 64 of 64, 2.10x).

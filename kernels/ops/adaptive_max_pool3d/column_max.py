@@ -38,7 +38,6 @@ from kernels.ops._adaptive import (
     fits_int32,
     keep_first,
     keep_first_max,
-    keep_first_pairs,
     merge_lanes,
     next_pow2,
     span,
@@ -59,33 +58,22 @@ MAX_GATHER = 4
 
 @triton.jit
 def _walk_rows(
-    rows,
-    kd,
-    state,
-    ACC: tl.constexpr,
-    KH: tl.constexpr,
-    VEC: tl.constexpr,
-    NAN: tl.constexpr,
-    PAIRS: tl.constexpr,
+    rows, kd, state, ACC: tl.constexpr, KH: tl.constexpr, VEC: tl.constexpr, NAN: tl.constexpr
 ):
     """The KH rows of depth step `kd` of every program row: loads first, then the compares.
     `rows` = (x_ptr, row offsets, d_start, d_last, h_start, h_last, sxd, sxh, column offsets,
     load mask); `state` = the running (best, best_step, third): with NAN the last NaN's step,
     else a maximum that turns NaN once any element is (one instruction an element where the
-    step costs two). PAIRS walks 2-byte values in their own type, two at a time."""
+    step costs two)."""
     x_ptr, x_rows, d_start, d_last, h_start, h_last, sxd, sxh, col_offs, load_ok = rows
     best, best_step, third = state
     d_offs = x_rows + (tl.minimum(d_start + kd, d_last) * sxd) * VEC
     for kh in tl.static_range(KH):
         h_offs = (tl.minimum(h_start + kh, h_last) * sxh) * VEC
-        v = tl.load(x_ptr + ((d_offs + h_offs)[:, None] + col_offs), mask=load_ok)
-        if PAIRS:
-            step = tl.full(best_step.shape, kd * KH + kh, tl.int16)
-            best, best_step, third = keep_first_pairs(v, step, best, best_step, third)
-        elif NAN:
-            best, best_step, third = keep_first_max(v.to(ACC), kd * KH + kh, best, best_step, third)
+        v = tl.load(x_ptr + ((d_offs + h_offs)[:, None] + col_offs), mask=load_ok).to(ACC)
+        if NAN:
+            best, best_step, third = keep_first_max(v, kd * KH + kh, best, best_step, third)
         else:
-            v = v.to(ACC)
             best, best_step = keep_first(v, kd * KH + kh, best, best_step)
             third = tl.maximum(third, v, propagate_nan=tl.PropagateNan.ALL)
     return best, best_step, third
@@ -103,34 +91,21 @@ def _walk(
     VEC: tl.constexpr,
     UNROLL_D: tl.constexpr,
     NAN: tl.constexpr,
-    PAIRS: tl.constexpr,
 ):
     """Every program row's window rows, all KD depth steps unrolled or `steps` of them rolled:
-    per column (best, first step of best, last NaN's step or a NaN-propagating maximum), in
-    fp32 (ACC) and int32 whether or not the walk ran in PAIRS."""
-    if PAIRS:
-        DT: tl.constexpr = rows[0].dtype.element_ty
-        state = (
-            tl.full([BR, BW], float("-inf"), DT),
-            tl.zeros([BR, BW], dtype=tl.int16),
-            tl.full([BR, BW], float("-inf"), DT),
-        )
-    else:
-        state = (
-            tl.full([BR, BW], float("-inf"), ACC),
-            tl.zeros([BR, BW], dtype=tl.int32),  # the first row's step until one beats it
-            tl.full([BR, BW], -1, tl.int32) if NAN else tl.full([BR, BW], float("-inf"), ACC),
-        )
+    per column (best, first step of best, last NaN's step or a NaN-propagating maximum)."""
+    state = (
+        tl.full([BR, BW], float("-inf"), ACC),
+        tl.zeros([BR, BW], dtype=tl.int32),  # the first row's step until one beats it
+        tl.full([BR, BW], -1, tl.int32) if NAN else tl.full([BR, BW], float("-inf"), ACC),
+    )
     if UNROLL_D:
         for kd in tl.static_range(KD):
-            state = _walk_rows(rows, kd, state, ACC, KH, VEC, NAN, PAIRS)
+            state = _walk_rows(rows, kd, state, ACC, KH, VEC, NAN)
     else:
         for kd in range(steps):
-            state = _walk_rows(rows, kd, state, ACC, KH, VEC, NAN, PAIRS)
-    best, best_step, third = state
-    if not NAN:
-        third = third.to(ACC)
-    return best.to(ACC), best_step.to(tl.int32), third
+            state = _walk_rows(rows, kd, state, ACC, KH, VEC, NAN)
+    return state
 
 
 @triton.jit
@@ -167,7 +142,6 @@ def column_max_kernel(
     KWP: tl.constexpr,
     VEC: tl.constexpr,
     UNROLL_D: tl.constexpr,
-    PAIRS: tl.constexpr,
     WIDE: tl.constexpr,
 ):
     sxn, sxc, sxd, sxh, sxw = x_strides
@@ -195,12 +169,10 @@ def column_max_kernel(
     steps = tl.max(tl.where(r_ok, d_end - d_start, 0)).to(tl.int32)  # int32 steps, WIDE too
     # First without NaN bookkeeping; a program whose rows hold a NaN walks again with it,
     # rolled (NaN is rare; unrolled, that walk cost the fast one registers).
-    best, best_step, seen = _walk(rows_of, steps, ACC, BR, BW, KD, KH, VEC, UNROLL_D, False, PAIRS)
+    best, best_step, seen = _walk(rows_of, steps, ACC, BR, BW, KD, KH, VEC, UNROLL_D, False)
     nan_step = tl.full([BR, BW], -1, tl.int32)
     if tl.max((seen != seen).to(tl.int32)) > 0:
-        best, best_step, nan_step = _walk(
-            rows_of, steps, ACC, BR, BW, KD, KH, VEC, False, True, False
-        )
+        best, best_step, nan_step = _walk(rows_of, steps, ACC, BR, BW, KD, KH, VEC, False, True)
 
     # Each column as one (value, position) before the gather: its last NaN if it saw one,
     # else its first maximum (positions computed once a column, not once a gathered one).
@@ -235,7 +207,6 @@ class Config:
     br: int
     num_warps: int
     unroll_d: bool = False  # unroll the depth walk too: every load of a window in flight
-    pairs: bool = False  # 2-byte dtypes loaded as vectors: walk two values an instruction (PTX)
 
 
 def fits(p: Forward) -> bool:
@@ -265,7 +236,7 @@ def default(p: Forward, h: Heuristics) -> Config:
     narrow_unrolled, narrow_rolled, wide = h.column_per_thread
     per_thread = wide if size >= 4 else narrow_unrolled if unroll_d else narrow_rolled
     warps = max(1, min(h.max_warps, rows, rows * columns // (32 * per_thread)))
-    return Config(rows, warps, unroll_d, h.ptx_pairs and size == 2)
+    return Config(rows, warps, unroll_d)
 
 
 def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
@@ -305,8 +276,6 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
         "KWP": next_pow2(windows[2]),
         "VEC": vec,
         "UNROLL_D": cfg.unroll_d,
-        # Pairs need two elements of a vector in each thread's registers.
-        "PAIRS": cfg.pairs and x.element_size() == 2 and vec >= 2,
         "WIDE": wide,
         "num_warps": cfg.num_warps,
     }
