@@ -57,9 +57,11 @@ class Heuristics:
     small_block: int  # small_input: elements a program
     backward_elements: int  # disjoint and rows: elements of a depth slice a program
     backward_row_width: int  # disjoint and rows: widest tile along W
+    fill_sparse: tuple[int, int]  # fill_scatter: (elements a program, where overlapping
+    # windows hold at least this many elements on average), before the two rules below
     plane_bytes: int  # fill_scatter: a program a plane, when there are many planes this small
     tile_bytes: int  # fill_scatter: else tiles of this many bytes (half without overlaps)
-    fill_elements: int | None  # fill_scatter: elements a program (None: the two rules above)
+    fill_elements: int | None  # fill_scatter: elements a program (None: the rules above)
     fill_box_per_warp: tuple[int, int, int]  # fill_scatter: outputs walked at a time, a warp,
     # with at most two candidates, more on a whole plane, more on a tile
     fill_box: int | None  # fill_scatter: outputs walked at a time (None: the rule above)

@@ -145,7 +145,7 @@ def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any
     tiny = shape in TINY_SHAPES
     variants: dict[str, Any] = {"default": None}
     scatter = scatters(p, h)  # the scatters' static candidate loops stay small
-    for tile in (8192, 16384, 32768):  # "fill_scatter/Nk": N·1024 elements a program
+    for tile in (4096, 8192, 16384, 32768):  # "fill_scatter/Nk": N·1024 elements a program
         if scatter and (not tiny or tile == 8192):
             variants[f"fill_scatter/{tile // 1024}k"] = fill_scatter.tiles(p, h, tile)
     if scatter and not tiny:

@@ -50,6 +50,7 @@ def test_an_h200_gets_the_values_its_sweeps_chose() -> None:
         "backward_row_width": 128,
         "plane_bytes": 128 * 1024,  # PLANE_BYTES
         "tile_bytes": 64 * 1024,  # TILE_BYTES
+        "fill_sparse": (8192, 64),
         "fill_elements": None,
         "fill_box_per_warp": (128, 64, 32),
         "fill_box": None,

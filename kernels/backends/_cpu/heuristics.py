@@ -48,6 +48,7 @@ INTERPRETER = Heuristics(
     backward_row_width=1024,
     plane_bytes=128 * 1024,
     tile_bytes=64 * 1024,
+    fill_sparse=(65536, 64),
     fill_elements=65536,
     fill_box_per_warp=(512, 512, 512),
     fill_box=4096,

@@ -188,16 +188,20 @@ class Config:
 
 
 def default_tile(p: Backward, h: Heuristics) -> int:
-    """Elements a program: a whole (n, c) plane where there are at least `h.many_planes`
-    planes of at most `h.plane_bytes`, else tiles of `h.tile_bytes` (half where no windows
-    overlap); or `h.fill_elements`."""
+    """Elements a program: `h.fill_sparse`'s tiles where windows overlap and are large, a
+    whole (n, c) plane where there are at least `h.many_planes` planes of at most
+    `h.plane_bytes`, else tiles of `h.tile_bytes` (half where no windows overlap); or
+    `h.fill_elements`."""
     if h.fill_elements is not None:
         return h.fill_elements
     size = p.gin.element_size()
     plane = math.prod(p.in_dhw)
+    overlap = math.prod(p.candidates) > 1
+    sparse_tile, large_window = h.fill_sparse
+    if overlap and plane >= large_window * math.prod(p.out_dhw):
+        return sparse_tile
     if p.planes >= h.many_planes and plane * size <= h.plane_bytes:
         return plane
-    overlap = math.prod(p.candidates) > 1
     return (h.tile_bytes if overlap else h.tile_bytes // 2) // size
 
 
