@@ -145,6 +145,9 @@ SMALL_TILES = [
     (global_split.Config(7, 32, 2), (2, 3, 5, 6, 7), (1, 1, 1)),
     (column_max.Config(2, 1), (1, 3, 2, 3, 1), (2, 2, 1)),  # rows of one column
     (column_max.Config(4, 2, unroll_d=True), (1, 2, 5, 6, 9), (2, 4, 4)),
+    (column_max.Config(4, 2, carry=True), (1, 2, 5, 6, 9), (2, 4, 4)),  # a depth walked once
+    (column_max.Config(2, 1, carry=True), (1, 3, 7, 5, 9), (3, 2, 4)),  # ... shared by two
+    (column_max.Config(4, 1, carry=True), (1, 2, 4, 6, 9), (7, 3, 4)),  # D upsampled
     (pair_window.Config(1, 2, 4, 1), (1, 1, 3, 5, 12), (2, 3, 6)),
 ]
 
@@ -159,14 +162,29 @@ def test_small_tiles(
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
 
 
-@pytest.mark.parametrize("unroll_d", [False, True])
-def test_column_max_windows_of_different_depths(unroll_d: bool) -> None:
+@pytest.mark.parametrize(("unroll_d", "carry"), [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("nan", [False, True], ids=["no NaN", "NaN"])
+def test_column_max_windows_of_different_depths(unroll_d: bool, carry: bool, nan: bool) -> None:
     """A program whose rows have D windows of 3 and 4 rows: the rolled walk takes as many
-    steps as its longest window, the unrolled one all of them, clamped."""
-    shape, output_size = (1, 2, 8, 6, 9), (3, 3, 4)  # D windows of 3, 4 and 3 rows
-    x = ties_and_nans(shape, torch.float16, seeded("depths", unroll_d))
-    config = column_max.Config(4, 2, unroll_d)
+    steps as its longest window, the unrolled one all of them, clamped; the carrying walk
+    reads each depth once, the one two windows share seeding the second (without NaN its
+    own answer; with NaN the window walked again)."""
+    shape, output_size = (2, 2, 8, 6, 16), (3, 3, 4)  # D windows of 3, 4 and 3 rows
+    gen = seeded("depths", unroll_d, carry, nan)
+    x = ties_and_nans(shape, torch.float16, gen) if nan else randn(shape, torch.float16, gen)
+    if not nan:
+        x[..., 1::2, :] = x[..., 1::2, :].round()  # ties, across the shared depths too
+    config = column_max.Config(4, 2, unroll_d, carry)
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
+
+
+def test_column_max_carry_counts_the_depths_a_window_adds() -> None:
+    """Consecutive windows share at most one depth: (7,7,7)'s windows of 16 add 2-3 each."""
+    assert column_max.new_depths(16, 7) == 3  # [0,3) [2,5) [4,7) [6,10) [9,12) ...
+    assert column_max.new_depths(16, 5) == 4  # [0,4) [3,7) ...
+    assert column_max.new_depths(8, 8) == 1
+    assert column_max.new_depths(4, 7) == 1  # upsampled: [0,1) [0,2) [1,3) ...
+    assert column_max.new_depths(9, 2) == 5  # [0,5) [4,9)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
@@ -332,6 +350,17 @@ def test_64_bit_offsets_path(kernel: str, monkeypatch: pytest.MonkeyPatch) -> No
     config = default_config(kernel, x, output_size)
     launch = MODULE.launch_for(as_5d(x), output_size, config)
     assert getattr(launch, "parts", launch).constants["WIDE"]
+    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
+
+
+def test_column_max_carry_64_bit_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The carrying walk's int64 arithmetic, forced on a small tensor."""
+    monkeypatch.setattr(column_max, "fits_int32", lambda *values: False)
+    monkeypatch.setattr(MODULE, "_PLANS", PlanCache())  # no plan made with 32-bit offsets
+    shape, output_size = (1, 2, 7, 6, 16), (3, 3, 4)
+    x = ties_and_nans(shape, torch.float16, seeded("carry", "wide"))
+    config = column_max.Config(4, 2, carry=True)
+    assert MODULE.launch_for(as_5d(x), output_size, config).constants["WIDE"]
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
 
 

@@ -146,7 +146,6 @@ def column_max_kernel(
 ):
     sxn, sxc, sxd, sxh, sxw = x_strides
     IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
-    BIG: tl.constexpr = 2**62 if WIDE else 2**31 - 1
     r = tl.program_id(0).to(IDX) * BR + tl.arange(0, BR)
     r_ok = r < rows
     # Divisions by the output sizes and C are multiply-highs with the host's `by` tuples:
@@ -174,9 +173,25 @@ def column_max_kernel(
     if tl.max((seen != seen).to(tl.int32)) > 0:
         best, best_step, nan_step = _walk(rows_of, steps, ACC, BR, BW, KD, KH, VEC, False, True)
 
+    rows_at = (d_start[:, None], d_last[:, None], h_start[:, None], h_last[:, None])
+    _store_windows(
+        best, best_step, nan_step, rows_at, r, r_ok, w, HW, W, by_ow, out_ptr, idx_ptr,
+        BR, BOW, KWP, KH, WIDE,
+    )  # fmt: skip
+
+
+@triton.jit
+def _store_windows(
+    best, best_step, nan_step, rows_at, out_rows, rows_ok, w, HW, W, by_ow, out_ptr, idx_ptr,
+    BR: tl.constexpr, BOW: tl.constexpr, KWP: tl.constexpr, KH: tl.constexpr,
+    WIDE: tl.constexpr,
+):  # fmt: skip
+    """Each program row's walked columns (`rows_at` its window rows) -> its OW outputs, stored
+    at flat output row `out_rows`."""
+    IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
+    BIG: tl.constexpr = 2**62 if WIDE else 2**31 - 1
     # Each column as one (value, position) before the gather: its last NaN if it saw one,
     # else its first maximum (positions computed once a column, not once a gathered one).
-    rows_at = (d_start[:, None], d_last[:, None], h_start[:, None], h_last[:, None])
     saw_nan = nan_step >= 0
     col_step = tl.where(saw_nan, nan_step, best_step)
     col_pos = _position(col_step, rows_at, w.to(IDX)[None, :], HW, W, KH)
@@ -193,10 +208,96 @@ def column_max_kernel(
     top, first = merge_lanes(value, pos, BIG, 2)
 
     o = tl.arange(0, BOW)
-    out_offs = r.to(tl.int64)[:, None] * by_ow[0] + o[None, :]
-    live = r_ok[:, None] & (o < by_ow[0])[None, :]
+    out_offs = out_rows.to(tl.int64)[:, None] * by_ow[0] + o[None, :]
+    live = rows_ok[:, None] & (o < by_ow[0])[None, :]
     tl.store(out_ptr + out_offs, top.to(out_ptr.dtype.element_ty), mask=live)
     tl.store(idx_ptr + out_offs, first.to(tl.int64), mask=live)
+
+
+@triton.jit
+def column_sweep_kernel(
+    x_ptr,
+    out_ptr,
+    idx_ptr,
+    D,
+    H,
+    W,
+    HW,
+    OD,
+    by_c,
+    by_od,
+    by_oh,
+    by_ow,
+    x_strides,
+    rows,
+    W_vec,
+    ACC: tl.constexpr,
+    BR: tl.constexpr,
+    BW: tl.constexpr,
+    BOW: tl.constexpr,
+    NEW: tl.constexpr,
+    KH: tl.constexpr,
+    KWP: tl.constexpr,
+    VEC: tl.constexpr,
+    WIDE: tl.constexpr,
+):
+    """column_max with each program row a (plane, oh) whose depth is walked once: window by
+    window along D, each depth's H rows reduced to a column maximum and folded into the
+    window's. Consecutive D windows share at most one depth (ceil((o+1)·D/OD) -
+    floor((o+1)·D/OD) <= 1), so the last depth's columns seed the next window instead of
+    being read again; NEW bounds the depths a window adds."""
+    sxn, sxc, sxd, sxh, sxw = x_strides
+    IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
+    r = tl.program_id(0).to(IDX) * BR + tl.arange(0, BR)
+    r_ok = r < rows
+    plane = div_by(r, by_oh, WIDE)
+    oh = r - plane * by_oh[0]
+    n = div_by(plane, by_c, WIDE)
+    x_rows = (n.to(tl.int64) * sxn + (plane - n * by_c[0]).to(tl.int64) * sxc) * VEC
+    h_start, h_end = window_by(oh, H, by_oh, WIDE)
+    h_last = h_end - 1
+    w = tl.arange(0, BW)
+    load_ok = r_ok[:, None] & (w < W_vec * VEC)[None, :]
+    col_offs = (w * sxw)[None, :]
+    out_first = plane * OD * by_oh[0] + oh  # output row of (plane, od = 0, oh)
+
+    low = tl.full([BR, BW], float("-inf"), ACC)
+    zero = tl.zeros([BR, BW], dtype=tl.int32)
+    last_best, last_step, last_top = low, zero, low  # the previous window's last depth
+    lane = tl.zeros([BR, 1], dtype=tl.int32)  # the window's scalars as one column
+    prev_end = D * 0
+    for od in range(0, OD):
+        d_start, d_end = window_by(od + prev_end * 0, D, by_od, WIDE)
+        carried = (lane + d_start) < prev_end
+        best = tl.where(carried, last_best, low)
+        best_step = tl.where(carried, last_step, zero)  # the shared depth is this one's first
+        top = tl.where(carried, last_top, low)
+        first = d_start + (d_start < prev_end).to(d_start.dtype)
+        for k in tl.static_range(NEW):
+            d = first + k
+            valid = (lane + d) < d_end
+            depth = (x_ptr, x_rows, d, d, h_start, h_last, sxd, sxh, col_offs, load_ok & valid)
+            d_best, d_step, d_top = _walk_rows(depth, 0, (low, zero, low), ACC, KH, VEC, False)
+            take = valid & (d_best > best)
+            best = tl.where(take, d_best, best)
+            best_step = tl.where(take, (d - d_start) * KH + d_step, best_step)
+            top = tl.where(valid, tl.maximum(top, d_top, propagate_nan=tl.PropagateNan.ALL), top)
+            last_best = tl.where(valid, d_best, last_best)
+            last_step = tl.where(valid, d_step, last_step)
+            last_top = tl.where(valid, d_top, last_top)
+        prev_end = d_end
+        rows_of = (x_ptr, x_rows, d_start, d_end - 1, h_start, h_last, sxd, sxh, col_offs, load_ok)
+        nan_step = tl.full([BR, BW], -1, tl.int32)
+        if tl.max((top != top).to(tl.int32)) > 0:  # a NaN: this window again, with its steps
+            best, best_step, nan_step = _walk(
+                rows_of, (d_end - d_start).to(tl.int32), ACC, BR, BW, NEW + 1, KH, VEC,
+                False, True,
+            )  # fmt: skip
+        rows_at = (d_start, d_end - 1, h_start[:, None], h_last[:, None])
+        _store_windows(
+            best, best_step, nan_step, rows_at, out_first + od * by_oh[0], r_ok, w, HW, W,
+            by_ow, out_ptr, idx_ptr, BR, BOW, KWP, KH, WIDE,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -207,6 +308,7 @@ class Config:
     br: int
     num_warps: int
     unroll_d: bool = False  # unroll the depth walk too: every load of a window in flight
+    carry: bool = False  # a program row a (plane, oh), its depth walked once (column_sweep)
 
 
 def fits(p: Forward) -> bool:
@@ -265,6 +367,22 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
     )
     sxn, sxc, sxd, sxh, sxw = x.stride()
     strides = (sxn // vec, sxc // vec, sxd // vec, sxh // vec, sxw)
+    if cfg.carry:
+        rows = n * c * oh
+        scalars = (d, h_, w, h_ * w, od, by(c), by(od), by(oh), by(ow), strides, rows, w // vec)
+        constants = {
+            "ACC": p.acc,
+            "BR": cfg.br,
+            "BW": bw,
+            "BOW": bow,
+            "NEW": new_depths(d, od),
+            "KH": windows[1],
+            "KWP": next_pow2(windows[2]),
+            "VEC": vec,
+            "WIDE": wide,
+            "num_warps": cfg.num_warps,
+        }
+        return Launch(column_sweep_kernel, (triton.cdiv(rows, cfg.br),), scalars, constants)
     scalars = (d, h_, w, h_ * w, by(c), by(od), by(oh), by(ow), strides, rows, w // vec)
     constants = {
         "ACC": p.acc,
@@ -280,3 +398,13 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
         "num_warps": cfg.num_warps,
     }
     return Launch(column_max_kernel, (triton.cdiv(rows, cfg.br),), scalars, constants)
+
+
+def new_depths(in_size: int, out_size: int) -> int:
+    """The most depths a window adds to its predecessor's (which it shares at most one of)."""
+    most, prev_end = 1, 0
+    for o in range(out_size):
+        start, end = o * in_size // out_size, -(-(o + 1) * in_size // out_size)
+        most = max(most, end - max(start, prev_end))
+        prev_end = end
+    return most
