@@ -40,6 +40,8 @@ class Heuristics:
     max_warps: int  # warps a program, at most, where a rule scales them with the tile
     column_elements: tuple[int, int]  # column_max: input elements a program's rows hold
     column_unroll_steps: tuple[int, int]  # column_max: unroll the D walk up to this many rows
+    column_carry: tuple[float, float]  # column_max: a program a (plane, oh) row walking each
+    # depth once (a warp) where the D windows read at least this many times the input
     column_per_thread: tuple[int, int, int]  # column_max: columns a thread, as warps are
     # set (2-byte dtypes with the walk unrolled, 2-byte rolled, 4- and 8-byte)
     chunk_elements: int  # chunked: window elements a step

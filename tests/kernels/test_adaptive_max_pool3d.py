@@ -185,6 +185,9 @@ def test_column_max_carry_counts_the_depths_a_window_adds() -> None:
     assert column_max.new_depths(8, 8) == 1
     assert column_max.new_depths(4, 7) == 1  # upsampled: [0,1) [0,2) [1,3) ...
     assert column_max.new_depths(9, 2) == 5  # [0,5) [4,9)
+    assert column_max.depth_reads(16, 7) == 22 / 16  # what the carrying walk saves
+    assert column_max.depth_reads(16, 5) == 20 / 16
+    assert column_max.depth_reads(16, 8) == 1.0
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
@@ -376,7 +379,7 @@ H200_PLANS = [
     ((8, 64, 16, 56, 56), (1, 1, 1), torch.float16, global_groups.Config(8, 256, 4)),
     ((4, 4, 32, 256, 512), (1, 1, 1), torch.float32, global_split.Config(0, 2048, 8)),
     ((8, 64, 16, 56, 56), (7, 7, 7), torch.float16, column_max.Config(4, 2, True)),
-    ((8, 64, 16, 56, 56), (7, 7, 7), torch.float32, column_max.Config(4, 4, True)),
+    ((8, 64, 16, 56, 56), (7, 7, 7), torch.float32, column_max.Config(1, 1, carry=True)),
     ((8, 64, 16, 56, 56), (5, 9, 11), torch.bfloat16, column_max.Config(4, 2, True)),
     ((8, 64, 16, 56, 56), (5, 9, 11), torch.float32, column_max.Config(4, 4, True)),
     ((4, 32, 32, 64, 64), (16, 32, 32), torch.float16, pair_window.Config(1, 32, 32, 8)),

@@ -35,6 +35,7 @@ def test_an_h200_gets_the_values_its_sweeps_chose() -> None:
         "column_elements": (256, 256),
         "column_unroll_steps": (32, 32),
         "column_per_thread": (4, 4, 2),
+        "column_carry": (float("inf"), 1.3),
         "chunk_elements": 2048,
         "tile_elements": 2048,
         "tile_warps": 1,

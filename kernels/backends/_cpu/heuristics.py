@@ -33,6 +33,7 @@ INTERPRETER = Heuristics(
     column_elements=(32768, 32768),
     column_unroll_steps=(0, 0),
     column_per_thread=(1, 1, 1),
+    column_carry=(float("inf"), float("inf")),  # a program's windows in turn: Python time
     chunk_elements=32768,
     tile_elements=4096,
     tile_warps=None,

@@ -324,12 +324,15 @@ def fits(p: Forward) -> bool:
 
 
 def default(p: Forward, h: Heuristics) -> Config:
-    """Rows a program and warps for rows of W columns and windows of KD·KH rows: a program
-    holds `h.column_elements` input elements a step; the depth walk is unrolled up to
-    `h.column_unroll_steps` rows; warps keep each thread near `h.column_per_thread` columns
-    (at most one warp a row: see `plan`)."""
+    """A carrying walk, a row and a warp a program, where the D windows read at least
+    `h.column_carry` times the input; else rows a program and warps for rows of W columns and
+    windows of KD·KH rows: a program holds `h.column_elements` input elements a step; the
+    depth walk is unrolled up to `h.column_unroll_steps` rows; warps keep each thread near
+    `h.column_per_thread` columns (at most one warp a row: see `plan`)."""
     columns = next_pow2(p.x.shape[-1])
     size = p.x.element_size()
+    if depth_reads(p.x.shape[2], p.out[0]) >= h.narrow(h.column_carry, size):
+        return Config(1, 1, carry=True)
     steps = p.windows[0] * p.windows[1]
     unroll_d = steps <= h.narrow(h.column_unroll_steps, size)
     rows = max(1, h.narrow(h.column_elements, size) // columns)
@@ -408,3 +411,11 @@ def new_depths(in_size: int, out_size: int) -> int:
         most = max(most, end - max(start, prev_end))
         prev_end = end
     return most
+
+
+def depth_reads(in_size: int, out_size: int) -> float:
+    """How many times windows of `out_size` read an axis of `in_size`, shared rows counted
+    once a window (1 where they do not overlap)."""
+    ends = (-(-(o + 1) * in_size // out_size) for o in range(out_size))
+    starts = (o * in_size // out_size for o in range(out_size))
+    return sum(end - start for start, end in zip(starts, ends, strict=True)) / in_size
