@@ -7,9 +7,12 @@ per column, and the walk step that set it, with elementwise work only. Once at t
 column becomes one (value, position) and each output gathers its window's columns
 (`tl.gather`) and reduces them.
 
-The kernel is bound by its instructions, not by memory, so the walk keeps no NaN step (a
-NaN-propagating maximum says whether there was one; only a program that saw a NaN walks again
-with the steps), and the divisions by the output sizes are the host's multiply-highs.
+The walk keeps no NaN step (a NaN-propagating maximum says whether there was one; only a
+program that saw a NaN walks again with the steps), and the divisions by the output sizes are
+the host's multiply-highs. A row that overlapping windows share is read once by each of
+them; the carrying walk (`Config.carry`, `column_sweep_kernel`) instead gives a program row
+a (plane, oh) and walks its depth once, window after window, at the cost of OD times fewer
+rows.
 
 The lane_window kernel instead gives each lane one output, so a warp's load reads a few
 bytes from each of 32 windows KW elements apart; here every load is a full-width vector and
