@@ -111,6 +111,22 @@ def _sides(o, p, size, by_o, WIDE: tl.constexpr):
 
 
 @triton.jit
+def _neighbour(o, p, size, by_o, s_idx, s_grad, WIDE: tl.constexpr):
+    """Along an axis of at most two candidates: (whether p lies in a neighbouring output's
+    window too, whether that is o - 1's, and the step to it in the indices and the gradient)."""
+    back, ahead = _sides(o, p, size, by_o, WIDE)
+    return back | ahead, back, tl.where(back, -s_idx, s_idx), tl.where(back, -s_grad, s_grad)
+
+
+@triton.jit
+def _step(axis, valid, at_i, at_g):
+    """One `_neighbour` step more on a combination: (valid, index offset, gradient offset,
+    whether this step, the combination's first in (od, oh, ow) order so far, is backwards)."""
+    has, back, step_i, step_g = axis
+    return valid & has, at_i + step_i, at_g + step_g, back
+
+
+@triton.jit
 def _sum_neighbours(
     idx_base, grad_base, divisors, chosen, g, mine, od, oh, ow, pd, ph, pw,
     D, H, W, sid, sih, siw, sgd, sgh, sgw,
@@ -118,51 +134,32 @@ def _sum_neighbours(
     WIDE: tl.constexpr,
 ):  # fmt: skip
     """`sum_once` where every axis has at most two candidates: along each overlapping axis
-    the chosen element has at most one neighbouring output (`_sides`), so the other
+    the chosen element has at most one neighbouring output (`_neighbour`), so the other
     candidates are the (up to seven) combinations of those steps. Each is a fixed step from
     the output's own entry; it comes first iff its first step is backwards."""
     by_od, by_oh, by_ow = divisors[2], divisors[3], divisors[4]
     own_i = od * sid + oh * sih + ow * siw
     own_g = od * sgd + oh * sgh + ow * sgw
     if CD == 2:
-        back_d, ahead_d = _sides(od, pd, D, by_od, WIDE)
-        has_d = back_d | ahead_d
-        step_di = tl.where(back_d, -sid, sid)
-        step_dg = tl.where(back_d, -sgd, sgd)
+        along_d = _neighbour(od, pd, D, by_od, sid, sgd, WIDE)
     if CH == 2:
-        back_h, ahead_h = _sides(oh, ph, H, by_oh, WIDE)
-        has_h = back_h | ahead_h
-        step_hi = tl.where(back_h, -sih, sih)
-        step_hg = tl.where(back_h, -sgh, sgh)
+        along_h = _neighbour(oh, ph, H, by_oh, sih, sgh, WIDE)
     if CW == 2:
-        back_w, ahead_w = _sides(ow, pw, W, by_ow, WIDE)
-        has_w = back_w | ahead_w
-        step_wi = tl.where(back_w, -siw, siw)
-        step_wg = tl.where(back_w, -sgw, sgw)
+        along_w = _neighbour(ow, pw, W, by_ow, siw, sgw, WIDE)
     value = g.to(ACC)
     shared_before = chosen != chosen
     for a in tl.static_range(CD):
         for b in tl.static_range(CH):
             for c in tl.static_range(CW):
                 if a + b + c > 0:
-                    at_i = own_i
-                    at_g = own_g
-                    valid = mine
+                    valid, at_i, at_g = mine, own_i, own_g
+                    # The last step applied is the combination's first in (od, oh, ow) order.
                     if c == 1:
-                        valid = valid & has_w
-                        at_i += step_wi
-                        at_g += step_wg
-                        before = back_w
+                        valid, at_i, at_g, before = _step(along_w, valid, at_i, at_g)
                     if b == 1:
-                        valid = valid & has_h
-                        at_i += step_hi
-                        at_g += step_hg
-                        before = back_h
+                        valid, at_i, at_g, before = _step(along_h, valid, at_i, at_g)
                     if a == 1:
-                        valid = valid & has_d
-                        at_i += step_di
-                        at_g += step_dg
-                        before = back_d
+                        valid, at_i, at_g, before = _step(along_d, valid, at_i, at_g)
                     other = tl.load(idx_base + at_i, mask=valid, other=-1).to(chosen.dtype)
                     other_g = tl.load(grad_base + at_g, mask=valid, other=0.0)
                     same = valid & (other == chosen)
