@@ -61,7 +61,7 @@ def for_device(properties: Any) -> Heuristics:
         # Carrying the depth two D windows share (each depth read once) pays where the
         # windows read 1.38x the input in fp32: (7,7,7) 1.60x the floor with a row and a warp
         # a program, against 1.79x; in 2-byte dtypes 2.35 against 2.29, and on (5,9,11) and
-        # (10,20,20) (1.25x) it lost 10-20% in every dtype (fewer programs, windows in turn).
+        # (10,20,20) (1.25x) it lost 10-35% in every dtype (fewer programs, windows in turn).
         column_carry=(float("inf"), 1.3),
         chunk_elements=2048,
         # (8,64,16,56,56) -> (7,7,7): about 2048 elements a load and one warp (3.4x the floor
