@@ -120,8 +120,11 @@ def forward_variants(
             variants[f"column_max/{rows_}-w{warps}"] = column_max.Config(rows_, warps)
             variants[f"column_max/{rows_}-w{warps}-d"] = column_max.Config(rows_, warps, True)
         for rows_, warps in ((1, 1), (2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (8, 4)):
-            # "-c": each (plane, oh) row's depth walked once, shared depths carried
-            variants[f"column_max/{rows_}-w{warps}-c"] = column_max.Config(rows_, warps, carry=True)
+            # "-c": each (plane, oh) row's depth walked once, shared depths carried; "-cN" in
+            # runs of N windows, a run a program
+            for run in (0, 2, 3):
+                name = f"column_max/{rows_}-w{warps}-c" + (str(run) if run else "")
+                variants[name] = column_max.Config(rows_, warps, carry=True, run=run)
     if not small:
         if global_split.fits(p):  # "global_split/pN-bB-wM": N parts a plane (0: the rule)
             for parts, block, warps in ((0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8)):

@@ -148,6 +148,8 @@ SMALL_TILES = [
     (column_max.Config(4, 2, carry=True), (1, 2, 5, 6, 9), (2, 4, 4)),  # a depth walked once
     (column_max.Config(2, 1, carry=True), (1, 3, 7, 5, 9), (3, 2, 4)),  # ... shared by two
     (column_max.Config(4, 1, carry=True), (1, 2, 4, 6, 9), (7, 3, 4)),  # D upsampled
+    (column_max.Config(2, 1, carry=True, run=2), (1, 3, 9, 5, 9), (5, 2, 4)),  # runs of 2
+    (column_max.Config(4, 2, carry=True, run=3), (1, 2, 4, 6, 16), (7, 3, 4)),  # ... of 3
     (pair_window.Config(1, 2, 4, 1), (1, 1, 3, 5, 12), (2, 3, 6)),
 ]
 
@@ -362,7 +364,7 @@ def test_column_max_carry_64_bit_offsets(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(MODULE, "_PLANS", PlanCache())  # no plan made with 32-bit offsets
     shape, output_size = (1, 2, 7, 6, 16), (3, 3, 4)
     x = ties_and_nans(shape, torch.float16, seeded("carry", "wide"))
-    config = column_max.Config(4, 2, carry=True)
+    config = column_max.Config(4, 2, carry=True, run=2)  # a run of two windows, then one
     assert MODULE.launch_for(as_5d(x), output_size, config).constants["WIDE"]
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
 

@@ -239,6 +239,7 @@ def column_sweep_kernel(
     BW: tl.constexpr,
     BOW: tl.constexpr,
     NEW: tl.constexpr,
+    RUN: tl.constexpr,
     KH: tl.constexpr,
     KWP: tl.constexpr,
     VEC: tl.constexpr,
@@ -248,7 +249,9 @@ def column_sweep_kernel(
     window along D, each depth's H rows reduced to a column maximum and folded into the
     window's. Consecutive D windows share at most one depth (ceil((o+1)·D/OD) -
     floor((o+1)·D/OD) <= 1), so the last depth's columns seed the next window instead of
-    being read again; NEW bounds the depths a window adds."""
+    being read again; NEW bounds the depths a window adds. With RUN > 0 the second grid axis
+    splits the windows into runs of RUN, a run a program: more programs, and a run's first
+    window reads its shared depth again."""
     sxn, sxc, sxd, sxh, sxw = x_strides
     IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
     r = tl.program_id(0).to(IDX) * BR + tl.arange(0, BR)
@@ -268,8 +271,14 @@ def column_sweep_kernel(
     zero = tl.zeros([BR, BW], dtype=tl.int32)
     last_best, last_step, last_top = low, zero, low  # the previous window's last depth
     lane = tl.zeros([BR, 1], dtype=tl.int32)  # the window's scalars as one column
-    prev_end = D * 0
-    for od in range(0, OD):
+    prev_end = D * 0  # no window before a run's first: nothing carried into it
+    if RUN > 0:
+        od_first = tl.program_id(1) * RUN
+        od_last = tl.minimum(od_first + RUN, OD)
+    else:
+        od_first = 0
+        od_last = OD
+    for od in range(od_first, od_last):
         d_start, d_end = window_by(od + prev_end * 0, D, by_od, WIDE)
         carried = (lane + d_start) < prev_end
         best = tl.where(carried, last_best, low)
@@ -312,6 +321,7 @@ class Config:
     num_warps: int
     unroll_d: bool = False  # unroll the depth walk too: every load of a window in flight
     carry: bool = False  # a program row a (plane, oh), its depth walked once (column_sweep)
+    run: int = 0  # carrying: windows a program walks in turn (0: all of a row's)
 
 
 def fits(p: Forward) -> bool:
@@ -375,6 +385,7 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
     strides = (sxn // vec, sxc // vec, sxd // vec, sxh // vec, sxw)
     if cfg.carry:
         rows = n * c * oh
+        run = cfg.run if 0 < cfg.run < od else 0
         scalars = (d, h_, w, h_ * w, od, by(c), by(od), by(oh), by(ow), strides, rows, w // vec)
         constants = {
             "ACC": p.acc,
@@ -382,13 +393,15 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
             "BW": bw,
             "BOW": bow,
             "NEW": new_depths(d, od),
+            "RUN": run,
             "KH": windows[1],
             "KWP": next_pow2(windows[2]),
             "VEC": vec,
             "WIDE": wide,
             "num_warps": cfg.num_warps,
         }
-        return Launch(column_sweep_kernel, (triton.cdiv(rows, cfg.br),), scalars, constants)
+        grid = (triton.cdiv(rows, cfg.br), triton.cdiv(od, run) if run else 1)
+        return Launch(column_sweep_kernel, grid, scalars, constants)
     scalars = (d, h_, w, h_ * w, by(c), by(od), by(oh), by(ow), strides, rows, w // vec)
     constants = {
         "ACC": p.acc,
