@@ -358,6 +358,16 @@ def test_64_bit_offsets_path(kernel: str, monkeypatch: pytest.MonkeyPatch) -> No
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
 
 
+def test_column_max_runs_fit_a_grid() -> None:
+    """Runs of windows take the grid's second axis, which holds at most 65535 programs: runs
+    grow where the output depth would pass it, and a run of all windows needs none."""
+    p = Forward.of(meta((1, 1, 140000, 4, 4), torch.float32), (70000, 2, 2))
+    launch = column_max.plan(p, column_max.Config(1, 1, carry=True, run=1), H200)
+    assert launch.grid == (2, 35000) and launch.constants["RUN"] == 2
+    whole = column_max.plan(p, column_max.Config(1, 1, carry=True, run=70000), H200)
+    assert whole.grid == (2, 1) and whole.constants["RUN"] == 0
+
+
 def test_column_max_carry_64_bit_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
     """The carrying walk's int64 arithmetic, forced on a small tensor."""
     monkeypatch.setattr(column_max, "fits_int32", lambda *values: False)

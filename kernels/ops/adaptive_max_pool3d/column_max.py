@@ -57,6 +57,7 @@ MAX_KH = 16
 # final gather), and gathered (output, column) pairs per column.
 MAX_COLUMNS = 256
 MAX_GATHER = 4
+MAX_GRID_Y = 65535  # CUDA's bound on a grid's second axis
 
 
 @triton.jit
@@ -386,6 +387,8 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
     if cfg.carry:
         rows = n * c * oh
         run = cfg.run if 0 < cfg.run < od else 0
+        if run:  # a grid's second axis holds at most 65535 programs
+            run = max(run, triton.cdiv(od, MAX_GRID_Y))
         scalars = (d, h_, w, h_ * w, od, by(c), by(od), by(oh), by(ow), strides, rows, w // vec)
         constants = {
             "ACC": p.acc,
