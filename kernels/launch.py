@@ -82,13 +82,28 @@ class Launch:
 
 
 class TwoLaunches:
-    """Two launches through a scratch buffer of `shape` and dtype `acc`: `parts` writes it
-    from the input, `merge` reads it into the outputs (a subclass's `__call__` allocates the
-    buffer and passes each launch its tensors)."""
+    """`launch(x, out, indices)` as two launches through scratch buffers: `parts(x,
+    *scratch)` writes them, `merge([x,] *scratch, out, indices)` reads them (and the input
+    again where `merge_reads_input`). `scratch` holds one allocator a buffer, fixed at
+    planning time, so a call allocates as cheaply as a plan's outputs."""
 
-    def __init__(self, parts: Launch, merge: Launch, shape: tuple[int, int], acc: torch.dtype):
+    def __init__(
+        self,
+        parts: Launch,
+        merge: Launch,
+        scratch: Sequence[Callable[[], torch.Tensor]],
+        merge_reads_input: bool = False,
+    ) -> None:
         self.parts, self.merge, self.kernel = parts, merge, parts.kernel
-        self.shape, self.acc = shape, acc
+        self.scratch, self.merge_reads_input = tuple(scratch), merge_reads_input
+
+    def __call__(self, x: torch.Tensor, out: torch.Tensor, indices: torch.Tensor) -> None:
+        buffers = [new() for new in self.scratch]
+        self.parts(x, *buffers)
+        if self.merge_reads_input:
+            self.merge(x, *buffers, out, indices)
+        else:
+            self.merge(*buffers, out, indices)
 
     @property
     def path(self) -> str:

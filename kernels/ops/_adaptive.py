@@ -269,9 +269,14 @@ class PlanCache:
         self._plans[key] = plan
 
 
-def accumulator(dtype: torch.dtype) -> tl.dtype:
+def accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
     """The type compares and sums run in: fp64 for fp64, else fp32 (exact for every input)."""
-    return tl.float64 if dtype == torch.float64 else tl.float32
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def accumulator(dtype: torch.dtype) -> tl.dtype:
+    """`accumulator_dtype` as Triton's type."""
+    return tl.float64 if accumulator_dtype(dtype) == torch.float64 else tl.float32
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,12 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
 import triton
 import triton.language as tl
 
 from kernels.heuristics import Heuristics
 from kernels.launch import Launch, TwoLaunches
-from kernels.ops._adaptive import Forward, fits_int32
+from kernels.ops._adaptive import Forward, accumulator_dtype, allocator, fits_int32
 
 NAME = "global_groups"
 
@@ -136,17 +135,7 @@ def default(p: Forward, h: Heuristics) -> Config:
     return Config(rows, group, warps)
 
 
-class GroupsLaunch(TwoLaunches):
-    """Group maxima (`parts`) into a scratch buffer, then the pick (`merge`) into (out,
-    indices)."""
-
-    def __call__(self, x: torch.Tensor, out: torch.Tensor, indices: torch.Tensor) -> None:
-        tops = torch.empty(self.shape, dtype=self.acc, device=x.device)
-        self.parts(x, tops)
-        self.merge(x, tops, out, indices)
-
-
-def plan(p: Forward, cfg: Config, h: Heuristics) -> GroupsLaunch:
+def plan(p: Forward, cfg: Config, h: Heuristics) -> TwoLaunches:
     """Launches for global pooling of the contiguous 5-D input (see `fits`)."""
     x = p.x
     planes, length = x.shape[0] * x.shape[1], math.prod(x.shape[2:])
@@ -156,10 +145,9 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> GroupsLaunch:
             "the global_groups kernels need global pooling of contiguous planes of at most"
             f" {MAX_GROUPS} groups"
         )
-    rows = min(cfg.rows, triton.next_power_of_2(triton.cdiv(length, group)))
     n_groups = triton.cdiv(length, group)
+    rows = min(cfg.rows, triton.next_power_of_2(n_groups))
     chunks = triton.cdiv(n_groups, rows)
-    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
     wide = not fits_int32(chunks * rows * group + group)
     first = Launch(
         global_groups_kernel,
@@ -182,4 +170,6 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> GroupsLaunch:
         (planes, length, n_groups),
         {"ACC": p.acc, "BP": bp, "BNG": bng, "G": group, "WIDE": wide, "num_warps": 4},
     )
-    return GroupsLaunch(first, pick, (planes, n_groups), acc)
+    # Group maxima into a scratch buffer, then the pick reads them and the winning groups.
+    tops = allocator((planes, n_groups), accumulator_dtype(x.dtype), x.device)
+    return TwoLaunches(first, pick, (tops,), merge_reads_input=True)

@@ -25,7 +25,7 @@ import triton.language as tl
 
 from kernels.heuristics import Heuristics
 from kernels.launch import Launch, TwoLaunches
-from kernels.ops._adaptive import Forward, fits_int32, merge_lanes
+from kernels.ops._adaptive import Forward, accumulator_dtype, allocator, fits_int32, merge_lanes
 
 NAME = "global_split"
 
@@ -110,17 +110,7 @@ def default(p: Forward, h: Heuristics) -> Config:
     return Config(0, h.global_block, h.global_warps)
 
 
-class GlobalLaunch(TwoLaunches):
-    """Parts into a scratch buffer, then the merge into (out, indices)."""
-
-    def __call__(self, x: torch.Tensor, out: torch.Tensor, indices: torch.Tensor) -> None:
-        part_val = torch.empty(self.shape, dtype=self.acc, device=x.device)
-        part_pos = torch.empty(self.shape, dtype=torch.int64, device=x.device)
-        self.parts(x, part_val, part_pos)
-        self.merge(part_val, part_pos, out, indices)
-
-
-def plan(p: Forward, split: Config, h: Heuristics) -> GlobalLaunch:
+def plan(p: Forward, split: Config, h: Heuristics) -> TwoLaunches:
     """Launches for global pooling of the contiguous 5-D input (see `fits`)."""
     if not fits(p):
         raise ValueError("the global_split kernels need global pooling of contiguous planes")
@@ -134,7 +124,6 @@ def plan(p: Forward, split: Config, h: Heuristics) -> GlobalLaunch:
     # Parts start on whole blocks, so each load of an aligned plane is aligned too.
     part = triton.cdiv(triton.cdiv(length, parts), block) * block
     parts = triton.cdiv(length, part)
-    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
     wide = not fits_int32(length + block)
     first = Launch(
         global_split_parts_kernel,
@@ -150,4 +139,7 @@ def plan(p: Forward, split: Config, h: Heuristics) -> GlobalLaunch:
         (planes, parts),
         {"BP": bp, "BS": bs, "num_warps": 4},
     )
-    return GlobalLaunch(first, merge, (planes, parts), acc)
+    # Each part's (value, position) into scratch buffers, then the merge of a plane's parts.
+    values = allocator((planes, parts), accumulator_dtype(x.dtype), x.device)
+    positions = allocator((planes, parts), torch.int64, x.device)
+    return TwoLaunches(first, merge, (values, positions))
