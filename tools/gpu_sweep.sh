@@ -5,7 +5,8 @@
 # "large torch.float16 (8, 64, 16, 56, 56)->(1, 1, 1)"; default all), compiled first in
 # parallel. $CASES (space-separated N,C,D,H,W:OD,OH,OW) sweeps those shapes instead of the
 # benchmark sizes; REACH=1 also times each row's mover (its reach) and prints the best and the
-# default over it; $VARIANTS (a regex on variant names) times only those and the default. Results under $OUT (default ./gpu-out), named after $TAG (default "tuning").
+# default over it; $VARIANTS (a regex on variant names) times only those and the default.
+# Results under $OUT (default ./gpu-out), named after $TAG (default "tuning").
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 OPS=${OPS:-forward,backward}

@@ -184,6 +184,12 @@ def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any
     return variants
 
 
+def timed(name: str, only: str | None) -> bool:
+    """Whether a sweep times variant `name`: the default always, the rest where `only` (a
+    regex on variant names) matches or is not given."""
+    return not only or name == "default" or re.search(only, name) is not None
+
+
 def report(op: str, label: str, floor: float, times: dict[str, float]) -> None:
     """One line: every variant's time over the floor, the best, and speedups over PyTorch
     (and over the row's reach where it was timed)."""
@@ -220,7 +226,7 @@ def sweep_backward(
     for name, cfg in backward_variants(problem(grad, x, idx)).items():
         candidates[name] = functools.partial(adaptive_max_pool3d_backward, grad, x, idx, config=cfg)
     for name, fn in candidates.items():
-        if only and name != "default" and not re.search(only, name):
+        if not timed(name, only):
             continue
         # PyTorch adds overlapping gradients in bf16; we add in fp32: a bf16 ulp apart.
         tol = 3e-2 if x.dtype == torch.bfloat16 else 1e-2
@@ -236,7 +242,7 @@ def sweep_forward(
     aten = torch.ops.aten.adaptive_max_pool3d
     times = {"torch": 0.0 if warm else bench(lambda: aten(x, list(out)))}
     for name, cfg in forward_variants(tuple(x.shape), out).items():
-        if only and name != "default" and not re.search(only, name):
+        if not timed(name, only):
             continue
         fn = functools.partial(adaptive_max_pool3d, x, out, config=cfg)
         got_out, got_idx = fn()
