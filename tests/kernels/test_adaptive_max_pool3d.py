@@ -150,6 +150,8 @@ SMALL_TILES = [
     (column_max.Config(4, 1, carry=True), (1, 2, 4, 6, 9), (7, 3, 4)),  # D upsampled
     (column_max.Config(2, 1, carry=True, run=2), (1, 3, 9, 5, 9), (5, 2, 4)),  # runs of 2
     (column_max.Config(4, 2, carry=True, run=3), (1, 2, 4, 6, 16), (7, 3, 4)),  # ... of 3
+    # A run whose first window is the widest: [6,10) of 16 depths read whole, nothing carried.
+    (column_max.Config(2, 1, carry=True, run=3), (1, 2, 16, 4, 8), (7, 2, 4)),
     (pair_window.Config(1, 2, 4, 1), (1, 1, 3, 5, 12), (2, 3, 6)),
 ]
 
@@ -187,6 +189,8 @@ def test_column_max_carry_counts_the_depths_a_window_adds() -> None:
     assert column_max.new_depths(8, 8) == 1
     assert column_max.new_depths(4, 7) == 1  # upsampled: [0,1) [0,2) [1,3) ...
     assert column_max.new_depths(9, 2) == 5  # [0,5) [4,9)
+    assert column_max.new_depths(16, 7, run=2) == 3  # runs start at [0,3) [4,7) [9,12) ...
+    assert column_max.new_depths(16, 7, run=3) == 4  # ... the second at [6,10), read whole
     assert column_max.depth_reads(16, 7) == 22 / 16  # what the carrying walk saves
     assert column_max.depth_reads(16, 5) == 20 / 16
     assert column_max.depth_reads(16, 8) == 1.0

@@ -395,7 +395,7 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
             "BR": cfg.br,
             "BW": bw,
             "BOW": bow,
-            "NEW": new_depths(d, od),
+            "NEW": new_depths(d, od, run),
             "RUN": run,
             "KH": windows[1],
             "KWP": next_pow2(windows[2]),
@@ -422,11 +422,14 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
     return Launch(column_max_kernel, (triton.cdiv(rows, cfg.br),), scalars, constants)
 
 
-def new_depths(in_size: int, out_size: int) -> int:
-    """The most depths a window adds to its predecessor's (which it shares at most one of)."""
+def new_depths(in_size: int, out_size: int, run: int = 0) -> int:
+    """The most depths a window reads: all of a run's first (runs of `run` windows; 0: one
+    run), the ones it adds to its predecessor's (which it shares at most one of) after."""
     most, prev_end = 1, 0
     for o in range(out_size):
         start, end = o * in_size // out_size, -(-(o + 1) * in_size // out_size)
+        if run and o % run == 0:
+            prev_end = 0  # nothing carried into a run
         most = max(most, end - max(start, prev_end))
         prev_end = end
     return most
