@@ -34,6 +34,7 @@ INTERPRETER = Heuristics(
     column_unroll_steps=(0, 0),
     column_per_thread=(1, 1, 1),
     column_carry=(float("inf"), float("inf")),  # a program's windows in turn: Python time
+    column_carry_run=0,
     chunk_elements=32768,
     tile_elements=4096,
     tile_warps=None,

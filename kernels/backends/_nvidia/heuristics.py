@@ -59,10 +59,13 @@ def for_device(properties: Any) -> Heuristics:
         column_unroll_steps=(32, 32),
         column_per_thread=(4, 4, 2),
         # Carrying the depth two D windows share (each depth read once) pays where the
-        # windows read 1.38x the input in fp32: (7,7,7) 1.60x the floor with a row and a warp
-        # a program, against 1.79x; in 2-byte dtypes 2.35 against 2.29, and on (5,9,11) and
-        # (10,20,20) (1.25x) it lost 10-35% in every dtype (fewer programs, windows in turn).
-        column_carry=(float("inf"), 1.3),
+        # windows read 1.38x the input: (7,7,7) a row and a warp a program, in runs of two
+        # windows (a run's first reads its shared depth again, for 4x the programs): fp32
+        # 1.55x the floor against 1.60 for whole rows and 1.79 without carrying; bf16 2.26
+        # against 2.43 and 2.42, fp16 2.32 against 2.34 and 2.30. On (5,9,11) and (10,20,20)
+        # (1.25x) it lost 10-35% in every dtype, in runs of two or three too.
+        column_carry=(1.3, 1.3),
+        column_carry_run=2,
         chunk_elements=2048,
         # (8,64,16,56,56) -> (7,7,7): about 2048 elements a load and one warp (3.4x the floor
         # in fp16 and 2.2x in fp32, against 6.7x and 3.3x for lane_window).

@@ -338,15 +338,16 @@ def fits(p: Forward) -> bool:
 
 
 def default(p: Forward, h: Heuristics) -> Config:
-    """A carrying walk, a row and a warp a program, where the D windows read at least
-    `h.column_carry` times the input; else rows a program and warps for rows of W columns and
-    windows of KD·KH rows: a program holds `h.column_elements` input elements a step; the
-    depth walk is unrolled up to `h.column_unroll_steps` rows; warps keep each thread near
-    `h.column_per_thread` columns (at most one warp a row: see `plan`)."""
+    """A carrying walk, a row and a warp a program in runs of `h.column_carry_run` windows,
+    where the D windows read at least `h.column_carry` times the input; else rows a program
+    and warps for rows of W columns and windows of KD·KH rows: a program holds
+    `h.column_elements` input elements a step; the depth walk is unrolled up to
+    `h.column_unroll_steps` rows; warps keep each thread near `h.column_per_thread` columns
+    (at most one warp a row: see `plan`)."""
     columns = next_pow2(p.x.shape[-1])
     size = p.x.element_size()
     if depth_reads(p.x.shape[2], p.out[0]) >= h.narrow(h.column_carry, size):
-        return Config(1, 1, carry=True)
+        return Config(1, 1, carry=True, run=h.column_carry_run)
     steps = p.windows[0] * p.windows[1]
     unroll_d = steps <= h.narrow(h.column_unroll_steps, size)
     rows = max(1, h.narrow(h.column_elements, size) // columns)
