@@ -1,12 +1,13 @@
 """The fill_scatter kernel of adaptive_max_pool3d_backward: any windows, one launch.
 
 A program owns a tile of the (contiguous) gradient: TD depth slices × TH rows × whole rows
-of W. It first writes zeros over the tile with vector stores, which start at once (they
-depend on no load), then, after a barrier, walks the outputs whose windows meet the tile at
-output resolution (coalesced loads of index and gradient) and stores each gradient at its
-argmax when that lies in the tile. The zeros and the scattered values meet in L2, so DRAM
-sees each line written about once: the memory floor, with a few instructions per output
-instead of per input element. Overlapping windows are summed once (`_scatter.sum_once`).
+of W. It walks the outputs whose windows meet the tile at output resolution (coalesced loads
+of index and gradient) and stores each gradient at its argmax when that lies in the tile.
+Zeros go over the tile with vector stores (which depend on no load) while the first box's
+sums are in flight, and a barrier puts every scattered store after them. The zeros and the
+scattered values meet in L2, so DRAM sees each line written about once: the memory floor,
+with a few instructions per output instead of per input element. Overlapping windows are
+summed once (`_scatter.sum_once`).
 """
 
 from __future__ import annotations
@@ -126,26 +127,10 @@ def fill_scatter_kernel(
     chosen = tl.load(idx_plane + (od * sid + oh * sih + ow * siw), mask=ok, other=-1).to(zero.dtype)
     g = tl.load(grad_plane + (od * sgd + oh * sgh + ow * sgw), mask=ok, other=0.0)
 
-    # 1. Zeros over the tile: one contiguous run of whole slices, or TH rows of each slice.
-    zeros = tl.zeros([ZB], dtype=gin_ptr.dtype.element_ty)
-    zlanes = tl.arange(0, ZB)
-    if SPLIT_H:
-        run = (h1 - h0) * W_vec * VEC
-        for d in range(d0, d1):
-            start = gin_plane + (d * HW_vec + h0 * W_vec) * VEC
-            for chunk in range(0, tl.cdiv(run, ZB)):
-                offs = chunk * ZB + zlanes
-                tl.store(start + offs, zeros, mask=offs < run)
-    else:
-        run = (d1 - d0) * HW_vec * VEC
-        start = gin_plane + d0 * HW_vec * VEC
-        for chunk in range(0, tl.cdiv(run, ZB)):
-            offs = chunk * ZB + zlanes
-            tl.store(start + offs, zeros, mask=offs < run)
-    # The scattered stores below must land after the zeros (other threads' stores).
-    tl.debug_barrier()
-
-    # 2. Each box's gradients into the tile, the next box's loads in flight meanwhile.
+    # Each box's gradients into the tile, the next box's loads in flight meanwhile. The
+    # first box's sums are taken before the zeros, so that its chain of dependent loads
+    # overlaps them; its stores, and every later box's, land after the zeros (a box always
+    # exists: windows cover the input, so every tile meets an output).
     tile_lo = d0 * HW
     tile_hi = d1 * HW
     for box_start in range(0, total, BOX):
@@ -171,8 +156,36 @@ def fill_scatter_kernel(
             idx_plane, grad_plane, bounds_ptr, divisors, chosen, g, mine, od, oh, ow,
             D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW, WIDE,
         )  # fmt: skip
+        if box_start == 0:
+            _zero_tile(gin_plane, d0, d1, h0, h1, HW_vec, W_vec, ZB, VEC, SPLIT_H)
+            # The scattered stores must land after the zeros (other threads' stores).
+            tl.debug_barrier()
         tl.store(gin_plane + chosen, value.to(gin_ptr.dtype.element_ty), mask=writer)
         od, oh, ow, ok, chosen, g = next_od, next_oh, next_ow, next_ok, next_chosen, next_g
+
+
+@triton.jit
+def _zero_tile(
+    gin_plane, d0, d1, h0, h1, HW_vec, W_vec,
+    ZB: tl.constexpr, VEC: tl.constexpr, SPLIT_H: tl.constexpr,
+):  # fmt: skip
+    """Zeros over a program's tile: one contiguous run of whole slices, or the rows h0..h1 of
+    each slice d0..d1, ZB elements a store."""
+    zeros = tl.zeros([ZB], dtype=gin_plane.dtype.element_ty)
+    zlanes = tl.arange(0, ZB)
+    if SPLIT_H:
+        run = (h1 - h0) * W_vec * VEC
+        for d in range(d0, d1):
+            start = gin_plane + (d * HW_vec + h0 * W_vec) * VEC
+            for chunk in range(0, tl.cdiv(run, ZB)):
+                offs = chunk * ZB + zlanes
+                tl.store(start + offs, zeros, mask=offs < run)
+    else:
+        run = (d1 - d0) * HW_vec * VEC
+        start = gin_plane + d0 * HW_vec * VEC
+        for chunk in range(0, tl.cdiv(run, ZB)):
+            offs = chunk * ZB + zlanes
+            tl.store(start + offs, zeros, mask=offs < run)
 
 
 @dataclass(frozen=True)
