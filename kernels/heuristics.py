@@ -63,6 +63,7 @@ class Heuristics:
     backward_row_width: int  # disjoint and rows: widest tile along W
     fill_sparse: tuple[int, int]  # fill_scatter: (elements a program, where overlapping
     # windows hold at least this many elements on average), before the two rules below
+    # (after the plane rule where an element has at most two candidate outputs)
     plane_bytes: int  # fill_scatter: a program a plane, when there are many planes this small
     tile_bytes: int  # fill_scatter: else tiles of this many bytes (half without overlaps)
     fill_elements: int | None  # fill_scatter: elements a program (None: the rules above)

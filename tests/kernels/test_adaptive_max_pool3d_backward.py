@@ -630,6 +630,7 @@ H200_PLANS = [
     ((8, 64, 16, 56, 56), (8, 28, 28), torch.float16, disjoint.Config(64, 64, 8)),
     ((8, 64, 16, 56, 56), (1, 1, 1), torch.float16, fill_scatter.Config(50176, 1024, 2048, 8)),
     ((8, 64, 16, 56, 56), (1, 1, 1), torch.float32, fill_scatter.Config(8192, 512, 1024, 4)),
+    ((8, 64, 16, 56, 56), (7, 7, 7), torch.float16, fill_scatter.Config(50176, 1024, 2048, 8)),
     ((8, 64, 16, 56, 56), (7, 7, 7), torch.float32, fill_scatter.Config(8192, 512, 1024, 4)),
     ((8, 64, 16, 56, 56), (5, 9, 11), torch.float16, fill_scatter.Config(8192, 128, 1024, 4)),
     ((8, 64, 16, 56, 56), (5, 9, 11), torch.float32, fill_scatter.Config(8192, 128, 1024, 4)),

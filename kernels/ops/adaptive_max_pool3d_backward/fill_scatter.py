@@ -201,7 +201,8 @@ class Config:
 
 
 def default_tile(p: Backward, h: Heuristics) -> int:
-    """Elements a program: `h.fill_sparse`'s tiles where windows overlap and are large, a
+    """Elements a program: `h.fill_sparse`'s tiles where windows overlap and are large
+    (unless an element has at most two candidates and whole planes fit the next rule), a
     whole (n, c) plane where there are at least `h.many_planes` planes of at most
     `h.plane_bytes`, else tiles of `h.tile_bytes` (half where no windows overlap); or
     `h.fill_elements`."""
@@ -210,10 +211,12 @@ def default_tile(p: Backward, h: Heuristics) -> int:
     size = p.gin.element_size()
     plane = math.prod(p.in_dhw)
     overlap = math.prod(p.candidates) > 1
+    lean = math.prod(p.candidates) <= 2  # a visit checks one neighbour at most
+    planes_fit = p.planes >= h.many_planes and plane * size <= h.plane_bytes
     sparse_tile, large_window = h.fill_sparse
-    if overlap and plane >= large_window * math.prod(p.out_dhw):
+    if overlap and not (lean and planes_fit) and plane >= large_window * math.prod(p.out_dhw):
         return sparse_tile
-    if p.planes >= h.many_planes and plane * size <= h.plane_bytes:
+    if planes_fit:
         return plane
     return (h.tile_bytes if overlap else h.tile_bytes // 2) // size
 
