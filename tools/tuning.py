@@ -160,6 +160,12 @@ def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any
             variants[f"fill_scatter/box{per_thread * 256}"] = dataclasses.replace(
                 base, box=per_thread * 256
             )
+        for warps in (2, 4, 8, 16):  # "fill_scatter/wN": the default tiles, N warps
+            if warps != base.num_warps:
+                variants[f"fill_scatter/w{warps}"] = dataclasses.replace(base, num_warps=warps)
+        for block in (512, 1024, 2048, 4096):  # "fill_scatter/zN": ... N zeros a store step
+            if block != base.zero_block:
+                variants[f"fill_scatter/z{block}"] = dataclasses.replace(base, zero_block=block)
         plane = fill_scatter.tiles(p, h, math.prod(p.in_dhw))  # a program a (n, c) plane
         variants["fill_scatter/plane"] = plane
         for per_thread in (1, 2, 4):  # ... walking N outputs at a time
