@@ -67,8 +67,8 @@ class Heuristics:
     plane_bytes: int  # fill_scatter: a program a plane, when there are many planes this small
     tile_bytes: int  # fill_scatter: else tiles of this many bytes (half without overlaps)
     fill_elements: int | None  # fill_scatter: elements a program (None: the rules above)
-    fill_box_per_warp: tuple[int, int, int]  # fill_scatter: outputs walked at a time, a warp,
-    # with at most two candidates, more on a whole plane, more on a tile
+    fill_box_per_warp: tuple[int, int, int]  # fill_scatter: outputs walked at a time, a warp:
+    # on tiles whose elements have at most two candidates, on whole planes, on other tiles
     fill_box: int | None  # fill_scatter: outputs walked at a time (None: the rule above)
     fill_zero_per_warp: int  # fill_scatter: zeros stored a step, a warp
     fill_zero_block: int | None  # fill_scatter: zeros a step (None: the rule above)

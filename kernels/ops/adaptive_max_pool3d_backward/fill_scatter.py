@@ -231,8 +231,8 @@ def sides(p: Backward, tile: int) -> tuple[int, int]:
 
 def tiles(p: Backward, h: Heuristics, tile: int) -> Config:
     """A config of `tile` elements a program, the rest by `h`: 8 warps for tiles of 64 KB or
-    more (else 4), outputs walked at a time by how many candidates an element has (each
-    check holds registers) and whether a program walks a whole plane."""
+    more (else 4), outputs walked at a time by whether a program walks a whole plane, else by
+    how many candidates an element has (each check holds registers)."""
     num_warps = 8 if tile * p.gin.element_size() >= 65536 else 4
     td, th = sides(p, tile)
     d, h_, _ = p.in_dhw
@@ -240,7 +240,8 @@ def tiles(p: Backward, h: Heuristics, tile: int) -> Config:
         box = h.fill_box
     else:
         few, plane, rest = h.fill_box_per_warp
-        per_warp = few if math.prod(p.candidates) <= 2 else plane if (td, th) == (d, h_) else rest
+        whole = (td, th) == (d, h_)
+        per_warp = plane if whole else few if math.prod(p.candidates) <= 2 else rest
         box = per_warp * num_warps
     zero_block = h.fill_zero_block or h.fill_zero_per_warp * num_warps
     if h.trim_blocks:  # at most a plane's outputs walked, a tile's elements zeroed
