@@ -196,6 +196,25 @@ def test_column_max_carry_counts_the_depths_a_window_adds() -> None:
     assert column_max.depth_reads(16, 8) == 1.0
 
 
+def test_column_max_carry_walks_every_depth_of_every_window() -> None:
+    """The carrying walk's NEW steps reach every window's end, for every size, output size
+    and run the kernel may get: a window starts past the depth it shares with the previous
+    one of its run (`first` in `column_sweep_kernel`) and reads up to NEW depths from there."""
+    for in_size in range(1, 41):
+        for out_size in range(1, 41):
+            for run in range(0, 6):
+                new = column_max.new_depths(in_size, out_size, run)
+                prev_end = 0
+                for o in range(out_size):
+                    if run and o % run == 0:
+                        prev_end = 0
+                    start = o * in_size // out_size
+                    end = -(-(o + 1) * in_size // out_size)
+                    first = start + (1 if start < prev_end else 0)
+                    assert first + new >= end, (in_size, out_size, run, o)
+                    prev_end = end
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
 def test_channels_last_3d_input(dtype: torch.dtype) -> None:
     x = randn((2, 5, 6, 7, 9), dtype, seeded("cl", dtype)).to(memory_format=torch.channels_last_3d)
