@@ -335,6 +335,12 @@ class Backward:
         return max_window(od, d), max_window(oh, h), max_window(ow, w)
 
     @property
+    def candidate_outputs(self) -> int:
+        """How many outputs' windows one input element can lie in, at most (1: no overlaps;
+        2: one neighbouring window, on one axis)."""
+        return math.prod(self.candidates)
+
+    @property
     def acc(self) -> tl.dtype:
         return accumulator(self.gin.dtype)
 

@@ -12,7 +12,6 @@ thresholds are the device's `Heuristics`); a `config` given by the caller names 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
@@ -40,13 +39,13 @@ from kernels.ops.adaptive_max_pool3d_backward import (
 
 def scatters(p: Backward, h: Heuristics) -> bool:
     """Overlaps leave each element at most `h.max_candidates` candidate outputs."""
-    return math.prod(p.candidates) <= h.max_candidates
+    return p.candidate_outputs <= h.max_candidates
 
 
 def zeroed_wins(p: Backward, h: Heuristics) -> bool:
     """Windows overlap on two axes or more, and there are too few planes for a program each:
     fill_scatter's tiles would share most of their outputs with their neighbours."""
-    return scatters(p, h) and math.prod(p.candidates) > 2 and p.planes < h.many_planes
+    return scatters(p, h) and p.candidate_outputs > 2 and p.planes < h.many_planes
 
 
 # The plan takes the first route whose condition holds (thresholds: the device's Heuristics).

@@ -210,8 +210,8 @@ def default_tile(p: Backward, h: Heuristics) -> int:
         return h.fill_elements
     size = p.gin.element_size()
     plane = math.prod(p.in_dhw)
-    overlap = math.prod(p.candidates) > 1
-    lean = math.prod(p.candidates) <= 2  # a visit checks one neighbour at most
+    overlap = p.candidate_outputs > 1
+    lean = p.candidate_outputs <= 2  # a visit checks one neighbour at most
     planes_fit = p.planes >= h.many_planes and plane * size <= h.plane_bytes
     sparse_tile, large_window = h.fill_sparse
     if overlap and not (lean and planes_fit) and plane >= large_window * math.prod(p.out_dhw):
@@ -241,7 +241,7 @@ def tiles(p: Backward, h: Heuristics, tile: int) -> Config:
     else:
         few, plane, rest = h.fill_box_per_warp
         whole = (td, th) == (d, h_)
-        per_warp = plane if whole else few if math.prod(p.candidates) <= 2 else rest
+        per_warp = plane if whole else few if p.candidate_outputs <= 2 else rest
         box = per_warp * num_warps
     zero_block = h.fill_zero_block or h.fill_zero_per_warp * num_warps
     if h.trim_blocks:  # at most a plane's outputs walked, a tile's elements zeroed
