@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# ncu counters of one case, our kernels and PyTorch's (tools/profile_case.py), appended to
-# $OUT/ncu.txt. Arguments: operator, input shape, output size, dtype, e.g.
+# ncu counters of one case, our kernels, PyTorch's and the row's mover (tools/profile_case.py),
+# appended to $OUT/ncu.txt. Arguments: operator, input shape, output size, dtype, e.g.
 # backward 4,32,32,64,64 10,20,20 float32.
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
@@ -13,6 +13,13 @@ metrics+=,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct
 metrics+=,smsp__warp_issue_stalled_barrier_per_warp_active.pct
 metrics+=,smsp__warp_issue_stalled_drain_per_warp_active.pct
 metrics+=,smsp__warp_issue_stalled_lg_throttle_per_warp_active.pct
+metrics+=,smsp__warp_issue_stalled_wait_per_warp_active.pct
+metrics+=,smsp__warp_issue_stalled_math_pipe_throttle_per_warp_active.pct
+metrics+=,smsp__warp_issue_stalled_mio_throttle_per_warp_active.pct
+metrics+=,smsp__warp_issue_stalled_short_scoreboard_per_warp_active.pct
+metrics+=,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__maximum_warps_per_active_cycle_pct
+metrics+=,launch__occupancy_limit_registers,launch__occupancy_limit_blocks
+metrics+=,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum
 echo "## $*" >>"$OUT/ncu.txt"
 timeout 120 "$NCU" --clock-control none --metrics "$metrics" python3 -m tools.profile_case "$@" 2>&1 \
   | grep -vE "^==PROF==|^\s*$|Warning|----|Metric Name|Section:" >>"$OUT/ncu.txt"

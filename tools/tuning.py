@@ -125,6 +125,11 @@ def forward_variants(
             for run in (0, 2, 3):
                 name = f"column_max/{rows_}-w{warps}-c" + (str(run) if run else "")
                 variants[name] = column_max.Config(rows_, warps, carry=True, run=run)
+        default = column_max.default(p, h)
+        for limit in (32, 40, 48):  # "column_max/default-rN": at most N registers a thread
+            variants[f"column_max/default-r{limit}"] = dataclasses.replace(
+                default, registers=limit
+            )
     if not small:
         if global_split.fits(p):  # "global_split/pN-bB-wM": N parts a plane (0: the rule)
             for parts, block, warps in ((0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8)):
@@ -166,6 +171,16 @@ def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any
         for block in (512, 1024, 2048, 4096):  # "fill_scatter/zN": ... N zeros a store step
             if block != base.zero_block:
                 variants[f"fill_scatter/z{block}"] = dataclasses.replace(base, zero_block=block)
+        # "fill_scatter/zbox": the default tiles, each box zeroing the depths it reaches
+        variants["fill_scatter/zbox"] = dataclasses.replace(base, zero_by_box=True)
+        variants["fill_scatter/zbox-w16"] = dataclasses.replace(
+            base, zero_by_box=True, num_warps=16
+        )
+        for limit in (48, 64):  # "fill_scatter/rN", "zbox-rN": at most N registers a thread
+            variants[f"fill_scatter/r{limit}"] = dataclasses.replace(base, registers=limit)
+            variants[f"fill_scatter/zbox-r{limit}"] = dataclasses.replace(
+                base, zero_by_box=True, registers=limit
+            )
         plane = fill_scatter.tiles(p, h, math.prod(p.in_dhw))  # a program a (n, c) plane
         variants["fill_scatter/plane"] = plane
         for per_thread in (1, 2, 4):  # ... walking N outputs at a time
