@@ -20,6 +20,10 @@ metrics+=,smsp__warp_issue_stalled_short_scoreboard_per_warp_active.pct
 metrics+=,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__maximum_warps_per_active_cycle_pct
 metrics+=,launch__occupancy_limit_registers,launch__occupancy_limit_blocks
 metrics+=,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum
+metrics+=,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active
+metrics+=,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active
+metrics+=,sm__pipe_fmaheavy_cycles_active.avg.pct_of_peak_sustained_active
+metrics+=,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active
 echo "## $*" >>"$OUT/ncu.txt"
 timeout 120 "$NCU" --clock-control none --metrics "$metrics" python3 -m tools.profile_case "$@" 2>&1 \
   | grep -vE "^==PROF==|^\s*$|Warning|----|Metric Name|Section:" >>"$OUT/ncu.txt"

@@ -127,9 +127,7 @@ def forward_variants(
                 variants[name] = column_max.Config(rows_, warps, carry=True, run=run)
         default = column_max.default(p, h)
         for limit in (32, 40, 48):  # "column_max/default-rN": at most N registers a thread
-            variants[f"column_max/default-r{limit}"] = dataclasses.replace(
-                default, registers=limit
-            )
+            variants[f"column_max/default-r{limit}"] = dataclasses.replace(default, registers=limit)
     if not small:
         if global_split.fits(p):  # "global_split/pN-bB-wM": N parts a plane (0: the rule)
             for parts, block, warps in ((0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8)):
@@ -181,6 +179,11 @@ def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any
             variants[f"fill_scatter/zbox-r{limit}"] = dataclasses.replace(
                 base, zero_by_box=True, registers=limit
             )
+        for tile in (16384, 32768):  # "fill_scatter/Nk-hR": R rows of as many slices as fit
+            for rows_ in (8, 16):
+                variants[f"fill_scatter/{tile // 1024}k-h{rows_}"] = dataclasses.replace(
+                    fill_scatter.tiles(p, h, tile), rows=rows_
+                )
         plane = fill_scatter.tiles(p, h, math.prod(p.in_dhw))  # a program a (n, c) plane
         variants["fill_scatter/plane"] = plane
         for per_thread in (1, 2, 4):  # ... walking N outputs at a time

@@ -213,6 +213,7 @@ class Config:
     zero_block: int
     num_warps: int
     zero_by_box: bool = False
+    rows: int = 0  # rows of H a tile holds, its slices as many as `tile` allows (0: `sides`)
     registers: int = 0  # the most registers a thread (Triton's maxnreg; 0: the compiler's)
 
 
@@ -237,9 +238,13 @@ def default_tile(p: Backward, h: Heuristics) -> int:
     return (h.tile_bytes if overlap else h.tile_bytes // 2) // size
 
 
-def sides(p: Backward, tile: int) -> tuple[int, int]:
-    """(TD, TH): whole slices of the tile's elements, or rows of one slice."""
+def sides(p: Backward, tile: int, rows: int = 0) -> tuple[int, int]:
+    """(TD, TH): `rows` rows of as many slices as the tile's elements hold, else whole
+    slices of them, or rows of one slice."""
     d, h, w = p.in_dhw
+    if rows:
+        th = min(h, rows)
+        return max(1, min(d, tile // (th * w))), th
     if h * w >= tile:
         return 1, max(1, min(h, tile // w))
     return max(1, min(d, tile // (h * w))), h
@@ -279,7 +284,7 @@ def plan(p: Backward, cfg: Config, h: Heuristics) -> Launch:
     assert gin5.is_contiguous(), "the scatter writes flat offsets into a contiguous gradient"
     tile = cfg.tile
     hw = h_ * w
-    td, th = sides(p, tile)
+    td, th = sides(p, tile, cfg.rows)
     n_d, n_h = triton.cdiv(d, td), triton.cdiv(h_, th)
     vec = vector_width(gin5)
     reach = max(span(t.shape[2:], t.stride()[2:]) for t in (grad5, idx5))
