@@ -182,6 +182,21 @@ def test_column_max_windows_of_different_depths(unroll_d: bool, carry: bool, nan
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
 
 
+@pytest.mark.parametrize(("unroll_d", "carry"), [(False, False), (True, False), (False, True)])
+def test_column_max_infinities(unroll_d: bool, carry: bool) -> None:
+    """Infinities of both signs, tied within windows and across the depth two windows share:
+    the fast walk's NaN detector also fires on an infinity (inf · 0), which sends the
+    program to the NaN walk; the answer must not change."""
+    shape, output_size = (2, 2, 8, 6, 16), (3, 3, 4)
+    gen = seeded("infinities", unroll_d, carry)
+    x = randn(shape, torch.float16, gen)
+    x[0, 0, 2:4, :, 3:9] = float("inf")  # ties, the shared depth 2 among them
+    x[0, 1] = float("-inf")  # a plane of -inf: the first of each window wins
+    x[1, 0, :, 1, ::3] = float("inf")
+    config = column_max.Config(4, 2, unroll_d, carry)
+    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
+
+
 def test_column_max_carry_counts_the_depths_a_window_adds() -> None:
     """Consecutive windows share at most one depth: (7,7,7)'s windows of 16 add 2-3 each."""
     assert column_max.new_depths(16, 7) == 3  # [0,3) [2,5) [4,7) [6,10) [9,12) ...
