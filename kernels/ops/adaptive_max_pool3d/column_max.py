@@ -80,7 +80,7 @@ def _walk_rows(
             best, best_step, third = keep_first_max(v, kd * KH + kh, best, best_step, third)
         else:
             best, best_step = keep_first(v, kd * KH + kh, best, best_step)
-            third = third + v * 0.0  # NaN once any element is (or an inf: the slow walk)
+            third = tl.maximum(third, v, propagate_nan=tl.PropagateNan.ALL)
     return best, best_step, third
 
 
