@@ -185,8 +185,8 @@ def test_column_max_windows_of_different_depths(unroll_d: bool, carry: bool, nan
 @pytest.mark.parametrize(("unroll_d", "carry"), [(False, False), (True, False), (False, True)])
 def test_column_max_infinities(unroll_d: bool, carry: bool) -> None:
     """Infinities of both signs, tied within windows and across the depth two windows share:
-    the fast walk's NaN detector also fires on an infinity (inf · 0), which sends the
-    program to the NaN walk; the answer must not change."""
+    the walks' running maxima start at -inf, so a window of -inf must still give its first
+    position, and an inf beats every number without being taken for a NaN."""
     shape, output_size = (2, 2, 8, 6, 16), (3, 3, 4)
     gen = seeded("infinities", unroll_d, carry)
     x = randn(shape, torch.float16, gen)
