@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -678,12 +679,59 @@ H200_PLANS = [
     ((8, 64, 16, 56, 56), (5, 9, 11), torch.float16, fill_scatter.Config(8192, 128, 1024, 4)),
     ((8, 64, 16, 56, 56), (5, 9, 11), torch.float32, fill_scatter.Config(8192, 128, 1024, 4)),
     ((4, 32, 32, 64, 64), (16, 32, 32), torch.bfloat16, disjoint.Config(64, 64, 8)),
-    ((4, 32, 32, 64, 64), (10, 20, 20), torch.float16, fill_scatter.Config(32768, 256, 2048, 8)),
-    ((4, 32, 32, 64, 64), (10, 20, 20), torch.float32, fill_scatter.Config(16384, 256, 2048, 8)),
+    (
+        (4, 32, 32, 64, 64),
+        (10, 20, 20),
+        torch.float16,
+        fill_scatter.Config(32768, 256, 2048, 8, rows=16),
+    ),
+    (
+        (4, 32, 32, 64, 64),
+        (10, 20, 20),
+        torch.float32,
+        fill_scatter.Config(16384, 256, 2048, 8, rows=16),
+    ),
     ((2, 64, 4, 6, 5), (4, 4, 9), torch.float32, fill_scatter.Config(120, 256, 1024, 4)),
     ((1, 2, 16, 11, 20), (7, 7, 7), torch.float16, zeroed_scatter.Config(512, 4)),
     ((1, 1, 3, 2, 5), (7, 5, 9), torch.float32, rows.Config(2, 8)),
 ]
+
+
+@pytest.mark.parametrize(
+    ("in_dhw", "out_dhw", "dtype"),
+    [
+        ((32, 64, 64), (10, 20, 20), torch.float16),  # H and D edges every 16
+        ((32, 64, 64), (10, 20, 20), torch.float32),
+        ((30, 48, 40), (7, 9, 5), torch.float32),  # H edges every 16, none inside D
+        ((48, 64, 40), (15, 20, 9), torch.float32),  # 25 depths fit: one period of 16
+        ((16, 56, 56), (5, 9, 11), torch.float16),  # no edge inside H: whole slices
+        ((16, 64, 64), (8, 20, 20), torch.float16),  # D windows disjoint: whole slices
+        ((9, 20, 6), (4, 10, 3), torch.float64),
+    ],
+    ids=str,
+)
+def test_edge_tiles_split_no_window(
+    in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int], dtype: torch.dtype
+) -> None:
+    """A tile of rows split where H's windows meet edge to edge leaves every H window, and
+    every D window where a whole period of D's edges fits, inside one tile; where H has no
+    such edge or D's windows do not overlap, the tile is left to `sides`."""
+    p = meta_problem((2, 3, *in_dhw), out_dhw, dtype)
+    budget = 65536 // p.gin.element_size()
+    tile, rows = fill_scatter.edge_tile(p, budget)
+    (d, h, w), (od, oh, _) = in_dhw, out_dhw
+    h_edges = h // math.gcd(h, oh) < h
+    if d % od == 0 or not h_edges:
+        assert (tile, rows) == (budget, 0)
+        return
+    depths, rows_ = fill_scatter.sides(p, tile, rows)
+    assert rows == rows_ and tile == depths * rows * w <= budget
+    for axis_in, axis_out, band, whole in ((h, oh, rows, True), (d, od, depths, False)):
+        period = axis_in // math.gcd(axis_in, axis_out)
+        if whole or depths >= period:
+            for o in range(axis_out):
+                start, end = window_start(o, axis_in, axis_out), window_end(o, axis_in, axis_out)
+                assert start // band == (end - 1) // band, (o, start, end, band)
 
 
 @pytest.mark.parametrize(("shape", "output_size", "dtype", "config"), H200_PLANS, ids=str)

@@ -100,7 +100,10 @@ def for_device(properties: Any) -> Heuristics:
         fill_sparse=(8192, 64),
         # Else a whole (n, c) plane a program where there are enough planes of at most 128 KB
         # (no output read by two programs; fp16 global pooling's 100 KB planes did best so),
-        # else 64 KB tiles (fp16 (10,20,20)'s 256 KB planes, fp32's 512 KB, did best so).
+        # else 64 KB tiles (fp16 (10,20,20)'s 256 KB planes, fp32's 512 KB, did best so), cut
+        # where windows meet edge to edge where they can be (`fill_scatter.edge_tile`): on
+        # (10,20,20) 16 rows of all 32 depths (fp16) or of 16 (fp32), each output visited
+        # once, 2.15 against 2.26x the floor (fp16) and 1.60 against 1.70 (fp32).
         plane_bytes=128 * 1024,
         tile_bytes=64 * 1024,
         fill_elements=None,

@@ -217,14 +217,15 @@ class Config:
     registers: int = 0  # the most registers a thread (Triton's maxnreg; 0: the compiler's)
 
 
-def default_tile(p: Backward, h: Heuristics) -> int:
-    """Elements a program: `h.fill_sparse`'s tiles where windows overlap and are large
-    (unless an element has at most two candidates and whole planes fit the next rule), a
-    whole (n, c) plane where there are at least `h.many_planes` planes of at most
-    `h.plane_bytes`, else tiles of `h.tile_bytes` (half where no windows overlap); or
+def default_tile(p: Backward, h: Heuristics) -> tuple[int, int]:
+    """(elements a program, rows of H a tile holds; 0: `sides`): `h.fill_sparse`'s tiles
+    where windows overlap and are large (unless an element has at most two candidates and
+    whole planes fit the next rule), a whole (n, c) plane where there are at least
+    `h.many_planes` planes of at most `h.plane_bytes`, else tiles of `h.tile_bytes` (half
+    where no windows overlap), split where no window is where they can be (`edge_tile`); or
     `h.fill_elements`."""
     if h.fill_elements is not None:
-        return h.fill_elements
+        return h.fill_elements, 0
     size = p.gin.element_size()
     plane = math.prod(p.in_dhw)
     overlap = p.candidate_outputs > 1
@@ -232,10 +233,12 @@ def default_tile(p: Backward, h: Heuristics) -> int:
     planes_fit = p.planes >= h.many_planes and plane * size <= h.plane_bytes
     sparse_tile, large_window = h.fill_sparse
     if overlap and not (lean and planes_fit) and plane >= large_window * math.prod(p.out_dhw):
-        return sparse_tile
+        return sparse_tile, 0
     if planes_fit:
-        return plane
-    return (h.tile_bytes if overlap else h.tile_bytes // 2) // size
+        return plane, 0
+    if overlap:
+        return edge_tile(p, h.tile_bytes // size)
+    return h.tile_bytes // 2 // size, 0
 
 
 def sides(p: Backward, tile: int, rows: int = 0) -> tuple[int, int]:
@@ -250,12 +253,29 @@ def sides(p: Backward, tile: int, rows: int = 0) -> tuple[int, int]:
     return max(1, min(d, tile // (h * w))), h
 
 
-def tiles(p: Backward, h: Heuristics, tile: int) -> Config:
-    """A config of `tile` elements a program, the rest by `h`: 8 warps for tiles of 64 KB or
-    more (else 4), outputs walked at a time by whether a program walks a whole plane, else by
-    how many candidates an element has (each check holds registers)."""
+def edge_tile(p: Backward, tile: int) -> tuple[int, int]:
+    """(elements, rows): a tile of at most `tile` elements that splits no window, where D's
+    windows overlap (so whole-slice tiles split some) and H's meet edge to edge (one ends
+    where the next starts) somewhere inside H: the fewest rows after which they do, and as
+    many depths as fit, whole periods of D's own edges where one fits. (tile, 0) where
+    there is no such tile. An output then belongs to one tile: none is visited twice."""
+    (d, h, w), (od, oh, _) = p.in_dhw, p.out_dhw
+    h_step, d_step = h // math.gcd(h, oh), d // math.gcd(d, od)
+    depths = min(d, tile // (h_step * w))
+    if d % od == 0 or h_step >= h or depths < 1:
+        return tile, 0
+    if depths >= d_step:
+        depths -= depths % d_step
+    return depths * h_step * w, h_step
+
+
+def tiles(p: Backward, h: Heuristics, tile: int, rows: int = 0) -> Config:
+    """A config of `tile` elements a program (`rows` rows of H of as many slices as fit, or
+    `sides`'), the rest by `h`: 8 warps for tiles of 64 KB or more (else 4), outputs walked
+    at a time by whether a program walks a whole plane, else by how many candidates an
+    element has (each check holds registers)."""
     num_warps = 8 if tile * p.gin.element_size() >= 65536 else 4
-    td, th = sides(p, tile)
+    td, th = sides(p, tile, rows)
     d, h_, _ = p.in_dhw
     if h.fill_box is not None:
         box = h.fill_box
@@ -268,12 +288,12 @@ def tiles(p: Backward, h: Heuristics, tile: int) -> Config:
     if h.trim_blocks:  # at most a plane's outputs walked, a tile's elements zeroed
         box = min(box, next_pow2(math.prod(p.out_dhw)))
         zero_block = min(zero_block, next_pow2(min(tile, math.prod(p.in_dhw))))
-    return Config(tile, box, zero_block, num_warps)
+    return Config(tile, box, zero_block, num_warps, rows=rows)
 
 
 def default(p: Backward, h: Heuristics) -> Config:
     """`tiles` of the default tile."""
-    return tiles(p, h, default_tile(p, h))
+    return tiles(p, h, *default_tile(p, h))
 
 
 def plan(p: Backward, cfg: Config, h: Heuristics) -> Launch:
