@@ -169,16 +169,8 @@ def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any
         for block in (512, 1024, 2048, 4096):  # "fill_scatter/zN": ... N zeros a store step
             if block != base.zero_block:
                 variants[f"fill_scatter/z{block}"] = dataclasses.replace(base, zero_block=block)
-        # "fill_scatter/zbox": the default tiles, each box zeroing the depths it reaches
-        variants["fill_scatter/zbox"] = dataclasses.replace(base, zero_by_box=True)
-        variants["fill_scatter/zbox-w16"] = dataclasses.replace(
-            base, zero_by_box=True, num_warps=16
-        )
-        for limit in (48, 64):  # "fill_scatter/rN", "zbox-rN": at most N registers a thread
+        for limit in (48, 64):  # "fill_scatter/rN": at most N registers a thread
             variants[f"fill_scatter/r{limit}"] = dataclasses.replace(base, registers=limit)
-            variants[f"fill_scatter/zbox-r{limit}"] = dataclasses.replace(
-                base, zero_by_box=True, registers=limit
-            )
         for tile in (16384, 32768):  # "fill_scatter/Nk-hR": R rows of as many slices as fit
             for rows_ in (8, 16):
                 variants[f"fill_scatter/{tile // 1024}k-h{rows_}"] = dataclasses.replace(

@@ -246,19 +246,18 @@ def test_fill_scatter_tiles_of_rows(
         assert_backward_matches(got, grad, x, indices)
 
 
-@pytest.mark.parametrize("zero_by_box", [False, True], ids=["tile-zeroed", "zeroed-by-box"])
-@pytest.mark.parametrize("tile", [60, 210], ids=["two-slices", "a-plane"])
+@pytest.mark.parametrize(
+    ("tile", "rows"), [(60, 0), (210, 0), (10**6, 4)], ids=["two-slices", "a-plane", "rows"]
+)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
-def test_fill_scatter_zeroes_every_element(
-    dtype: torch.dtype, tile: int, zero_by_box: bool
-) -> None:
-    """Every element of the gradient is written (zero or a sum), whatever was in memory:
-    the kernel launched into a NaN-filled gradient, boxes of four outputs (half an output
-    slice) over D windows that overlap, so that zeroing by box reaches each depth in turn."""
-    grad, x, indices = case((1, 2, 7, 5, 6), (3, 2, 4), dtype, "fill zeros")
+def test_fill_scatter_writes_every_element(dtype: torch.dtype, tile: int, rows: int) -> None:
+    """Every element of the gradient is written (zero or a sum), whatever was in memory: the
+    kernel launched into a NaN-filled gradient, boxes of four outputs (half an output slice)
+    over D windows that overlap, tiles of whole slices or of rows."""
+    grad, x, indices = case((1, 2, 7, 8, 6), (3, 2, 4), dtype, "fill zeros")
     p = problem(grad, x, indices)
-    base = fill_scatter.tiles(p, current(), tile)
-    config = fill_scatter.Config(tile, 4, base.zero_block, base.num_warps, zero_by_box)
+    base = fill_scatter.tiles(p, current(), tile, rows)
+    config = dataclasses.replace(base, box=4)
     grad_input = torch.full(x.shape, float("nan"), dtype=dtype, device=x.device)
     fill_scatter.plan(problem(grad, grad_input, indices), config, current())(
         grad, indices, grad_input

@@ -78,7 +78,6 @@ def fill_scatter_kernel(
     SPLIT_H: tl.constexpr,
     ZB: tl.constexpr,
     BOX: tl.constexpr,
-    ZERO_BY_BOX: tl.constexpr,
     CD: tl.constexpr,
     CH: tl.constexpr,
     CW: tl.constexpr,
@@ -135,7 +134,6 @@ def fill_scatter_kernel(
     # exists: windows cover the input, so every tile meets an output).
     tile_lo = d0 * HW
     tile_hi = d1 * HW
-    zeroed = d0  # ZERO_BY_BOX: depths below this are zero
     for box_start in range(0, total, BOX):
         sd, sh, next_ow, next_ok = _box_outputs(
             box_start + BOX + lanes, total, n_oh, by_rows, by_ow, WIDE
@@ -159,17 +157,7 @@ def fill_scatter_kernel(
             idx_plane, grad_plane, bounds_ptr, divisors, chosen, g, mine, od, oh, ow,
             D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW, WIDE,
         )  # fmt: skip
-        if ZERO_BY_BOX:
-            # Only the depths this box's windows reach (their argmaxes lie below the last
-            # window's end) need their zeros before its stores; the rest wait for later boxes.
-            last_od = od_lo + tl.minimum(n_od - 1, (box_start + BOX - 1) // ROWS)
-            reach = tl.minimum(((last_od + 1) * D + OD - 1) // OD, d1)
-            if box_start + BOX >= total:
-                reach = d1
-            _zero_tile(gin_plane, zeroed, reach, h0, h1, HW_vec, W_vec, ZB, VEC, SPLIT_H)
-            zeroed = reach
-            tl.debug_barrier()
-        elif box_start == 0:
+        if box_start == 0:
             _zero_tile(gin_plane, d0, d1, h0, h1, HW_vec, W_vec, ZB, VEC, SPLIT_H)
             # The scattered stores must land after the zeros (other threads' stores).
             tl.debug_barrier()
@@ -204,15 +192,13 @@ def _zero_tile(
 @dataclass(frozen=True)
 class Config:
     """Elements a program (whole slices, or rows of one), outputs walked at a time, zeros
-    stored a step, warps; with `zero_by_box`, each box zeroes the depths its windows reach
-    just before its stores (else the whole tile before the first box's)."""
+    stored a step, warps."""
 
     kernel: ClassVar[str] = NAME
     tile: int
     box: int
     zero_block: int
     num_warps: int
-    zero_by_box: bool = False
     rows: int = 0  # rows of H a tile holds, its slices as many as `tile` allows (0: `sides`)
     registers: int = 0  # the most registers a thread (Triton's maxnreg; 0: the compiler's)
 
@@ -341,7 +327,6 @@ def plan(p: Backward, cfg: Config, h: Heuristics) -> Launch:
         "SPLIT_H": th < h_,
         "ZB": cfg.zero_block,
         "BOX": cfg.box,
-        "ZERO_BY_BOX": cfg.zero_by_box,
         "CD": cd,
         "CH": ch,
         "CW": cw,
