@@ -72,28 +72,15 @@ def _walk_rows(
     step costs two)."""
     x_ptr, x_rows, d_start, d_last, h_start, h_last, sxd, sxh, col_offs, load_ok = rows
     best, best_step, third = state
-    # Without NaN bookkeeping, odd rows run a second chain of compares beside the even rows'
-    # (merged at the end, the smaller step winning a tie): half as long a dependent chain.
-    TWO: tl.constexpr = KH >= 4 and not NAN
-    if TWO:
-        odd, odd_step, odd_third = tl.zeros_like(best) - float("inf"), best_step * 0, third
     d_offs = x_rows + (tl.minimum(d_start + kd, d_last) * sxd) * VEC
     for kh in tl.static_range(KH):
         h_offs = (tl.minimum(h_start + kh, h_last) * sxh) * VEC
         v = tl.load(x_ptr + ((d_offs + h_offs)[:, None] + col_offs), mask=load_ok).to(ACC)
         if NAN:
             best, best_step, third = keep_first_max(v, kd * KH + kh, best, best_step, third)
-        elif TWO and kh % 2 == 1:
-            odd, odd_step = keep_first(v, kd * KH + kh, odd, odd_step)
-            odd_third = tl.maximum(odd_third, v, propagate_nan=tl.PropagateNan.ALL)
         else:
             best, best_step = keep_first(v, kd * KH + kh, best, best_step)
             third = tl.maximum(third, v, propagate_nan=tl.PropagateNan.ALL)
-    if TWO:
-        take = (odd > best) | ((odd == best) & (odd_step < best_step))
-        best = tl.where(take, odd, best)
-        best_step = tl.where(take, odd_step, best_step)
-        third = tl.maximum(third, odd_third, propagate_nan=tl.PropagateNan.ALL)
     return best, best_step, third
 
 
