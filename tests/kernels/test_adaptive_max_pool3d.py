@@ -183,6 +183,21 @@ def test_column_max_windows_of_different_depths(unroll_d: bool, carry: bool, nan
 
 
 @pytest.mark.parametrize(("unroll_d", "carry"), [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize(
+    ("shape", "output_size"), [((2, 2, 8, 12, 16), (3, 2, 4)), ((1, 3, 7, 9, 10), (2, 2, 3))]
+)
+def test_column_max_tall_windows_with_ties(
+    shape: tuple[int, ...], output_size: tuple[int, int, int], unroll_d: bool, carry: bool
+) -> None:
+    """H windows of 5-6 rows, few distinct values: ties within every window's rows and
+    columns go to the earliest position, in every walk."""
+    gen = seeded("tall", shape, unroll_d, carry)
+    x = (randn(shape, torch.float16, gen) * 2).round()
+    config = column_max.Config(2, 1, unroll_d, carry)
+    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
+
+
+@pytest.mark.parametrize(("unroll_d", "carry"), [(False, False), (True, False), (False, True)])
 def test_column_max_infinities(unroll_d: bool, carry: bool) -> None:
     """Infinities of both signs, tied within windows and across the depth two windows share:
     the walks' running maxima start at -inf, so a window of -inf must still give its first
