@@ -256,8 +256,8 @@ def edge_tile(p: Backward, tile: int) -> tuple[int, int]:
 
 
 def tiles(p: Backward, h: Heuristics, tile: int, rows: int = 0) -> Config:
-    """A config of `tile` elements a program (`rows` rows of H of as many slices as fit, or
-    `sides`'), the rest by `h`: 8 warps for tiles of 64 KB or more (else 4), outputs walked
+    """A config of `tile` elements a program (`rows` rows of H over as many slices as fit;
+    0: `sides`), the rest by `h`: 8 warps for tiles of 64 KB or more (else 4), outputs walked
     at a time by whether a program walks a whole plane, else by how many candidates an
     element has (each check holds registers)."""
     num_warps = 8 if tile * p.gin.element_size() >= 65536 else 4
