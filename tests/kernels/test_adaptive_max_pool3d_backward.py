@@ -225,25 +225,29 @@ def test_fill_scatter_tiles(
 
 
 @pytest.mark.parametrize(
-    ("shape", "output_size", "tile", "rows"),
+    ("shape", "output_size", "tile", "rows", "dtype"),
     [
-        ((1, 2, 6, 16, 5), (4, 10, 3), 10**6, 8),  # all depths, halves of H at a window edge
-        ((1, 2, 6, 16, 5), (4, 10, 3), 100, 5),  # two slices of five rows: windows cut
-        ((2, 7, 9, 4), (3, 4, 3), 40, 3),  # unbatched, rows in every axis's overlaps
+        # all depths, halves of H at a window edge
+        ((1, 2, 6, 16, 5), (4, 10, 3), 10**6, 8, torch.float32),
+        ((1, 2, 6, 16, 5), (4, 10, 3), 100, 5, torch.float16),  # two slices of five rows: cut
+        ((2, 7, 9, 4), (3, 4, 3), 40, 3, torch.bfloat16),  # unbatched, every axis overlapping
     ],
     ids=str,
 )
 def test_fill_scatter_tiles_of_rows(
-    shape: tuple[int, ...], output_size: tuple[int, int, int], tile: int, rows: int
+    shape: tuple[int, ...],
+    output_size: tuple[int, int, int],
+    tile: int,
+    rows: int,
+    dtype: torch.dtype,
 ) -> None:
     """Tiles of `rows` rows of H over as many slices as `tile` holds, whatever the windows
-    they cut, in every dtype the scatter reads."""
-    for dtype in (torch.float16, torch.bfloat16, torch.float32):
-        grad, x, indices = case(shape, output_size, dtype, "fill rows")
-        base = fill_scatter.tiles(problem(grad, x, indices), current(), tile)
-        config = dataclasses.replace(base, box=8, rows=rows)
-        got = run_forced(fill_scatter, grad, x, indices, config)
-        assert_backward_matches(got, grad, x, indices)
+    they cut, walked eight outputs at a time."""
+    grad, x, indices = case(shape, output_size, dtype, "fill rows")
+    base = fill_scatter.tiles(problem(grad, x, indices), current(), tile)
+    config = dataclasses.replace(base, box=8, rows=rows)
+    got = run_forced(fill_scatter, grad, x, indices, config)
+    assert_backward_matches(got, grad, x, indices)
 
 
 @pytest.mark.parametrize(
