@@ -18,7 +18,7 @@ for shape in ${CASES:-}; do
 done
 start=$SECONDS
 for i in $(seq 0 $((workers - 1))); do
-  python3 -m tools.tuning --out /tmp/warm --ops "$OPS" --only "$ONLY" --variants "${VARIANTS:-.}" \
+  python3 -m tools.tuning --out /tmp/warm --ops "$OPS" --only="$ONLY" --variants="${VARIANTS:-.}" \
     --warm "$i/$workers" \
     ${case_args[@]+"${case_args[@]}"} >"/tmp/warm$i.txt" 2>&1 &
 done
@@ -35,7 +35,7 @@ if [ "${SUITE:-1}" != 0 ]; then
 fi
 reach_arg=()
 [ "${REACH:-0}" = 1 ] && reach_arg=(--reach)
-python3 -m tools.tuning --out /tmp/tuning --ops "$OPS" --only "$ONLY" --variants "${VARIANTS:-.}" \
+python3 -m tools.tuning --out /tmp/tuning --ops "$OPS" --only="$ONLY" --variants="${VARIANTS:-.}" \
   ${reach_arg[@]+"${reach_arg[@]}"} \
   ${case_args[@]+"${case_args[@]}"} >"$OUT/$TAG.txt" 2>&1
 echo "sweep done ($((SECONDS - start)) s)"
