@@ -81,8 +81,6 @@ def compile_launch(launch: Any, tensors: tuple[torch.Tensor, ...]) -> Any:
         launch.kernel, seen["signature"], seen["constants"], seen["configs"][0]
     )
     options = {k: seen[k] for k in ("num_warps", "num_ctas", "num_stages", "enable_fp_fusion")}
-    if launch.constants.get("maxnreg"):  # a launch option Triton's hook does not pass on
-        options["maxnreg"] = launch.constants["maxnreg"]
     return triton.compile(source, target=TARGET, options=options)
 
 

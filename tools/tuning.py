@@ -125,9 +125,6 @@ def forward_variants(
             for run in (0, 2, 3):
                 name = f"column_max/{rows_}-w{warps}-c" + (str(run) if run else "")
                 variants[name] = column_max.Config(rows_, warps, carry=True, run=run)
-        default = column_max.default(p, h)
-        for limit in (32, 40, 48):  # "column_max/default-rN": at most N registers a thread
-            variants[f"column_max/default-r{limit}"] = dataclasses.replace(default, registers=limit)
     if not small:
         if global_split.fits(p):  # "global_split/pN-bB-wM": N parts a plane (0: the rule)
             for parts, block, warps in ((0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8)):
@@ -169,12 +166,10 @@ def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any
         for block in (512, 1024, 2048, 4096):  # "fill_scatter/zN": ... N zeros a store step
             if block != base.zero_block:
                 variants[f"fill_scatter/z{block}"] = dataclasses.replace(base, zero_block=block)
-        for limit in (48, 64):  # "fill_scatter/rN": at most N registers a thread
-            variants[f"fill_scatter/r{limit}"] = dataclasses.replace(base, registers=limit)
         for tile in (16384, 32768):  # "fill_scatter/Nk-hR": R rows of as many slices as fit
             for rows_ in (8, 16):
-                variants[f"fill_scatter/{tile // 1024}k-h{rows_}"] = dataclasses.replace(
-                    fill_scatter.tiles(p, h, tile), rows=rows_
+                variants[f"fill_scatter/{tile // 1024}k-h{rows_}"] = fill_scatter.tiles(
+                    p, h, tile, rows_
                 )
         plane = fill_scatter.tiles(p, h, math.prod(p.in_dhw))  # a program a (n, c) plane
         variants["fill_scatter/plane"] = plane

@@ -269,12 +269,6 @@ class PlanCache:
         self._plans[key] = plan
 
 
-def registers(limit: int) -> dict[str, int]:
-    """Launch options capping a thread's registers at `limit` (Triton's `maxnreg`, so that
-    more programs share a multiprocessor), or none where `limit` is 0."""
-    return {"maxnreg": limit} if limit else {}
-
-
 def accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
     """The type compares and sums run in: fp64 for fp64, else fp32 (exact for every input)."""
     return torch.float64 if dtype == torch.float64 else torch.float32

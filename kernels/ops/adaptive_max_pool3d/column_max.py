@@ -43,7 +43,6 @@ from kernels.ops._adaptive import (
     keep_first_max,
     merge_lanes,
     next_pow2,
-    registers,
     span,
     unflatten3_by,
     vector_width,
@@ -324,7 +323,6 @@ class Config:
     unroll_d: bool = False  # unroll the depth walk too: every load of a window in flight
     carry: bool = False  # a program row a (plane, oh), its depth walked once (column_sweep)
     run: int = 0  # carrying: windows a program walks in turn (0: all of a row's)
-    registers: int = 0  # the most registers a thread (Triton's maxnreg; 0: the compiler's)
 
 
 def fits(p: Forward) -> bool:
@@ -405,7 +403,6 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
             "VEC": vec,
             "WIDE": wide,
             "num_warps": cfg.num_warps,
-            **registers(cfg.registers),
         }
         grid = (triton.cdiv(rows, cfg.br), triton.cdiv(od, run) if run else 1)
         return Launch(column_sweep_kernel, grid, scalars, constants)
@@ -422,7 +419,6 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
         "UNROLL_D": cfg.unroll_d,
         "WIDE": wide,
         "num_warps": cfg.num_warps,
-        **registers(cfg.registers),
     }
     return Launch(column_max_kernel, (triton.cdiv(rows, cfg.br),), scalars, constants)
 

@@ -26,7 +26,6 @@ from kernels.ops._adaptive import (
     div_by,
     fits_int32,
     next_pow2,
-    registers,
     span,
     unflatten3,
     vector_width,
@@ -200,7 +199,6 @@ class Config:
     zero_block: int
     num_warps: int
     rows: int = 0  # rows of H a tile holds, its slices as many as `tile` allows (0: `sides`)
-    registers: int = 0  # the most registers a thread (Triton's maxnreg; 0: the compiler's)
 
 
 def default_tile(p: Backward, h: Heuristics) -> tuple[int, int]:
@@ -333,6 +331,5 @@ def plan(p: Backward, cfg: Config, h: Heuristics) -> Launch:
         "VEC": vec,
         "WIDE": wide,
         "num_warps": cfg.num_warps,
-        **registers(cfg.registers),
     }
     return Launch(fill_scatter_kernel, grid, scalars, constants)
