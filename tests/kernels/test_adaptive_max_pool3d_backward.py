@@ -225,43 +225,32 @@ def test_fill_scatter_tiles(
 
 
 @pytest.mark.parametrize(
-    ("shape", "output_size", "tile", "rows", "dtype"),
+    ("shape", "output_size", "tile", "rows", "box", "dtype"),
     [
-        # all depths, halves of H at a window edge
-        ((1, 2, 6, 16, 5), (4, 10, 3), 10**6, 8, torch.float32),
-        ((1, 2, 6, 16, 5), (4, 10, 3), 100, 5, torch.float16),  # two slices of five rows: cut
-        ((2, 7, 9, 4), (3, 4, 3), 40, 3, torch.bfloat16),  # unbatched, every axis overlapping
+        ((1, 2, 7, 8, 6), (3, 2, 4), 60, 0, 4, torch.float16),  # two slices
+        ((1, 2, 7, 8, 6), (3, 2, 4), 210, 0, 4, torch.float32),  # a plane
+        ((1, 2, 7, 8, 6), (3, 2, 4), 10**6, 4, 4, torch.float16),  # rows at an H window edge
+        ((1, 2, 6, 16, 5), (4, 10, 3), 10**6, 8, 8, torch.float32),  # all depths, half of H
+        ((1, 2, 6, 16, 5), (4, 10, 3), 100, 5, 8, torch.float16),  # five rows: windows cut
+        ((1, 2, 7, 9, 4), (3, 4, 3), 40, 3, 8, torch.bfloat16),  # every axis overlapping
     ],
     ids=str,
 )
-def test_fill_scatter_tiles_of_rows(
+def test_fill_scatter_writes_every_element(
     shape: tuple[int, ...],
     output_size: tuple[int, int, int],
     tile: int,
     rows: int,
+    box: int,
     dtype: torch.dtype,
 ) -> None:
-    """Tiles of `rows` rows of H over as many slices as `tile` holds, whatever the windows
-    they cut, walked eight outputs at a time."""
-    grad, x, indices = case(shape, output_size, dtype, "fill rows")
-    base = fill_scatter.tiles(problem(grad, x, indices), current(), tile)
-    config = dataclasses.replace(base, box=8, rows=rows)
-    got = run_forced(fill_scatter, grad, x, indices, config)
-    assert_backward_matches(got, grad, x, indices)
-
-
-@pytest.mark.parametrize(
-    ("tile", "rows"), [(60, 0), (210, 0), (10**6, 4)], ids=["two-slices", "a-plane", "rows"]
-)
-@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
-def test_fill_scatter_writes_every_element(dtype: torch.dtype, tile: int, rows: int) -> None:
     """Every element of the gradient is written (zero or a sum), whatever was in memory: the
-    kernel launched into a NaN-filled gradient, boxes of four outputs (half an output slice)
-    over D windows that overlap, tiles of whole slices or of rows."""
-    grad, x, indices = case((1, 2, 7, 8, 6), (3, 2, 4), dtype, "fill zeros")
-    p = problem(grad, x, indices)
-    base = fill_scatter.tiles(p, current(), tile, rows)
-    config = dataclasses.replace(base, box=4)
+    kernel launched into a NaN-filled gradient, a few outputs walked at a time over windows
+    that overlap, tiles of whole slices or of `rows` rows of H over as many slices as `tile`
+    holds, whatever windows they cut."""
+    grad, x, indices = case(shape, output_size, dtype, "fill every element")
+    base = fill_scatter.tiles(problem(grad, x, indices), current(), tile, rows)
+    config = dataclasses.replace(base, box=box)
     grad_input = torch.full(x.shape, float("nan"), dtype=dtype, device=x.device)
     fill_scatter.plan(problem(grad, grad_input, indices), config, current())(
         grad, indices, grad_input
