@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 import types
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -230,4 +230,70 @@ def _lean_launcher(
         else:
             launch(*head, raw_stream(device), *middle, (*ptrs, *tail))
 
+    go.parts = LeanParts(  # type: ignore[attr-defined]
+        launch,
+        head,
+        middle,
+        tail,
+        spread,
+        n_tensors,
+        device,
+        current,
+        raw_stream,
+        hooks,
+        enter,
+        leave,
+        enter_calls,
+        leave_calls,
+    )
     return go
+
+
+class LeanParts(NamedTuple):
+    """What a lean launch binds once: Triton's C function, what it is passed before the
+    stream (`head`), between the stream and the tensors (`middle`), after them (`tail`), and
+    whether the tensors and tail are spread; then what each call checks: the device the
+    kernel was loaded on, how to read the current one and its stream, and the launch hooks
+    (with their chains' lists) as they were."""
+
+    launch: Callable[..., Any]
+    head: tuple[Any, ...]
+    middle: tuple[Any, ...]
+    tail: tuple[Any, ...]
+    spread: bool
+    n_tensors: int
+    device: int
+    current_device: Callable[[], int]
+    raw_stream: Callable[[int], int]
+    hooks: Any
+    enter: Any
+    leave: Any
+    enter_calls: Any
+    leave_calls: Any
+
+
+def native_state(launch: Launch, templates: Sequence[torch.Tensor]) -> tuple[Any, ...] | None:
+    """The state for `kernels.native`'s `launch(state, x)`: new outputs like `templates`, then
+    this launch run on (x, *outputs), as the lean path would run it. None where the launch
+    has no lean path yet (before its first call, or never) or takes other tensors."""
+    parts = getattr(launch._direct, "parts", None)
+    if not isinstance(parts, LeanParts) or parts.n_tensors != 1 + len(templates):
+        return None
+    if not (isinstance(parts.enter_calls, list) and isinstance(parts.leave_calls, list)):
+        return None  # Tritons whose hooks are plain functions: the Python path checks them
+    return (
+        tuple(templates),
+        parts.launch,
+        parts.head,
+        parts.middle,
+        parts.tail,
+        parts.spread,
+        parts.device,
+        parts.current_device,
+        parts.raw_stream,
+        parts.hooks,
+        parts.enter,
+        parts.leave,
+        parts.enter_calls,
+        parts.leave_calls,
+    )

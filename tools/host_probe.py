@@ -3,8 +3,8 @@
 Prints, for both operators on the tiny benchmark sizes and every dtype, the host time per
 call (the benchmark's measure: 1,000 back-to-back calls synchronized once) of PyTorch's op and
 ours, with the launch path our plan took; then the parts of one call, down to Triton's C launch
-function alone and the forward's floor (its two allocations and that launch: what no Python
-around them can go under); then, with `--do-bench`,
+function alone and the forward's floor (its outputs made as the plan makes them and that
+launch: what no Python around them can go under); then, with `--do-bench`,
 both sides under Triton's standard `do_bench` (its defaults: mean of its runs, 256 MB flush),
 repeated, the rows also as JSON for `tools.bars --do-bench`. From the repository root:
 `python3 -m tools.host_probe [--do-bench 5 [--json probe.json]]`.
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -23,13 +24,13 @@ from typing import Any
 import torch
 import triton
 
-from kernels import runtime
+from kernels import native, runtime
 from kernels.benchmark.harness import host_us_per_call
 from kernels.benchmark.sizes import DEFAULT_DTYPES, DTYPES, TINY
 from kernels.launch import Launch
 from kernels.ops import adaptive_max_pool3d as forward_op
 from kernels.ops import adaptive_max_pool3d_backward as backward_op
-from kernels.ops._adaptive import allocator, backward_signature, signature
+from kernels.ops._adaptive import allocator, backward_signature, pair_allocator, signature
 
 FWD = torch.ops.aten.adaptive_max_pool3d.default
 BWD = torch.ops.aten.adaptive_max_pool3d_backward.default
@@ -110,9 +111,8 @@ def forward_floor(
     no checks, no Python between)."""
     if launch is None:
         return None
-    new_values = allocator(values.shape, values.dtype, x.device)
-    new_indices = allocator(values.shape, torch.int64, x.device)
-    return lambda: (new_values(), new_indices(), launch())
+    new = pair_allocator(values.shape, values.dtype, torch.int64, x.device)
+    return lambda: (new(), launch())
 
 
 def parts() -> None:
@@ -130,6 +130,7 @@ def parts() -> None:
     values, positions = FWD(x, list(out))
     fwd_launch = fwd_plan.launch
     fwd_alone = c_launch_alone(fwd_launch, (x, values, positions))
+    out_shape = values.shape
     empty = Launch(_empty_kernel, (1,), (), {})
     empty(x)
     empty(x)
@@ -143,6 +144,8 @@ def parts() -> None:
         "torch.empty_like(x)": lambda: torch.empty_like(x),
         "x.new_empty(shape)": lambda: x.new_empty(shape),
         "allocator(shape, ...)()": allocator(shape, x.dtype, device),
+        "two allocator()s (Python)": _python_pair(out_shape, x.dtype, device),
+        "pair_allocator()": pair_allocator(out_shape, x.dtype, torch.int64, device),
         "backward_signature(g, x, idx)": lambda: backward_signature(g, x, idx),
         "x.device": lambda: x.device,
         "x.data_ptr()": lambda: x.data_ptr(),
@@ -172,6 +175,11 @@ def parts() -> None:
     }
     for name, fn in items.items():
         print(f"{name}: {'n/a' if fn is None else f'{us(fn, 2000):.2f} µs'}", flush=True)
+
+
+def _python_pair(shape: Any, dtype: torch.dtype, device: torch.device) -> Callable[[], Any]:
+    first, second = allocator(shape, dtype, device), allocator(shape, torch.int64, device)
+    return lambda: (first(), second())
 
 
 @triton.jit
@@ -256,6 +264,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the do_bench rows here (tools.bars)")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}")
+    started = time.perf_counter()
+    native.host()
+    took = time.perf_counter() - started
+    print(f"C++ helper: {native.status()} ({took:.1f} s)", flush=True)
     alignment()
     rows()
     parts()

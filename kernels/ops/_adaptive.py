@@ -14,11 +14,14 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
+from types import ModuleType
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
+
+from kernels import native
 
 FLOAT_DTYPES: tuple[torch.dtype, ...] = (
     torch.float16,
@@ -245,6 +248,39 @@ def allocator(
         return partial(torch.empty, tuple(shape), dtype=dtype, device=device)
     one = torch.empty((1,) * len(shape), dtype=dtype, device=device)
     return partial(torch.empty_like, one.expand(*shape))
+
+
+# Devices whose tiny calls are host-bound enough for the C++ helper to pay its first build.
+NATIVE_DEVICES = frozenset({"cuda"})
+
+
+def native_host(device: torch.device) -> ModuleType | None:
+    """The C++ helper (`kernels.native`) where it serves this device and could be built."""
+    return native.host() if device.type in NATIVE_DEVICES else None
+
+
+def output_templates(
+    shape: Sequence[int], dtypes: Sequence[torch.dtype], device: torch.device
+) -> tuple[torch.Tensor, ...]:
+    """One-element tensors expanded to `shape`, one a dtype: what the C++ helper makes new
+    outputs like (its `empty_like` makes them contiguous whatever a template's strides)."""
+    return tuple(
+        torch.empty((1,) * len(shape), dtype=dtype, device=device).expand(*shape)
+        for dtype in dtypes
+    )
+
+
+def pair_allocator(
+    shape: Sequence[int], first: torch.dtype, second: torch.dtype, device: torch.device
+) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
+    """`new()` -> two uninitialized contiguous tensors of this shape and device, of the two
+    dtypes: one call into the C++ helper where it serves the device (two `allocator` calls'
+    Python parsing and dispatch saved, 1.9 µs on an H200's host), else those two calls."""
+    helper = native_host(device)
+    if helper is not None:
+        return partial(helper.empty_like, *output_templates(shape, (first, second), device))
+    new_first, new_second = allocator(shape, first, device), allocator(shape, second, device)
+    return lambda: (new_first(), new_second())
 
 
 class PlanCache:

@@ -19,14 +19,16 @@ import torch
 from kernels import dispatch
 from kernels.dispatch import Route
 from kernels.heuristics import Heuristics, current
-from kernels.launch import Launch, TwoLaunches
+from kernels.launch import Launch, TwoLaunches, native_state
 from kernels.ops._adaptive import (
     Forward,
     PlanCache,
-    allocator,
     as_5d,
     check_input,
+    native_host,
     output_size3,
+    output_templates,
+    pair_allocator,
     signature,
 )
 from kernels.ops.adaptive_max_pool3d import (
@@ -147,21 +149,35 @@ def plan_forward(
 ) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
     """A launcher for inputs like this one: plan(input) -> (values, indices)."""
     shape = (*input.shape[:-3], *output_size)
-    new_out = allocator(shape, input.dtype, input.device)
-    new_indices = allocator(shape, torch.int64, input.device)
-
-    def new() -> tuple[torch.Tensor, torch.Tensor]:
-        return new_out(), new_indices()
-
+    new = pair_allocator(shape, input.dtype, torch.int64, input.device)
     if any(size == 0 for size in shape):
         return lambda x: new()
     launch = launch_for(as_5d(input), output_size, config)
     unbatched = input.dim() == 4
+    helper = native_host(input.device)
+    native_call = None if helper is None else helper.launch
+    state: tuple[object, ...] | None = None
+    first = True
 
     def run(input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out, indices = new_out(), new_indices()
+        nonlocal state, first
+        if state is not None:
+            try:
+                made = native_call(state, input)  # type: ignore[misc]
+            except TypeError:  # this Triton's launcher takes other arguments: stop trying
+                state = None
+            else:
+                if made is not None:  # None: this call needs the Python path's checks
+                    return made  # type: ignore[no-any-return]
+        out, indices = new()
         launch(input[None] if unbatched else input, out, indices)
+        if first:  # the first call compiled the kernel and found its lean path, if any
+            first = False
+            if helper is not None and isinstance(launch, Launch):
+                templates = output_templates(shape, (input.dtype, torch.int64), input.device)
+                state = native_state(launch, templates)
         return out, indices
 
     run.launch = launch  # type: ignore[attr-defined]  # for tests and probes: its path
+    run.native = lambda: state is not None  # type: ignore[attr-defined]  # ... and C++'s
     return run

@@ -1,0 +1,220 @@
+"""The C++ helper (`kernels.native`): built with the system compiler, then its two functions.
+
+`launch(state, x)` calls whatever launch function its state names; here that is a Python
+function that records its arguments (no GPU launcher exists on this machine), so the tests
+check the argument order, the checks that send a call back to the Python path, and that no
+reference leaks. On a CUDA machine the last test checks that real forward plans take it.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from kernels import native
+from kernels.ops import adaptive_max_pool3d as forward_module
+from tests.kernels.support import DEVICE, assert_forward_matches, randn, seeded
+
+pytestmark = [pytest.mark.adaptive_max_pool3d]
+
+needs_compiler = pytest.mark.skipif(
+    native.compile_command(Path("a.cpp"), Path("a.so"), "c++20") is None,
+    reason="no C++ compiler, Python headers or torch headers here",
+)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return native.build(tmp_path_factory.mktemp("native"))
+
+
+@pytest.fixture(scope="module")
+def host(built: Path) -> ModuleType:
+    return native._load(built)
+
+
+@pytest.fixture
+def fresh_host() -> Iterator[None]:
+    """`native.host()` forgets what it loaded, before and after the test."""
+    native.host.cache_clear()
+    yield
+    native.host.cache_clear()
+
+
+@needs_compiler
+def test_build_reuses_its_entry_and_keys_on_the_source(tmp_path: Path, built: Path) -> None:
+    root = built.parent.parent
+    assert built.parent.name == f"native-{native.entry_key(native.SOURCE.read_bytes())}"
+    stamp = built.stat().st_mtime_ns
+    assert native.build(root) == built  # found, not built again
+    assert built.stat().st_mtime_ns == stamp
+    assert native.entry_key(b"// changed\n" + native.SOURCE.read_bytes()) != native.entry_key(
+        native.SOURCE.read_bytes()
+    )
+    assert not list(root.glob(".native-build-*"))  # no scratch left behind
+
+
+def test_a_failing_compiler_leaves_the_python_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_host: None
+) -> None:
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CXX", "false")
+    with pytest.raises(OSError, match=r"compiling host\.cpp failed|no C\+\+ compiler"):
+        native.build(tmp_path)
+    assert native.host() is None
+    assert native.status().startswith("unavailable: ")
+    assert not [p for p in tmp_path.iterdir() if p.suffix != ".lock"]  # nothing half-built
+
+
+def test_it_can_be_switched_off(monkeypatch: pytest.MonkeyPatch, fresh_host: None) -> None:
+    monkeypatch.setenv("KERNELS_NATIVE", "0")
+    assert native.host() is None
+    assert native.status() == "off (KERNELS_NATIVE=0)"
+
+
+@needs_compiler
+def test_empty_like_makes_contiguous_tensors_like_each_template(host: ModuleType) -> None:
+    templates = (
+        torch.empty((1, 1, 1, 1, 1), dtype=torch.float16).expand(2, 3, 4, 5, 6),
+        torch.empty((4, 5), dtype=torch.int64).t(),  # strided: made contiguous
+        torch.empty((0, 3), dtype=torch.bfloat16),
+    )
+    made = host.empty_like(*templates)
+    assert [(t.shape, t.dtype, t.device) for t in made] == [
+        (t.shape, t.dtype, t.device) for t in templates
+    ]
+    assert all(t.is_contiguous() for t in made)
+    made[0].fill_(1.0)
+    again = host.empty_like(*templates)
+    assert again[0].data_ptr() != made[0].data_ptr()  # new storage each call
+    gone = [weakref.ref(t) for t in made]
+    del made
+    assert all(ref() is None for ref in gone)  # held only by the tuple returned
+    assert host.empty_like() == ()
+    with pytest.raises(TypeError, match="argument 1 is not a tensor"):
+        host.empty_like(templates[0], 3)
+
+
+class Hooks:
+    """Triton's runtime knobs as the state reads them: the two launch hooks."""
+
+    def __init__(self) -> None:
+        self.launch_enter_hook: Any = SimpleNamespace(calls=[])
+        self.launch_exit_hook: Any = SimpleNamespace(calls=[])
+
+
+def state_for(
+    launch: Any, spread: bool, hooks: Hooks, templates: tuple[torch.Tensor, ...], device: int = 0
+) -> tuple[Any, ...]:
+    """A state as `kernels.launch.native_state` builds it, around a recording launch."""
+    return (
+        templates,
+        launch,
+        ("gx", "gy", "gz"),
+        ("function", "metadata"),
+        (7, "CONST"),
+        spread,
+        device,
+        lambda: 0,  # the current device
+        lambda device: 1000 + device,  # its stream
+        hooks,
+        hooks.launch_enter_hook,
+        hooks.launch_exit_hook,
+        hooks.launch_enter_hook.calls,
+        hooks.launch_exit_hook.calls,
+    )
+
+
+@needs_compiler
+@pytest.mark.parametrize("spread", [True, False], ids=["spread", "packed"])
+def test_launch_passes_what_the_lean_path_passes(host: ModuleType, spread: bool) -> None:
+    calls: list[tuple[Any, ...]] = []
+    hooks = Hooks()
+    templates = (
+        torch.empty((1, 1), dtype=torch.float32).expand(3, 4),
+        torch.empty((1, 1), dtype=torch.int64).expand(3, 4),
+    )
+    state = state_for(lambda *a: calls.append(a), spread, hooks, templates)
+    x = torch.randn(5, 6)
+    out, indices = host.launch(state, x)
+    assert (out.shape, out.dtype, indices.dtype) == ((3, 4), torch.float32, torch.int64)
+    pointers = (x.data_ptr(), out.data_ptr(), indices.data_ptr())
+    head = ("gx", "gy", "gz", 1000, "function", "metadata")
+    tail = (*pointers, 7, "CONST")
+    assert calls == [(*head, *tail) if spread else (*head, tail)]
+    gone = [weakref.ref(out), weakref.ref(indices)]
+    del out, indices
+    assert all(ref() is None for ref in gone)
+
+
+@needs_compiler
+def test_launch_defers_to_the_python_path_where_its_checks_fail(host: ModuleType) -> None:
+    calls: list[tuple[Any, ...]] = []
+    templates = (torch.empty(1).expand(2), torch.empty(1, dtype=torch.int64).expand(2))
+    x = torch.randn(4)
+
+    def record(*args: Any) -> None:
+        calls.append(args)
+
+    hooks = Hooks()
+    assert host.launch(state_for(record, True, hooks, templates, device=1), x) is None
+    hooks.launch_enter_hook.calls.append(print)  # a profiler's hook added to the chain
+    assert host.launch(state_for(record, True, hooks, templates), x) is None
+    hooks = Hooks()
+    state = state_for(record, True, hooks, templates)
+    hooks.launch_exit_hook = SimpleNamespace(calls=[])  # the chain itself replaced
+    assert host.launch(state, x) is None
+    assert calls == []
+    with pytest.raises(TypeError, match="native state"):
+        host.launch(state[:-1], x)
+    with pytest.raises(TypeError, match="native state"):
+        host.launch(state, "not a tensor")
+
+
+@needs_compiler
+@pytest.mark.parametrize("spread", [True, False], ids=["spread", "packed"])
+def test_launch_keeps_every_reference_count(host: ModuleType, spread: bool) -> None:
+    """Nothing the state holds gains or loses a reference over many calls, failing or not."""
+    sentinel = object()
+    hooks = Hooks()
+    templates = (torch.empty(1).expand(8), torch.empty(1, dtype=torch.int64).expand(8))
+    state = list(state_for(lambda *a: sentinel, spread, hooks, templates))
+    state[4] = (sentinel, 3)
+    ok = tuple(state)
+
+    def refuse(*args: Any) -> None:
+        raise TypeError("takes other arguments")
+
+    state[1] = refuse
+    failing = tuple(state)
+    x = torch.randn(8)
+    before = (sys.getrefcount(sentinel), sys.getrefcount(x), sys.getrefcount(templates[0]))
+    for _ in range(200):
+        host.launch(ok, x)
+        with pytest.raises(TypeError, match="other arguments"):
+            host.launch(failing, x)
+    after = (sys.getrefcount(sentinel), sys.getrefcount(x), sys.getrefcount(templates[0]))
+    assert after == before
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="the C++ path serves CUDA devices")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
+def test_forward_plans_launch_through_it_on_cuda(dtype: torch.dtype) -> None:
+    assert native.host() is not None, native.status()
+    x = randn((2, 3, 9, 10, 11), dtype, seeded("native", dtype))
+    for _ in range(3):  # the first call compiles; later ones take the C++ path
+        assert_forward_matches(forward_module.adaptive_max_pool3d(x, (4, 5, 6)), x, (4, 5, 6))
+    plan = list(forward_module._PLANS._plans.values())[-1]
+    assert plan.native()
+    unbatched = x[0]
+    for _ in range(3):
+        got = forward_module.adaptive_max_pool3d(unbatched, (4, 5, 6))
+        assert_forward_matches(got, unbatched, (4, 5, 6))
+    assert list(forward_module._PLANS._plans.values())[-1].native()
