@@ -170,11 +170,20 @@ def parts() -> None:
         ),
         "whole backward": lambda: backward_op.adaptive_max_pool3d_backward(g, x, idx),
         "whole forward": lambda: forward_op.adaptive_max_pool3d(x, out),
+        "forward through the C++ helper's call alone": _native_call(x, out),
         "torch backward": lambda: BWD(g, x, idx),
         "torch forward": lambda: FWD(x, list(out)),
     }
     for name, fn in items.items():
         print(f"{name}: {'n/a' if fn is None else f'{us(fn, 2000):.2f} µs'}", flush=True)
+
+
+def _native_call(x: torch.Tensor, out: tuple[int, int, int]) -> Callable[[], Any] | None:
+    """The C++ helper's whole forward call (key, plan state, outputs, launch), where in use."""
+    helper, states = native.host(), forward_op._PLANS.native
+    if helper is None or helper.call(states, x, out) is None:
+        return None
+    return lambda: helper.call(states, x, out)
 
 
 def _python_pair(shape: Any, dtype: torch.dtype, device: torch.device) -> Callable[[], Any]:

@@ -7,6 +7,7 @@
 #include <ATen/ops/empty_like.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <cstdint>
 #include <exception>
 #include <vector>
 
@@ -69,14 +70,13 @@ PyObject* empty_like(PyObject*, PyObject* const* args, Py_ssize_t n) {
 // state, built once a plan by kernels.launch.native_state (which documents its items):
 // (templates, launch, head, middle, tail, spread, device, current_device, raw_stream,
 //  hooks, enter, leave, enter_calls, leave_calls).
-PyObject* launch(PyObject*, PyObject* const* args, Py_ssize_t n) {
+PyObject* launch_state(PyObject* state, PyObject* x) {
   constexpr Py_ssize_t kState = 14;
-  if (n != 2 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != kState ||
-      !THPVariable_Check(args[1])) {
+  if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != kState || !THPVariable_Check(x)) {
     PyErr_SetString(PyExc_TypeError, "launch(state, x): a native state tuple and a tensor");
     return nullptr;
   }
-  PyObject* const* s = &PyTuple_GET_ITEM(args[0], 0);
+  PyObject* const* s = &PyTuple_GET_ITEM(state, 0);
   PyObject *templates = s[0], *launch_fn = s[1], *head = s[2], *middle = s[3], *tail = s[4];
   const bool spread = s[5] == Py_True;
   PyObject *device = s[6], *current_device = s[7], *raw_stream = s[8], *hooks = s[9];
@@ -125,7 +125,7 @@ PyObject* launch(PyObject*, PyObject* const* args, Py_ssize_t n) {
   std::vector<PyObject*> owned;  // new references to release after the call
   owned.reserve(n_ptrs + 2);
   owned.push_back(stream);
-  owned.push_back(PyLong_FromVoidPtr(THPVariable_Unpack(args[1]).data_ptr()));
+  owned.push_back(PyLong_FromVoidPtr(THPVariable_Unpack(x).data_ptr()));
   for (const at::Tensor& t : made) {
     owned.push_back(PyLong_FromVoidPtr(t.data_ptr()));
   }
@@ -174,11 +174,96 @@ PyObject* launch(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return outputs;
 }
 
+PyObject* launch(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (n != 2) {
+    PyErr_SetString(PyExc_TypeError, "launch(state, x): a native state tuple and a tensor");
+    return nullptr;
+  }
+  return launch_state(args[0], args[1]);
+}
+
+// What a call's plan depends on of `t`, as a tuple: its sizes and strides, dtype, device,
+// whether its data is 16-byte aligned (a compiled kernel assumes what its first call's
+// pointers were), then `extra` (the call's other arguments, a list as a tuple). nullptr on
+// allocation failure.
+PyObject* make_key(const at::Tensor& t, PyObject* extra) {
+  const int64_t dim = t.dim();
+  PyObject* key = PyTuple_New(2 * dim + 5);
+  if (key == nullptr) {
+    return nullptr;
+  }
+  const auto sizes = t.sizes();
+  const auto strides = t.strides();
+  const auto aligned = reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+  Py_ssize_t i = 0;
+  for (int64_t d = 0; d < dim; ++d) PyTuple_SET_ITEM(key, i++, PyLong_FromLongLong(sizes[d]));
+  for (int64_t d = 0; d < dim; ++d) PyTuple_SET_ITEM(key, i++, PyLong_FromLongLong(strides[d]));
+  PyTuple_SET_ITEM(key, i++, PyLong_FromLong(static_cast<long>(t.scalar_type())));
+  PyTuple_SET_ITEM(key, i++, PyLong_FromLong(static_cast<long>(t.device().type())));
+  PyTuple_SET_ITEM(key, i++, PyLong_FromLong(t.device().index()));
+  PyTuple_SET_ITEM(key, i++, PyBool_FromLong(aligned));
+  // A list (as aten passes sizes) keys as the tuple of its items.
+  PyObject* tail = PyList_Check(extra) ? PyList_AsTuple(extra) : (Py_INCREF(extra), extra);
+  PyTuple_SET_ITEM(key, i++, tail);
+  for (Py_ssize_t j = 0; j < i; ++j) {
+    if (PyTuple_GET_ITEM(key, j) == nullptr) {
+      Py_DECREF(key);
+      return nullptr;
+    }
+  }
+  return key;
+}
+
+// key(x, extra) -> the key `call` looks a state up by (make_key).
+PyObject* key(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (n != 2 || !THPVariable_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "key(x, extra): a tensor and the call's other arguments");
+    return nullptr;
+  }
+  return make_key(THPVariable_Unpack(args[0]), args[1]);
+}
+
+// call(states, x, extra) -> launch(states[key(x, extra)], x): a whole call in C++ where a
+// plan for it has a state; None where none has (or `extra` is unhashable), for the Python
+// path, which plans, checks and raises as usual.
+PyObject* call(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (n != 3 || !PyDict_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "call(states, x, extra): a dict, a tensor, arguments");
+    return nullptr;
+  }
+  if (!THPVariable_Check(args[1])) {
+    Py_RETURN_NONE;
+  }
+  PyObject* k = make_key(THPVariable_Unpack(args[1]), args[2]);
+  if (k == nullptr) {
+    return nullptr;
+  }
+  PyObject* state = PyDict_GetItemWithError(args[0], k);  // borrowed
+  Py_DECREF(k);
+  if (state == nullptr) {
+    if (PyErr_Occurred()) {
+      if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
+        return nullptr;
+      }
+      PyErr_Clear();  // an unhashable argument: the Python path copes
+    }
+    Py_RETURN_NONE;
+  }
+  Py_INCREF(state);  // the launch may run Python that changes the dict
+  PyObject* result = launch_state(state, args[1]);
+  Py_DECREF(state);
+  return result;
+}
+
 PyMethodDef methods[] = {
     {"empty_like", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(empty_like)),
      METH_FASTCALL, "empty_like(*templates) -> new contiguous tensors shaped like each"},
     {"launch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(launch)),
      METH_FASTCALL, "launch(state, x) -> new outputs after launching, or None"},
+    {"key", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(key)), METH_FASTCALL,
+     "key(x, extra) -> the key call() looks a state up by"},
+    {"call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(call)), METH_FASTCALL,
+     "call(states, x, extra) -> launch(states[key(x, extra)], x), or None"},
     {nullptr, nullptr, 0, nullptr},
 };
 

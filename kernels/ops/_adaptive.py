@@ -293,15 +293,33 @@ class PlanCache:
     def __init__(self, limit: int = 512) -> None:
         self._plans: dict[Hashable, Callable[..., Any]] = {}
         self._limit = limit
+        # Plans the C++ helper runs whole: its `call(native, x, extra)` looks them up by its
+        # own `key(x, extra)` (kernels.native); empty until a plan's first call found its
+        # lean launch, and whenever the helper is not in use.
+        self.native: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self.native_call: Callable[..., Any] = lambda states, x, extra: None
+        self._native_refused = False
 
     def get(self, key: Hashable | None) -> Callable[..., Any] | None:
         return None if key is None else self._plans.get(key)
+
+    def put_native(self, key: tuple[Any, ...], state: tuple[Any, ...], call: Any) -> None:
+        """Have the helper's `call` run calls of this key with this state (unless refused)."""
+        if not self._native_refused:
+            self.native[key] = state
+            self.native_call = call
+
+    def refuse_native(self) -> None:
+        """Stop using the helper: this Triton's launch function took other arguments."""
+        self._native_refused = True
+        self.native.clear()
 
     def put(self, key: Hashable | None, plan: Callable[..., Any]) -> None:
         if key is None:
             return
         if len(self._plans) >= self._limit:
             self._plans.clear()
+            self.native.clear()
         self._plans[key] = plan
 
 

@@ -204,17 +204,56 @@ def test_launch_keeps_every_reference_count(host: ModuleType, spread: bool) -> N
     assert after == before
 
 
+@needs_compiler
+def test_key_holds_what_a_plan_depends_on(host: ModuleType) -> None:
+    x = torch.randn(2, 3, 4, dtype=torch.float16)
+    same = torch.randn(2, 3, 4, dtype=torch.float16)
+    assert host.key(x, (1, 2)) == host.key(same, (1, 2)) == host.key(same, [1, 2])
+    others = [
+        host.key(x, (1, 3)),
+        host.key(x.float(), (1, 2)),
+        host.key(x.transpose(0, 1), (1, 2)),
+        host.key(torch.randn(2, 3, 5, dtype=torch.float16), (1, 2)),
+        host.key(torch.randn(13, dtype=torch.float16)[1:].view(2, 3, 2), (1, 2)),  # unaligned
+        host.key(x[None], (1, 2)),
+    ]
+    assert host.key(x, (1, 2)) not in others
+    assert len(set(others)) == len(others)
+    with pytest.raises(TypeError, match="a tensor"):
+        host.key([1], (1, 2))
+
+
+@needs_compiler
+def test_call_launches_only_a_registered_plan(host: ModuleType) -> None:
+    calls: list[tuple[Any, ...]] = []
+    templates = (torch.empty(1).expand(3), torch.empty(1, dtype=torch.int64).expand(3))
+    state = state_for(lambda *a: calls.append(a), True, Hooks(), templates)
+    x = torch.randn(6)
+    states = {host.key(x, (3,)): state}
+    assert host.call(states, torch.randn(7), (3,)) is None  # another shape: not registered
+    assert host.call(states, x, {"unhashable": 1}) is None
+    assert host.call(states, "not a tensor", (3,)) is None
+    assert calls == []
+    out, indices = host.call(states, torch.randn(6), [3])
+    assert out.shape == indices.shape == (3,) and len(calls) == 1
+    with pytest.raises(TypeError, match="a dict"):
+        host.call([], x, (3,))
+
+
 @pytest.mark.skipif(DEVICE != "cuda", reason="the C++ path serves CUDA devices")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
-def test_forward_plans_launch_through_it_on_cuda(dtype: torch.dtype) -> None:
+def test_forward_calls_run_whole_in_it_on_cuda(dtype: torch.dtype) -> None:
+    """After a plan's first call, calls like it (4-D or 5-D, sizes as a tuple or a list) take
+    the C++ path and match PyTorch; a call it does not know still takes the Python path."""
     assert native.host() is not None, native.status()
-    x = randn((2, 3, 9, 10, 11), dtype, seeded("native", dtype))
-    for _ in range(3):  # the first call compiles; later ones take the C++ path
-        assert_forward_matches(forward_module.adaptive_max_pool3d(x, (4, 5, 6)), x, (4, 5, 6))
-    plan = list(forward_module._PLANS._plans.values())[-1]
-    assert plan.native()
-    unbatched = x[0]
-    for _ in range(3):
-        got = forward_module.adaptive_max_pool3d(unbatched, (4, 5, 6))
-        assert_forward_matches(got, unbatched, (4, 5, 6))
-    assert list(forward_module._PLANS._plans.values())[-1].native()
+    gen = seeded("native", dtype)
+    for x in (randn((2, 3, 9, 10, 11), dtype, gen), randn((3, 9, 10, 11), dtype, gen)):
+        before = len(forward_module._PLANS.native)
+        for size in ((4, 5, 6), (4, 5, 6), [4, 5, 6], (4, 5, 6)):
+            assert_forward_matches(forward_module.adaptive_max_pool3d(x, size), x, (4, 5, 6))
+        assert len(forward_module._PLANS.native) == before + 1
+        host = native.host()
+        assert host is not None
+        assert host.call(forward_module._PLANS.native, x, (4, 5, 6)) is not None
+    odd = randn((2, 3, 9, 10, 11), dtype, gen)[:, :, :, :, 1:]  # unaligned, strided
+    assert_forward_matches(forward_module.adaptive_max_pool3d(odd, (4, 5, 6)), odd, (4, 5, 6))

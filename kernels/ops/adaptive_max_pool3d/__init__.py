@@ -106,6 +106,14 @@ def adaptive_max_pool3d(
     tuning and tests) overrides the plan's choice: its type names the kernel, its fields the
     tiles.
     """
+    if _PLANS.native and config is None:  # a plan the C++ helper runs whole (kernels.native)
+        try:
+            made = _PLANS.native_call(_PLANS.native, input, output_size)
+        except TypeError:  # this Triton's launch function takes other arguments
+            _PLANS.refuse_native()
+            made = None
+        if made is not None:
+            return made  # type: ignore[no-any-return]
     try:
         sizes = output_size if isinstance(output_size, int) else tuple(output_size)
         key: tuple[object, ...] | None = (signature(input), sizes, config)
@@ -114,7 +122,8 @@ def adaptive_max_pool3d(
         key, plan = None, None
     if plan is None:
         check_input(input)
-        plan = plan_forward(input, output_size3(output_size, input), config)
+        native_key = sizes if key is not None and config is None else None
+        plan = plan_forward(input, output_size3(output_size, input), config, native_key)
         _PLANS.put(key, plan)
     return plan(input)
 
@@ -145,39 +154,34 @@ def launch_for(
 
 
 def plan_forward(
-    input: torch.Tensor, output_size: tuple[int, int, int], config: ForwardConfig | None
+    input: torch.Tensor,
+    output_size: tuple[int, int, int],
+    config: ForwardConfig | None,
+    native_key: object = None,
 ) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-    """A launcher for inputs like this one: plan(input) -> (values, indices)."""
+    """A launcher for inputs like this one: plan(input) -> (values, indices). With a
+    `native_key` (the call's output size as given), once its first call has found the lean
+    launch, calls like this one run whole in the C++ helper where it serves the device."""
     shape = (*input.shape[:-3], *output_size)
     new = pair_allocator(shape, input.dtype, torch.int64, input.device)
     if any(size == 0 for size in shape):
         return lambda x: new()
     launch = launch_for(as_5d(input), output_size, config)
     unbatched = input.dim() == 4
-    helper = native_host(input.device)
-    native_call = None if helper is None else helper.launch
-    state: tuple[object, ...] | None = None
+    helper = None if native_key is None else native_host(input.device)
     first = True
 
     def run(input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        nonlocal state, first
-        if state is not None:
-            try:
-                made = native_call(state, input)  # type: ignore[misc]
-            except TypeError:  # this Triton's launcher takes other arguments: stop trying
-                state = None
-            else:
-                if made is not None:  # None: this call needs the Python path's checks
-                    return made  # type: ignore[no-any-return]
+        nonlocal first
         out, indices = new()
         launch(input[None] if unbatched else input, out, indices)
-        if first:  # the first call compiled the kernel and found its lean path, if any
+        if first and helper is not None:  # the first call compiled the kernel: lean or not
             first = False
-            if helper is not None and isinstance(launch, Launch):
-                templates = output_templates(shape, (input.dtype, torch.int64), input.device)
-                state = native_state(launch, templates)
+            templates = output_templates(shape, (input.dtype, torch.int64), input.device)
+            state = native_state(launch, templates) if isinstance(launch, Launch) else None
+            if state is not None:
+                _PLANS.put_native(helper.key(input, native_key), state, helper.call)
         return out, indices
 
     run.launch = launch  # type: ignore[attr-defined]  # for tests and probes: its path
-    run.native = lambda: state is not None  # type: ignore[attr-defined]  # ... and C++'s
     return run
