@@ -236,7 +236,6 @@ def _lean_launcher(
         middle,
         tail,
         spread,
-        n_tensors,
         device,
         current,
         raw_stream,
@@ -245,6 +244,7 @@ def _lean_launcher(
         leave,
         enter_calls,
         leave_calls,
+        n_tensors,
     )
     return go
 
@@ -254,14 +254,14 @@ class LeanParts(NamedTuple):
     stream (`head`), between the stream and the tensors (`middle`), after them (`tail`), and
     whether the tensors and tail are spread; then what each call checks: the device the
     kernel was loaded on, how to read the current one and its stream, and the launch hooks
-    (with their chains' lists) as they were."""
+    (with their chains' lists) as they were; last, how many tensors a call passes. All but
+    the last, in this order, are the C++ helper's state after its templates."""
 
     launch: Callable[..., Any]
     head: tuple[Any, ...]
     middle: tuple[Any, ...]
     tail: tuple[Any, ...]
     spread: bool
-    n_tensors: int
     device: int
     current_device: Callable[[], int]
     raw_stream: Callable[[int], int]
@@ -270,6 +270,7 @@ class LeanParts(NamedTuple):
     leave: Any
     enter_calls: Any
     leave_calls: Any
+    n_tensors: int
 
 
 def native_state(launch: Launch, templates: Sequence[torch.Tensor]) -> tuple[Any, ...] | None:
@@ -281,19 +282,4 @@ def native_state(launch: Launch, templates: Sequence[torch.Tensor]) -> tuple[Any
         return None
     if not (isinstance(parts.enter_calls, list) and isinstance(parts.leave_calls, list)):
         return None  # Tritons whose hooks are plain functions: the Python path checks them
-    return (
-        tuple(templates),
-        parts.launch,
-        parts.head,
-        parts.middle,
-        parts.tail,
-        parts.spread,
-        parts.device,
-        parts.current_device,
-        parts.raw_stream,
-        parts.hooks,
-        parts.enter,
-        parts.leave,
-        parts.enter_calls,
-        parts.leave_calls,
-    )
+    return (tuple(templates), *parts[:-1])

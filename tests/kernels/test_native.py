@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from kernels import native
+from kernels.launch import Launch, LeanParts, native_state
 from kernels.ops import adaptive_max_pool3d as forward_module
 from tests.kernels.support import DEVICE, assert_forward_matches, randn, seeded
 
@@ -152,6 +153,30 @@ def test_launch_passes_what_the_lean_path_passes(host: ModuleType, spread: bool)
     gone = [weakref.ref(out), weakref.ref(indices)]
     del out, indices
     assert all(ref() is None for ref in gone)
+
+
+@needs_compiler
+def test_a_lean_launch_gives_the_state_launch_takes(host: ModuleType) -> None:
+    """kernels.launch.native_state puts a lean launch's parts where host.cpp reads them."""
+    calls: list[tuple[Any, ...]] = []
+    hooks = Hooks()
+    enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
+    lean = Launch(kernel=None, grid=(1,), scalars=(), constants={})
+    go = SimpleNamespace(
+        parts=LeanParts(
+            lambda *a: calls.append(a), ("g",), ("m",), (5,), True, 0, lambda: 0,
+            lambda device: 9, hooks, enter, leave, enter.calls, leave.calls, 3,
+        )
+    )  # fmt: skip
+    lean._direct = go  # type: ignore[assignment]
+    templates = (torch.empty(1).expand(2), torch.empty(1, dtype=torch.int64).expand(2))
+    assert native_state(lean, templates[:1]) is None  # the launch takes three tensors
+    state = native_state(lean, templates)
+    assert state is not None
+    x = torch.randn(3)
+    out, indices = host.launch(state, x)
+    assert calls == [("g", 9, "m", x.data_ptr(), out.data_ptr(), indices.data_ptr(), 5)]
+    assert native_state(Launch(kernel=None, grid=(1,), scalars=(), constants={}), templates) is None
 
 
 @needs_compiler
