@@ -255,7 +255,7 @@ class LeanParts(NamedTuple):
     whether the tensors and tail are spread; then what each call checks: the device the
     kernel was loaded on, how to read the current one and its stream, and the launch hooks
     (with their chains' lists) as they were; last, how many tensors a call passes. All but
-    the last, in this order, are the C++ helper's state after its templates."""
+    the last, in this order, are the C++ helper's state after its templates and passes."""
 
     launch: Callable[..., Any]
     head: tuple[Any, ...]
@@ -273,13 +273,16 @@ class LeanParts(NamedTuple):
     n_tensors: int
 
 
-def native_state(launch: Launch, templates: Sequence[torch.Tensor]) -> tuple[Any, ...] | None:
-    """The state for `kernels.native`'s `launch(state, x)`: new outputs like `templates`, then
-    this launch run on (x, *outputs), as the lean path would run it. None where the launch
-    has no lean path yet (before its first call, or never) or takes other tensors."""
+def native_state(
+    launch: Launch, templates: Sequence[torch.Tensor], passes: Sequence[int]
+) -> tuple[Any, ...] | None:
+    """The state for `kernels.native`'s `launch(state, *tensors)`: new outputs like
+    `templates`, then this launch run on the given tensors at `passes` and the outputs, as the
+    lean path would run it. None where the launch has no lean path yet (before its first
+    call, or never) or takes other tensors."""
     parts = getattr(launch._direct, "parts", None)
-    if not isinstance(parts, LeanParts) or parts.n_tensors != 1 + len(templates):
+    if not isinstance(parts, LeanParts) or parts.n_tensors != len(passes) + len(templates):
         return None
     if not (isinstance(parts.enter_calls, list) and isinstance(parts.leave_calls, list)):
         return None  # Tritons whose hooks are plain functions: the Python path checks them
-    return (tuple(templates), *parts[:-1])
+    return (tuple(templates), tuple(passes), *parts[:-1])

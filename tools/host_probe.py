@@ -181,9 +181,9 @@ def parts() -> None:
 def _native_call(x: torch.Tensor, out: tuple[int, int, int]) -> Callable[[], Any] | None:
     """The C++ helper's whole forward call (key, plan state, outputs, launch), where in use."""
     helper, states = native.host(), forward_op._PLANS.native
-    if helper is None or helper.call(states, x, out) is None:
+    if helper is None or helper.call(states, out, x) is None:
         return None
-    return lambda: helper.call(states, x, out)
+    return lambda: helper.call(states, out, x)
 
 
 def _python_pair(shape: Any, dtype: torch.dtype, device: torch.device) -> Callable[[], Any]:

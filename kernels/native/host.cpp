@@ -13,6 +13,36 @@
 
 namespace {
 
+// The state's items (kernels.launch.native_state builds it once a plan and documents them).
+enum Item : Py_ssize_t {
+  kTemplates,    // tuple of tensors: the outputs are made like these
+  kPasses,       // tuple of ints: which given tensors the kernel takes, before the outputs
+  kLaunch,       // Triton's C launch function
+  kHead,         // tuple: its arguments before the stream
+  kMiddle,       // tuple: between the stream and the tensors
+  kTail,         // tuple: after the tensors
+  kSpread,       // bool: tensors and tail spread (Triton 3.6) or one tuple (later Tritons)
+  kDevice,       // int: the device the kernel was loaded on
+  kCurrent,      // callable: the current device
+  kStream,       // callable: a device's current stream
+  kHooks,        // Triton's runtime knobs
+  kEnter,        // its launch_enter_hook then
+  kLeave,        // its launch_exit_hook then
+  kEnterCalls,   // list: the enter chain's hooks
+  kLeaveCalls,   // list: the exit chain's hooks
+  kStateItems,
+};
+
+// Whether every object is a tensor; with `exact`, a plain one (a subclass may override what
+// the op does through __torch_function__: the Python path honours that).
+bool all_tensors(PyObject* const* objects, Py_ssize_t n, bool exact = false) {
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (!(exact ? THPVariable_CheckExact(objects[i]) : THPVariable_Check(objects[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
 
 // A tuple of new uninitialized contiguous tensors, one per tensor of the tuple `templates`,
 // each with its template's shape, dtype and device; `made` gets them too. nullptr and a
@@ -65,104 +95,122 @@ PyObject* empty_like(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return result;
 }
 
-// launch(state, x) -> the new outputs after launching, or None where the state's checks say
-// this call must take the Python path (another current device, launch hooks installed). The
-// state, built once a plan by kernels.launch.native_state (which documents its items):
-// (templates, launch, head, middle, tail, spread, device, current_device, raw_stream,
-//  hooks, enter, leave, enter_calls, leave_calls).
-PyObject* launch_state(PyObject* state, PyObject* x) {
-  constexpr Py_ssize_t kState = 14;
-  if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != kState || !THPVariable_Check(x)) {
-    PyErr_SetString(PyExc_TypeError, "launch(state, x): a native state tuple and a tensor");
+bool well_formed(PyObject* state) {
+  if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != kStateItems) {
+    return false;
+  }
+  PyObject* const* s = &PyTuple_GET_ITEM(state, 0);
+  return PyTuple_Check(s[kTemplates]) && PyTuple_Check(s[kPasses]) && PyTuple_Check(s[kHead]) &&
+         PyTuple_Check(s[kMiddle]) && PyTuple_Check(s[kTail]) && PyList_Check(s[kEnterCalls]) &&
+         PyList_Check(s[kLeaveCalls]);
+}
+
+// 1 where the call may launch here, 0 where it must take the Python path (another current
+// device, launch hooks installed since: the checks of kernels.launch's lean path), -1 on error.
+int may_launch(PyObject* const* s) {
+  PyObject* now = PyObject_CallNoArgs(s[kCurrent]);
+  if (now == nullptr) {
+    return -1;
+  }
+  const int same = PyObject_RichCompareBool(now, s[kDevice], Py_EQ);
+  Py_DECREF(now);
+  if (same <= 0) {
+    return same;
+  }
+  if (PyList_GET_SIZE(s[kEnterCalls]) != 0 || PyList_GET_SIZE(s[kLeaveCalls]) != 0) {
+    return 0;
+  }
+  static const char* const kNames[2] = {"launch_enter_hook", "launch_exit_hook"};
+  for (int i = 0; i < 2; ++i) {
+    PyObject* hook = PyObject_GetAttrString(s[kHooks], kNames[i]);
+    if (hook == nullptr) {
+      return -1;
+    }
+    Py_DECREF(hook);  // only its identity is compared
+    if (hook != s[kEnter + i]) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+// The launch of `state` on the given tensors: new outputs, then Triton's C function called
+// with head, stream, middle, the passed tensors' and the outputs' addresses, and the tail.
+// Returns the outputs (the tensor itself where there is one), None where `may_launch` says
+// no, nullptr on a Python error.
+PyObject* launch_state(PyObject* state, PyObject* const* tensors, Py_ssize_t n_tensors) {
+  if (!well_formed(state) || !all_tensors(tensors, n_tensors)) {
+    PyErr_SetString(PyExc_TypeError, "launch(state, *tensors): a native state and tensors");
     return nullptr;
   }
   PyObject* const* s = &PyTuple_GET_ITEM(state, 0);
-  PyObject *templates = s[0], *launch_fn = s[1], *head = s[2], *middle = s[3], *tail = s[4];
-  const bool spread = s[5] == Py_True;
-  PyObject *device = s[6], *current_device = s[7], *raw_stream = s[8], *hooks = s[9];
-  if (!PyTuple_Check(templates) || !PyTuple_Check(head) || !PyTuple_Check(middle) ||
-      !PyTuple_Check(tail) || !PyList_Check(s[12]) || !PyList_Check(s[13])) {
-    PyErr_SetString(PyExc_TypeError, "launch: a malformed native state");
-    return nullptr;
-  }
-  // The checks of kernels.launch's lean path: the device the kernel was loaded on, no hooks.
-  PyObject* now = PyObject_CallNoArgs(current_device);
-  if (now == nullptr) {
-    return nullptr;
-  }
-  int same = PyObject_RichCompareBool(now, device, Py_EQ);
-  Py_DECREF(now);
-  if (same < 0) {
-    return nullptr;
-  }
-  if (!same || PyList_GET_SIZE(s[12]) != 0 || PyList_GET_SIZE(s[13]) != 0) {
-    Py_RETURN_NONE;
-  }
-  static const char* kHooks[2] = {"launch_enter_hook", "launch_exit_hook"};
-  for (int i = 0; i < 2; ++i) {
-    PyObject* hook = PyObject_GetAttrString(hooks, kHooks[i]);
-    if (hook == nullptr) {
+  PyObject* passes = s[kPasses];
+  const Py_ssize_t n_passed = PyTuple_GET_SIZE(passes);
+  std::vector<void*> pointers;
+  for (Py_ssize_t i = 0; i < n_passed; ++i) {
+    const Py_ssize_t which = PyLong_AsSsize_t(PyTuple_GET_ITEM(passes, i));
+    if (which < 0 || which >= n_tensors) {
+      if (!PyErr_Occurred()) {
+        PyErr_SetString(PyExc_TypeError, "launch: the state passes a tensor not given");
+      }
       return nullptr;
     }
-    Py_DECREF(hook);  // only its identity is compared
-    if (hook != s[10 + i]) {
-      Py_RETURN_NONE;
+    try {
+      pointers.push_back(THPVariable_Unpack(tensors[which]).data_ptr());
+    } catch (const std::exception& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
+      return nullptr;
     }
   }
+  const int go = may_launch(s);
+  if (go <= 0) {
+    return go < 0 ? nullptr : Py_NewRef(Py_None);
+  }
   std::vector<at::Tensor> made;
-  PyObject* outputs = new_outputs(templates, made);
+  PyObject* outputs = new_outputs(s[kTemplates], made);
   if (outputs == nullptr) {
     return nullptr;
   }
-  PyObject* stream = PyObject_CallOneArg(raw_stream, device);
-  if (stream == nullptr) {
-    Py_DECREF(outputs);
-    return nullptr;
-  }
-  // The C function's arguments: head, stream, middle, then the tensors' addresses and the
-  // tail, spread (Triton 3.6) or as one tuple (later Tritons).
-  const Py_ssize_t n_ptrs = 1 + static_cast<Py_ssize_t>(made.size());
-  std::vector<PyObject*> owned;  // new references to release after the call
-  owned.reserve(n_ptrs + 2);
-  owned.push_back(stream);
-  owned.push_back(PyLong_FromVoidPtr(THPVariable_Unpack(x).data_ptr()));
   for (const at::Tensor& t : made) {
-    owned.push_back(PyLong_FromVoidPtr(t.data_ptr()));
+    pointers.push_back(t.data_ptr());
+  }
+  std::vector<PyObject*> owned;  // new references, released after the call
+  owned.push_back(PyObject_CallOneArg(s[kStream], s[kDevice]));
+  for (void* p : pointers) {
+    owned.push_back(PyLong_FromVoidPtr(p));
   }
   bool ok = true;
   for (PyObject* o : owned) {
     ok = ok && o != nullptr;
   }
-  std::vector<PyObject*> call;
-  const Py_ssize_t n_head = PyTuple_GET_SIZE(head), n_middle = PyTuple_GET_SIZE(middle),
-                   n_tail = PyTuple_GET_SIZE(tail);
+  PyObject *head = s[kHead], *middle = s[kMiddle], *tail = s[kTail];
+  std::vector<PyObject*> argv;
   if (ok) {
-    call.reserve(n_head + 1 + n_middle + n_ptrs + n_tail);
-    for (Py_ssize_t i = 0; i < n_head; ++i) call.push_back(PyTuple_GET_ITEM(head, i));
-    call.push_back(stream);
-    for (Py_ssize_t i = 0; i < n_middle; ++i) call.push_back(PyTuple_GET_ITEM(middle, i));
-    if (spread) {
-      for (Py_ssize_t i = 1; i <= n_ptrs; ++i) call.push_back(owned[i]);
-      for (Py_ssize_t i = 0; i < n_tail; ++i) call.push_back(PyTuple_GET_ITEM(tail, i));
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(head); ++i) argv.push_back(PyTuple_GET_ITEM(head, i));
+    argv.push_back(owned[0]);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(middle); ++i) argv.push_back(PyTuple_GET_ITEM(middle, i));
+    const Py_ssize_t n_ptrs = static_cast<Py_ssize_t>(pointers.size());
+    const Py_ssize_t n_tail = PyTuple_GET_SIZE(tail);
+    if (s[kSpread] == Py_True) {
+      for (Py_ssize_t i = 0; i < n_ptrs; ++i) argv.push_back(owned[1 + i]);
+      for (Py_ssize_t i = 0; i < n_tail; ++i) argv.push_back(PyTuple_GET_ITEM(tail, i));
     } else {
       PyObject* packed = PyTuple_New(n_ptrs + n_tail);
       ok = packed != nullptr;
       if (ok) {
         for (Py_ssize_t i = 0; i < n_ptrs; ++i) {
-          Py_INCREF(owned[1 + i]);
-          PyTuple_SET_ITEM(packed, i, owned[1 + i]);
+          PyTuple_SET_ITEM(packed, i, Py_NewRef(owned[1 + i]));
         }
         for (Py_ssize_t i = 0; i < n_tail; ++i) {
-          PyObject* item = PyTuple_GET_ITEM(tail, i);
-          Py_INCREF(item);
-          PyTuple_SET_ITEM(packed, n_ptrs + i, item);
+          PyTuple_SET_ITEM(packed, n_ptrs + i, Py_NewRef(PyTuple_GET_ITEM(tail, i)));
         }
         owned.push_back(packed);
-        call.push_back(packed);
+        argv.push_back(packed);
       }
     }
   }
-  PyObject* done = ok ? PyObject_Vectorcall(launch_fn, call.data(), call.size(), nullptr) : nullptr;
+  PyObject* done =
+      ok ? PyObject_Vectorcall(s[kLaunch], argv.data(), argv.size(), nullptr) : nullptr;
   for (PyObject* o : owned) {
     Py_XDECREF(o);
   }
@@ -171,72 +219,93 @@ PyObject* launch_state(PyObject* state, PyObject* x) {
     return nullptr;
   }
   Py_DECREF(done);
+  if (PyTuple_GET_SIZE(outputs) == 1) {
+    PyObject* only = Py_NewRef(PyTuple_GET_ITEM(outputs, 0));
+    Py_DECREF(outputs);
+    return only;
+  }
   return outputs;
 }
 
+// launch(state, *tensors) -> the new outputs after launching, or None (launch_state).
 PyObject* launch(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (n != 2) {
-    PyErr_SetString(PyExc_TypeError, "launch(state, x): a native state tuple and a tensor");
+  if (n < 1) {
+    PyErr_SetString(PyExc_TypeError, "launch(state, *tensors): a native state and tensors");
     return nullptr;
   }
-  return launch_state(args[0], args[1]);
+  return launch_state(args[0], args + 1, n - 1);
 }
 
-// What a call's plan depends on of `t`, as a tuple: its sizes and strides, dtype, device,
-// whether its data is 16-byte aligned (a compiled kernel assumes what its first call's
-// pointers were), then `extra` (the call's other arguments, a list as a tuple). nullptr on
-// allocation failure.
-PyObject* make_key(const at::Tensor& t, PyObject* extra) {
-  const int64_t dim = t.dim();
-  PyObject* key = PyTuple_New(2 * dim + 5);
-  if (key == nullptr) {
+// What a call's plan depends on of its tensors, as one tuple: each tensor's sizes and
+// strides, dtype, device and whether its data is 16-byte aligned (a compiled kernel assumes
+// what its first call's pointers were), then `extra` (the call's other arguments; a list
+// keys as the tuple of its items, as aten passes sizes). nullptr on a Python error.
+PyObject* make_key(PyObject* extra, PyObject* const* tensors, Py_ssize_t n) {
+  std::vector<PyObject*> items;
+  try {
+    for (Py_ssize_t k = 0; k < n; ++k) {
+      const at::Tensor& t = THPVariable_Unpack(tensors[k]);
+      const int64_t dim = t.dim();
+      const auto address = reinterpret_cast<uintptr_t>(t.data_ptr());  // throws first
+      items.push_back(PyLong_FromLongLong(dim));
+      for (int64_t d = 0; d < dim; ++d) items.push_back(PyLong_FromLongLong(t.size(d)));
+      for (int64_t d = 0; d < dim; ++d) items.push_back(PyLong_FromLongLong(t.stride(d)));
+      items.push_back(PyLong_FromLong(static_cast<long>(t.scalar_type())));
+      items.push_back(PyLong_FromLong(static_cast<long>(t.device().type())));
+      items.push_back(PyLong_FromLong(t.device().index()));
+      items.push_back(PyBool_FromLong(address % 16 == 0));
+    }
+  } catch (const std::exception& e) {  // a tensor without data (meta, sparse): no key
+    for (PyObject* item : items) Py_XDECREF(item);
+    PyErr_SetString(PyExc_TypeError, e.what());
     return nullptr;
   }
-  const auto sizes = t.sizes();
-  const auto strides = t.strides();
-  const auto aligned = reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
-  Py_ssize_t i = 0;
-  for (int64_t d = 0; d < dim; ++d) PyTuple_SET_ITEM(key, i++, PyLong_FromLongLong(sizes[d]));
-  for (int64_t d = 0; d < dim; ++d) PyTuple_SET_ITEM(key, i++, PyLong_FromLongLong(strides[d]));
-  PyTuple_SET_ITEM(key, i++, PyLong_FromLong(static_cast<long>(t.scalar_type())));
-  PyTuple_SET_ITEM(key, i++, PyLong_FromLong(static_cast<long>(t.device().type())));
-  PyTuple_SET_ITEM(key, i++, PyLong_FromLong(t.device().index()));
-  PyTuple_SET_ITEM(key, i++, PyBool_FromLong(aligned));
-  // A list (as aten passes sizes) keys as the tuple of its items.
-  PyObject* tail = PyList_Check(extra) ? PyList_AsTuple(extra) : (Py_INCREF(extra), extra);
-  PyTuple_SET_ITEM(key, i++, tail);
-  for (Py_ssize_t j = 0; j < i; ++j) {
-    if (PyTuple_GET_ITEM(key, j) == nullptr) {
-      Py_DECREF(key);
-      return nullptr;
+  items.push_back(PyList_Check(extra) ? PyList_AsTuple(extra) : Py_NewRef(extra));
+  PyObject* key = PyTuple_New(static_cast<Py_ssize_t>(items.size()));
+  bool ok = key != nullptr;
+  for (size_t i = 0; i < items.size(); ++i) {
+    ok = ok && items[i] != nullptr;
+    if (key != nullptr && items[i] != nullptr) {
+      PyTuple_SET_ITEM(key, static_cast<Py_ssize_t>(i), items[i]);  // steals the reference
     }
+  }
+  if (!ok) {
+    if (key == nullptr) {
+      for (PyObject* item : items) Py_XDECREF(item);
+    }
+    Py_XDECREF(key);  // a tuple with empty slots frees the rest
+    return nullptr;
   }
   return key;
 }
 
-// key(x, extra) -> the key `call` looks a state up by (make_key).
+// key(extra, *tensors) -> the key `call` looks a state up by (make_key).
 PyObject* key(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (n != 2 || !THPVariable_Check(args[0])) {
-    PyErr_SetString(PyExc_TypeError, "key(x, extra): a tensor and the call's other arguments");
+  if (n < 1 || !all_tensors(args + 1, n - 1)) {
+    PyErr_SetString(PyExc_TypeError, "key(extra, *tensors): the call's arguments and tensors");
     return nullptr;
   }
-  return make_key(THPVariable_Unpack(args[0]), args[1]);
+  return make_key(args[0], args + 1, n - 1);
 }
 
-// call(states, x, extra) -> launch(states[key(x, extra)], x): a whole call in C++ where a
-// plan for it has a state; None where none has (or `extra` is unhashable), for the Python
-// path, which plans, checks and raises as usual.
+// call(states, extra, *tensors) -> launch(states[key(extra, *tensors)], *tensors): a whole
+// call in C++ where a plan for it has a state; None where none has (or an argument is not a
+// tensor, or `extra` is unhashable), for the Python path, which plans, checks and raises.
 PyObject* call(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (n != 3 || !PyDict_Check(args[0])) {
-    PyErr_SetString(PyExc_TypeError, "call(states, x, extra): a dict, a tensor, arguments");
+  if (n < 2 || !PyDict_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "call(states, extra, *tensors): a dict first");
     return nullptr;
   }
-  if (!THPVariable_Check(args[1])) {
+  if (!all_tensors(args + 2, n - 2, /*exact=*/true)) {
     Py_RETURN_NONE;
   }
-  PyObject* k = make_key(THPVariable_Unpack(args[1]), args[2]);
+  PyObject* k = make_key(args[1], args + 2, n - 2);
   if (k == nullptr) {
-    return nullptr;
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
+      return nullptr;
+    }
+    PyErr_Clear();  // a tensor without data: the Python path copes
+    Py_RETURN_NONE;
   }
   PyObject* state = PyDict_GetItemWithError(args[0], k);  // borrowed
   Py_DECREF(k);
@@ -249,25 +318,25 @@ PyObject* call(PyObject*, PyObject* const* args, Py_ssize_t n) {
     }
     Py_RETURN_NONE;
   }
-  Py_INCREF(state);  // the launch may run Python that changes the dict
-  PyObject* result = launch_state(state, args[1]);
+  Py_INCREF(state);  // the launch runs Python, which could change the dict
+  PyObject* result = launch_state(state, args + 2, n - 2);
   Py_DECREF(state);
   return result;
 }
 
+#define FASTCALL(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f)), METH_FASTCALL
+
 PyMethodDef methods[] = {
-    {"empty_like", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(empty_like)),
-     METH_FASTCALL, "empty_like(*templates) -> new contiguous tensors shaped like each"},
-    {"launch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(launch)),
-     METH_FASTCALL, "launch(state, x) -> new outputs after launching, or None"},
-    {"key", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(key)), METH_FASTCALL,
-     "key(x, extra) -> the key call() looks a state up by"},
-    {"call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(call)), METH_FASTCALL,
-     "call(states, x, extra) -> launch(states[key(x, extra)], x), or None"},
+    {"empty_like", FASTCALL(empty_like),
+     "empty_like(*templates) -> new contiguous tensors shaped like each"},
+    {"launch", FASTCALL(launch), "launch(state, *tensors) -> new outputs after launching, or None"},
+    {"key", FASTCALL(key), "key(extra, *tensors) -> the key call() looks a state up by"},
+    {"call", FASTCALL(call), "call(states, extra, *tensors) -> launch(states[key], ...) or None"},
     {nullptr, nullptr, 0, nullptr},
 };
 
-PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels_host", nullptr, -1, methods};
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels_host", nullptr, -1, methods,
+                      nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 

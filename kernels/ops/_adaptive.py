@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from kernels import native
+from kernels.launch import Launch, native_state
 
 FLOAT_DTYPES: tuple[torch.dtype, ...] = (
     torch.float16,
@@ -259,6 +260,13 @@ def native_host(device: torch.device) -> ModuleType | None:
     return native.host() if device.type in NATIVE_DEVICES else None
 
 
+def native_key(extra: object, *tensors: torch.Tensor) -> tuple[Any, ...] | None:
+    """The C++ helper's key of a call with these tensors (the first one's device decides
+    whether the helper serves it), or None where it does not."""
+    helper = native_host(tensors[0].device)
+    return None if helper is None else helper.key(extra, *tensors)
+
+
 def output_templates(
     shape: Sequence[int], dtypes: Sequence[torch.dtype], device: torch.device
 ) -> tuple[torch.Tensor, ...]:
@@ -303,16 +311,33 @@ class PlanCache:
     def get(self, key: Hashable | None) -> Callable[..., Any] | None:
         return None if key is None else self._plans.get(key)
 
-    def put_native(self, key: tuple[Any, ...], state: tuple[Any, ...], call: Any) -> None:
-        """Have the helper's `call` run calls of this key with this state (unless refused)."""
-        if not self._native_refused:
-            self.native[key] = state
-            self.native_call = call
+    def run_native(self, extra: object, *tensors: torch.Tensor) -> Any:
+        """A call's result from the C++ helper where it knows the call's plan, else None."""
+        try:
+            return self.native_call(self.native, extra, *tensors)
+        except TypeError:  # this Triton's launch function takes other arguments
+            self._native_refused = True
+            self.native.clear()
+            return None
 
-    def refuse_native(self) -> None:
-        """Stop using the helper: this Triton's launch function took other arguments."""
-        self._native_refused = True
-        self.native.clear()
+    def put_native(
+        self,
+        key: tuple[Any, ...] | None,
+        launch: object,
+        templates: Sequence[torch.Tensor],
+        passes: Sequence[int],
+    ) -> None:
+        """After a plan's first call: have the helper run calls of `key` (its `key(extra,
+        *tensors)` of that call) with `launch`'s lean path, making outputs like `templates`
+        and passing the call's tensors at `passes` before them. Nothing where the helper, the
+        lean path or the key is missing, or the helper was refused."""
+        helper = native.host() if key is not None else None
+        if helper is None or self._native_refused or not isinstance(launch, Launch):
+            return
+        state = native_state(launch, templates, passes)
+        if state is not None:
+            self.native[key] = state
+            self.native_call = helper.call
 
     def put(self, key: Hashable | None, plan: Callable[..., Any]) -> None:
         if key is None:

@@ -21,6 +21,7 @@ import torch
 from kernels import native
 from kernels.launch import Launch, LeanParts, native_state
 from kernels.ops import adaptive_max_pool3d as forward_module
+from kernels.ops import adaptive_max_pool3d_backward as backward_module
 from tests.kernels.support import DEVICE, assert_forward_matches, randn, seeded
 
 pytestmark = [pytest.mark.adaptive_max_pool3d]
@@ -103,6 +104,10 @@ def test_empty_like_makes_contiguous_tensors_like_each_template(host: ModuleType
         host.empty_like(templates[0], 3)
 
 
+class Subclass(torch.Tensor):
+    """A tensor subclass: its own __torch_function__ may change what an op does."""
+
+
 class Hooks:
     """Triton's runtime knobs as the state reads them: the two launch hooks."""
 
@@ -117,6 +122,7 @@ def state_for(
     """A state as `kernels.launch.native_state` builds it, around a recording launch."""
     return (
         templates,
+        (0,),  # the kernel takes the first tensor given, then the outputs
         launch,
         ("gx", "gy", "gz"),
         ("function", "metadata"),
@@ -156,6 +162,24 @@ def test_launch_passes_what_the_lean_path_passes(host: ModuleType, spread: bool)
 
 
 @needs_compiler
+def test_launch_passes_the_chosen_tensors_and_one_output_alone(host: ModuleType) -> None:
+    """A backward's state: of (grad, input, indices) the kernel takes grad and indices, then
+    its one output, which comes back as the tensor itself."""
+    calls: list[tuple[Any, ...]] = []
+    template = (torch.empty((1, 1), dtype=torch.float64).expand(4, 5),)
+    state = list(state_for(lambda *a: calls.append(a), True, Hooks(), template))
+    state[1] = (0, 2)
+    grad, input, indices = torch.randn(2), torch.randn(4, 5), torch.zeros(2, dtype=torch.int64)
+    made = host.launch(tuple(state), grad, input, indices)
+    assert isinstance(made, torch.Tensor) and made.shape == (4, 5) and made.dtype == torch.float64
+    pointers = (grad.data_ptr(), indices.data_ptr(), made.data_ptr())
+    assert calls == [("gx", "gy", "gz", 1000, "function", "metadata", *pointers, 7, "CONST")]
+    state[1] = (0, 3)
+    with pytest.raises(TypeError, match="not given"):
+        host.launch(tuple(state), grad, input, indices)
+
+
+@needs_compiler
 def test_a_lean_launch_gives_the_state_launch_takes(host: ModuleType) -> None:
     """kernels.launch.native_state puts a lean launch's parts where host.cpp reads them."""
     calls: list[tuple[Any, ...]] = []
@@ -170,13 +194,15 @@ def test_a_lean_launch_gives_the_state_launch_takes(host: ModuleType) -> None:
     )  # fmt: skip
     lean._direct = go  # type: ignore[assignment]
     templates = (torch.empty(1).expand(2), torch.empty(1, dtype=torch.int64).expand(2))
-    assert native_state(lean, templates[:1]) is None  # the launch takes three tensors
-    state = native_state(lean, templates)
+    assert native_state(lean, templates[:1], (0,)) is None  # the launch takes three tensors
+    assert native_state(lean, templates, (0, 1)) is None
+    state = native_state(lean, templates, (0,))
     assert state is not None
     x = torch.randn(3)
     out, indices = host.launch(state, x)
     assert calls == [("g", 9, "m", x.data_ptr(), out.data_ptr(), indices.data_ptr(), 5)]
-    assert native_state(Launch(kernel=None, grid=(1,), scalars=(), constants={}), templates) is None
+    unlaunched = Launch(kernel=None, grid=(1,), scalars=(), constants={})
+    assert native_state(unlaunched, templates, (0,)) is None
 
 
 @needs_compiler
@@ -211,13 +237,13 @@ def test_launch_keeps_every_reference_count(host: ModuleType, spread: bool) -> N
     hooks = Hooks()
     templates = (torch.empty(1).expand(8), torch.empty(1, dtype=torch.int64).expand(8))
     state = list(state_for(lambda *a: sentinel, spread, hooks, templates))
-    state[4] = (sentinel, 3)
+    state[5] = (sentinel, 3)  # the tail
     ok = tuple(state)
 
     def refuse(*args: Any) -> None:
         raise TypeError("takes other arguments")
 
-    state[1] = refuse
+    state[2] = refuse  # the launch function
     failing = tuple(state)
     x = torch.randn(8)
     before = (sys.getrefcount(sentinel), sys.getrefcount(x), sys.getrefcount(templates[0]))
@@ -233,19 +259,24 @@ def test_launch_keeps_every_reference_count(host: ModuleType, spread: bool) -> N
 def test_key_holds_what_a_plan_depends_on(host: ModuleType) -> None:
     x = torch.randn(2, 3, 4, dtype=torch.float16)
     same = torch.randn(2, 3, 4, dtype=torch.float16)
-    assert host.key(x, (1, 2)) == host.key(same, (1, 2)) == host.key(same, [1, 2])
+    assert host.key((1, 2), x) == host.key((1, 2), same) == host.key([1, 2], same)
     others = [
-        host.key(x, (1, 3)),
-        host.key(x.float(), (1, 2)),
-        host.key(x.transpose(0, 1), (1, 2)),
-        host.key(torch.randn(2, 3, 5, dtype=torch.float16), (1, 2)),
-        host.key(torch.randn(13, dtype=torch.float16)[1:].view(2, 3, 2), (1, 2)),  # unaligned
-        host.key(x[None], (1, 2)),
+        host.key((1, 3), x),
+        host.key((1, 2), x.float()),
+        host.key((1, 2), x.transpose(0, 1)),
+        host.key((1, 2), torch.randn(2, 3, 5, dtype=torch.float16)),
+        host.key((1, 2), torch.randn(13, dtype=torch.float16)[1:].view(2, 3, 2)),  # unaligned
+        host.key((1, 2), x[None]),
+        host.key((1, 2), x, x),
+        host.key((1, 2), x.reshape(24), x.reshape(24)),  # where one tensor ends matters
+        host.key((1, 2), x.reshape(4, 6), x.reshape(4, 6)),
     ]
-    assert host.key(x, (1, 2)) not in others
+    assert host.key((1, 2), x) not in others
     assert len(set(others)) == len(others)
-    with pytest.raises(TypeError, match="a tensor"):
-        host.key([1], (1, 2))
+    with pytest.raises(TypeError, match="tensors"):
+        host.key((1, 2), [1])
+    with pytest.raises(TypeError):  # no storage to key by
+        host.key((1, 2), torch.zeros(2, 2).to_sparse())
 
 
 @needs_compiler
@@ -254,15 +285,17 @@ def test_call_launches_only_a_registered_plan(host: ModuleType) -> None:
     templates = (torch.empty(1).expand(3), torch.empty(1, dtype=torch.int64).expand(3))
     state = state_for(lambda *a: calls.append(a), True, Hooks(), templates)
     x = torch.randn(6)
-    states = {host.key(x, (3,)): state}
-    assert host.call(states, torch.randn(7), (3,)) is None  # another shape: not registered
-    assert host.call(states, x, {"unhashable": 1}) is None
-    assert host.call(states, "not a tensor", (3,)) is None
+    states = {host.key((3,), x): state}
+    assert host.call(states, (3,), torch.randn(7)) is None  # another shape: not registered
+    assert host.call(states, {"unhashable": 1}, x) is None
+    assert host.call(states, (3,), "not a tensor") is None
+    assert host.call(states, (3,), x.as_subclass(Subclass)) is None  # Python honours its hooks
+    assert host.call(states, (3,), torch.zeros(6).to_sparse()) is None  # no storage
     assert calls == []
-    out, indices = host.call(states, torch.randn(6), [3])
+    out, indices = host.call(states, [3], torch.randn(6))
     assert out.shape == indices.shape == (3,) and len(calls) == 1
     with pytest.raises(TypeError, match="a dict"):
-        host.call([], x, (3,))
+        host.call([], (3,), x)
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="the C++ path serves CUDA devices")
@@ -270,15 +303,37 @@ def test_call_launches_only_a_registered_plan(host: ModuleType) -> None:
 def test_forward_calls_run_whole_in_it_on_cuda(dtype: torch.dtype) -> None:
     """After a plan's first call, calls like it (4-D or 5-D, sizes as a tuple or a list) take
     the C++ path and match PyTorch; a call it does not know still takes the Python path."""
-    assert native.host() is not None, native.status()
-    gen = seeded("native", dtype)
+    helper = native.host()
+    assert helper is not None, native.status()
+    gen = seeded("native forward", dtype)
     for x in (randn((2, 3, 9, 10, 11), dtype, gen), randn((3, 9, 10, 11), dtype, gen)):
         before = len(forward_module._PLANS.native)
         for size in ((4, 5, 6), (4, 5, 6), [4, 5, 6], (4, 5, 6)):
             assert_forward_matches(forward_module.adaptive_max_pool3d(x, size), x, (4, 5, 6))
         assert len(forward_module._PLANS.native) == before + 1
-        host = native.host()
-        assert host is not None
-        assert host.call(forward_module._PLANS.native, x, (4, 5, 6)) is not None
-    odd = randn((2, 3, 9, 10, 11), dtype, gen)[:, :, :, :, 1:]  # unaligned, strided
+        got = helper.call(forward_module._PLANS.native, (4, 5, 6), x)
+        assert got is not None
+        assert_forward_matches(got, x, (4, 5, 6))
+    odd = randn((2, 3, 9, 10, 12), dtype, gen)[:, :, :, :, 1:]  # unaligned, strided
     assert_forward_matches(forward_module.adaptive_max_pool3d(odd, (4, 5, 6)), odd, (4, 5, 6))
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="the C++ path serves CUDA devices")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
+def test_backward_calls_run_whole_in_it_on_cuda(dtype: torch.dtype) -> None:
+    helper = native.host()
+    assert helper is not None, native.status()
+    gen = seeded("native backward", dtype)
+    for shape in ((2, 3, 8, 8, 8), (3, 8, 8, 8)):  # small_input's plain launch, 5-D and 4-D
+        x = randn(shape, dtype, gen)
+        _, indices = torch.ops.aten.adaptive_max_pool3d.default(x, [4, 4, 4])
+        grad = randn(tuple(indices.shape), dtype, gen)
+        want = torch.ops.aten.adaptive_max_pool3d_backward.default(grad, x, indices)
+        before = len(backward_module._PLANS.native)
+        for _ in range(3):
+            got = backward_module.adaptive_max_pool3d_backward(grad, x, indices)
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+        assert len(backward_module._PLANS.native) == before + 1
+        again = helper.call(backward_module._PLANS.native, None, grad, x, indices)
+        assert isinstance(again, torch.Tensor)
+        torch.testing.assert_close(again, want, rtol=0, atol=0)

@@ -19,13 +19,13 @@ import torch
 from kernels import dispatch
 from kernels.dispatch import Route
 from kernels.heuristics import Heuristics, current
-from kernels.launch import Launch, TwoLaunches, native_state
+from kernels.launch import Launch, TwoLaunches
 from kernels.ops._adaptive import (
     Forward,
     PlanCache,
     as_5d,
     check_input,
-    native_host,
+    native_key,
     output_size3,
     output_templates,
     pair_allocator,
@@ -107,11 +107,7 @@ def adaptive_max_pool3d(
     tiles.
     """
     if _PLANS.native and config is None:  # a plan the C++ helper runs whole (kernels.native)
-        try:
-            made = _PLANS.native_call(_PLANS.native, input, output_size)
-        except TypeError:  # this Triton's launch function takes other arguments
-            _PLANS.refuse_native()
-            made = None
+        made = _PLANS.run_native(output_size, input)
         if made is not None:
             return made  # type: ignore[no-any-return]
     try:
@@ -122,8 +118,8 @@ def adaptive_max_pool3d(
         key, plan = None, None
     if plan is None:
         check_input(input)
-        native_key = sizes if key is not None and config is None else None
-        plan = plan_forward(input, output_size3(output_size, input), config, native_key)
+        native = key is not None and config is None
+        plan = plan_forward(input, output_size3(output_size, input), config, native, sizes)
         _PLANS.put(key, plan)
     return plan(input)
 
@@ -157,30 +153,29 @@ def plan_forward(
     input: torch.Tensor,
     output_size: tuple[int, int, int],
     config: ForwardConfig | None,
-    native_key: object = None,
+    native: bool = False,
+    sizes: object = None,
 ) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-    """A launcher for inputs like this one: plan(input) -> (values, indices). With a
-    `native_key` (the call's output size as given), once its first call has found the lean
-    launch, calls like this one run whole in the C++ helper where it serves the device."""
+    """A launcher for inputs like this one: plan(input) -> (values, indices). With `native`,
+    once its first call has found the lean launch, calls like this one (the same `sizes`, as
+    the caller gave them) run whole in the C++ helper where it serves the device."""
     shape = (*input.shape[:-3], *output_size)
     new = pair_allocator(shape, input.dtype, torch.int64, input.device)
     if any(size == 0 for size in shape):
         return lambda x: new()
     launch = launch_for(as_5d(input), output_size, config)
     unbatched = input.dim() == 4
-    helper = None if native_key is None else native_host(input.device)
-    first = True
+    key = native_key(sizes, input) if native else None
+    first = key is not None
 
     def run(input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         nonlocal first
         out, indices = new()
         launch(input[None] if unbatched else input, out, indices)
-        if first and helper is not None:  # the first call compiled the kernel: lean or not
+        if first:  # the first call compiled the kernel and found its lean launch, if any
             first = False
             templates = output_templates(shape, (input.dtype, torch.int64), input.device)
-            state = native_state(launch, templates) if isinstance(launch, Launch) else None
-            if state is not None:
-                _PLANS.put_native(helper.key(input, native_key), state, helper.call)
+            _PLANS.put_native(key, launch, templates, passes=(0,))
         return out, indices
 
     run.launch = launch  # type: ignore[attr-defined]  # for tests and probes: its path

@@ -27,6 +27,8 @@ from kernels.ops._adaptive import (
     as_5d,
     backward_signature,
     check_backward,
+    native_key,
+    output_templates,
 )
 from kernels.ops.adaptive_max_pool3d_backward import (
     disjoint,
@@ -87,6 +89,10 @@ def adaptive_max_pool3d_backward(
     work. `config` (for tuning and tests) overrides the plan's choice: its type names the
     kernel, its fields the tiles.
     """
+    if _PLANS.native and config is None:  # a plan the C++ helper runs whole (kernels.native)
+        made = _PLANS.run_native(None, grad_output, input, indices)
+        if made is not None:
+            return made  # type: ignore[no-any-return]
     try:
         key: tuple[object, ...] | None = (backward_signature(grad_output, input, indices), config)
     except AttributeError:  # not tensors: the checks below say so
@@ -94,7 +100,8 @@ def adaptive_max_pool3d_backward(
     plan = _PLANS.get(key)
     if plan is None:
         check_backward(grad_output, input, indices)
-        plan = plan_with(grad_output, input, indices, lambda p: launch_for(p, config))
+        native = _PLANS if key is not None and config is None else None
+        plan = plan_with(grad_output, input, indices, lambda p: launch_for(p, config), native)
         assert plan is not None  # the last route takes any shape
         _PLANS.put(key, plan)
     return plan(grad_output, indices)
@@ -130,10 +137,13 @@ def plan_with(
     input: torch.Tensor,
     indices: torch.Tensor,
     choose: Callable[[Backward], BackwardLaunch | None],
+    native: PlanCache | None = None,
 ) -> BackwardPlan | None:
     """plan(grad_output, indices) -> grad_input around the launch `choose` picks for the
-    problem of these tensors; None where it picks none. Empty tensors need no launch. Shared
-    with the vendor implementations."""
+    problem of these tensors; None where it picks none. Empty tensors need no launch. With
+    `native`, once its first call has found the lean launch, calls like this one run whole in
+    the C++ helper where it serves the device (`native.run_native(None, grad_output, input,
+    indices)`). Shared with the vendor implementations."""
     new = allocator(input.shape, input.dtype, input.device)
 
     if input.numel() == 0:
@@ -146,12 +156,20 @@ def plan_with(
     if launch is None:
         return None
 
+    key = native_key(None, grad_output, input, indices) if native is not None else None
+    first = key is not None
+
     def run(grad: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        nonlocal first
         grad_input = new()
         if unbatched:
             launch(grad[None], idx[None], grad_input[None])
         else:
             launch(grad, idx, grad_input)
+        if first and native is not None:  # the first call compiled the kernel: lean or not
+            first = False
+            template = output_templates(grad_input.shape, (grad_input.dtype,), grad_input.device)
+            native.put_native(key, launch, template, passes=(0, 2))  # grad, indices
         return grad_input
 
     run.launch = launch  # type: ignore[attr-defined]  # for tests and probes: its path
