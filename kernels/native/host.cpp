@@ -4,14 +4,17 @@
 #include <Python.h>
 
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <cstdint>
 #include <exception>
-#include <vector>
 
 namespace {
+
+constexpr Py_ssize_t kMaxTensors = 16;  // a call's tensors and outputs, at most
+constexpr Py_ssize_t kMaxArgs = 128;    // arguments of Triton's launch function, at most
+PyObject* hook_names[2];                // interned at import: the hooks' knob names
 
 // The state's items (kernels.launch.native_state builds it once a plan and documents them).
 enum Item : Py_ssize_t {
@@ -44,11 +47,15 @@ bool all_tensors(PyObject* const* objects, Py_ssize_t n, bool exact = false) {
   return true;
 }
 
-// A tuple of new uninitialized contiguous tensors, one per tensor of the tuple `templates`,
-// each with its template's shape, dtype and device; `made` gets them too. nullptr and a
-// Python error where a template is not a tensor or allocation fails.
-PyObject* new_outputs(PyObject* templates, std::vector<at::Tensor>& made) {
+// A tuple of new uninitialized contiguous tensors, one per tensor of the tuple `templates`
+// (at most kMaxTensors), each with its template's shape, dtype and device; `made` gets them
+// too. nullptr and a Python error where a template is not a tensor or allocation fails.
+PyObject* new_outputs(PyObject* templates, at::Tensor* made) {
   const Py_ssize_t n = PyTuple_GET_SIZE(templates);
+  if (n > kMaxTensors) {
+    PyErr_Format(PyExc_TypeError, "empty_like: at most %zd templates", kMaxTensors);
+    return nullptr;
+  }
   for (Py_ssize_t i = 0; i < n; ++i) {
     if (!THPVariable_Check(PyTuple_GET_ITEM(templates, i))) {
       PyErr_Format(PyExc_TypeError, "empty_like: argument %zd is not a tensor", i);
@@ -61,9 +68,9 @@ PyObject* new_outputs(PyObject* templates, std::vector<at::Tensor>& made) {
   }
   try {
     for (Py_ssize_t i = 0; i < n; ++i) {
-      made.push_back(at::empty_like(
-          THPVariable_Unpack(PyTuple_GET_ITEM(templates, i)), at::MemoryFormat::Contiguous));
-      PyObject* wrapped = THPVariable_Wrap(made.back());
+      const at::Tensor& like = THPVariable_Unpack(PyTuple_GET_ITEM(templates, i));
+      made[i] = at::empty(like.sizes(), like.options());  // contiguous by default
+      PyObject* wrapped = THPVariable_Wrap(made[i]);
       if (wrapped == nullptr) {
         Py_DECREF(result);
         return nullptr;
@@ -89,7 +96,7 @@ PyObject* empty_like(PyObject*, PyObject* const* args, Py_ssize_t n) {
     Py_INCREF(args[i]);
     PyTuple_SET_ITEM(templates, i, args[i]);
   }
-  std::vector<at::Tensor> made;
+  at::Tensor made[kMaxTensors];
   PyObject* result = new_outputs(templates, made);
   Py_DECREF(templates);
   return result;
@@ -120,9 +127,8 @@ int may_launch(PyObject* const* s) {
   if (PyList_GET_SIZE(s[kEnterCalls]) != 0 || PyList_GET_SIZE(s[kLeaveCalls]) != 0) {
     return 0;
   }
-  static const char* const kNames[2] = {"launch_enter_hook", "launch_exit_hook"};
   for (int i = 0; i < 2; ++i) {
-    PyObject* hook = PyObject_GetAttrString(s[kHooks], kNames[i]);
+    PyObject* hook = PyObject_GetAttr(s[kHooks], hook_names[i]);
     if (hook == nullptr) {
       return -1;
     }
@@ -144,9 +150,17 @@ PyObject* launch_state(PyObject* state, PyObject* const* tensors, Py_ssize_t n_t
     return nullptr;
   }
   PyObject* const* s = &PyTuple_GET_ITEM(state, 0);
-  PyObject* passes = s[kPasses];
+  PyObject *passes = s[kPasses], *head = s[kHead], *middle = s[kMiddle], *tail = s[kTail];
   const Py_ssize_t n_passed = PyTuple_GET_SIZE(passes);
-  std::vector<void*> pointers;
+  const Py_ssize_t n_ptrs = n_passed + PyTuple_GET_SIZE(s[kTemplates]);
+  const Py_ssize_t n_head = PyTuple_GET_SIZE(head), n_middle = PyTuple_GET_SIZE(middle);
+  const Py_ssize_t n_tail = PyTuple_GET_SIZE(tail);
+  const bool spread = s[kSpread] == Py_True;
+  if (n_ptrs > kMaxTensors || n_head + 1 + n_middle + (spread ? n_ptrs + n_tail : 1) > kMaxArgs) {
+    PyErr_SetString(PyExc_TypeError, "launch: more tensors or arguments than a state holds");
+    return nullptr;
+  }
+  void* pointers[kMaxTensors];
   for (Py_ssize_t i = 0; i < n_passed; ++i) {
     const Py_ssize_t which = PyLong_AsSsize_t(PyTuple_GET_ITEM(passes, i));
     if (which < 0 || which >= n_tensors) {
@@ -156,7 +170,7 @@ PyObject* launch_state(PyObject* state, PyObject* const* tensors, Py_ssize_t n_t
       return nullptr;
     }
     try {
-      pointers.push_back(THPVariable_Unpack(tensors[which]).data_ptr());
+      pointers[i] = THPVariable_Unpack(tensors[which]).data_ptr();
     } catch (const std::exception& e) {
       PyErr_SetString(PyExc_TypeError, e.what());
       return nullptr;
@@ -166,34 +180,30 @@ PyObject* launch_state(PyObject* state, PyObject* const* tensors, Py_ssize_t n_t
   if (go <= 0) {
     return go < 0 ? nullptr : Py_NewRef(Py_None);
   }
-  std::vector<at::Tensor> made;
+  at::Tensor made[kMaxTensors];
   PyObject* outputs = new_outputs(s[kTemplates], made);
   if (outputs == nullptr) {
     return nullptr;
   }
-  for (const at::Tensor& t : made) {
-    pointers.push_back(t.data_ptr());
+  for (Py_ssize_t i = n_passed; i < n_ptrs; ++i) {
+    pointers[i] = made[i - n_passed].data_ptr();
   }
-  std::vector<PyObject*> owned;  // new references, released after the call
-  owned.push_back(PyObject_CallOneArg(s[kStream], s[kDevice]));
-  for (void* p : pointers) {
-    owned.push_back(PyLong_FromVoidPtr(p));
+  // New references, released after the call: the stream, each address, the packed tuple.
+  PyObject* owned[kMaxTensors + 2] = {};
+  Py_ssize_t n_owned = 0;
+  bool ok = (owned[n_owned++] = PyObject_CallOneArg(s[kStream], s[kDevice])) != nullptr;
+  for (Py_ssize_t i = 0; ok && i < n_ptrs; ++i) {
+    ok = (owned[n_owned++] = PyLong_FromVoidPtr(pointers[i])) != nullptr;
   }
-  bool ok = true;
-  for (PyObject* o : owned) {
-    ok = ok && o != nullptr;
-  }
-  PyObject *head = s[kHead], *middle = s[kMiddle], *tail = s[kTail];
-  std::vector<PyObject*> argv;
+  PyObject* argv[kMaxArgs];
+  Py_ssize_t n_argv = 0;
   if (ok) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(head); ++i) argv.push_back(PyTuple_GET_ITEM(head, i));
-    argv.push_back(owned[0]);
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(middle); ++i) argv.push_back(PyTuple_GET_ITEM(middle, i));
-    const Py_ssize_t n_ptrs = static_cast<Py_ssize_t>(pointers.size());
-    const Py_ssize_t n_tail = PyTuple_GET_SIZE(tail);
-    if (s[kSpread] == Py_True) {
-      for (Py_ssize_t i = 0; i < n_ptrs; ++i) argv.push_back(owned[1 + i]);
-      for (Py_ssize_t i = 0; i < n_tail; ++i) argv.push_back(PyTuple_GET_ITEM(tail, i));
+    for (Py_ssize_t i = 0; i < n_head; ++i) argv[n_argv++] = PyTuple_GET_ITEM(head, i);
+    argv[n_argv++] = owned[0];
+    for (Py_ssize_t i = 0; i < n_middle; ++i) argv[n_argv++] = PyTuple_GET_ITEM(middle, i);
+    if (spread) {
+      for (Py_ssize_t i = 0; i < n_ptrs; ++i) argv[n_argv++] = owned[1 + i];
+      for (Py_ssize_t i = 0; i < n_tail; ++i) argv[n_argv++] = PyTuple_GET_ITEM(tail, i);
     } else {
       PyObject* packed = PyTuple_New(n_ptrs + n_tail);
       ok = packed != nullptr;
@@ -204,15 +214,14 @@ PyObject* launch_state(PyObject* state, PyObject* const* tensors, Py_ssize_t n_t
         for (Py_ssize_t i = 0; i < n_tail; ++i) {
           PyTuple_SET_ITEM(packed, n_ptrs + i, Py_NewRef(PyTuple_GET_ITEM(tail, i)));
         }
-        owned.push_back(packed);
-        argv.push_back(packed);
+        owned[n_owned++] = packed;
+        argv[n_argv++] = packed;
       }
     }
   }
-  PyObject* done =
-      ok ? PyObject_Vectorcall(s[kLaunch], argv.data(), argv.size(), nullptr) : nullptr;
-  for (PyObject* o : owned) {
-    Py_XDECREF(o);
+  PyObject* done = ok ? PyObject_Vectorcall(s[kLaunch], argv, n_argv, nullptr) : nullptr;
+  for (Py_ssize_t i = 0; i < n_owned; ++i) {
+    Py_XDECREF(owned[i]);
   }
   if (done == nullptr) {
     Py_DECREF(outputs);
@@ -241,40 +250,39 @@ PyObject* launch(PyObject*, PyObject* const* args, Py_ssize_t n) {
 // what its first call's pointers were), then `extra` (the call's other arguments; a list
 // keys as the tuple of its items, as aten passes sizes). nullptr on a Python error.
 PyObject* make_key(PyObject* extra, PyObject* const* tensors, Py_ssize_t n) {
-  std::vector<PyObject*> items;
+  Py_ssize_t size = 1;
+  for (Py_ssize_t k = 0; k < n; ++k) size += 2 * THPVariable_Unpack(tensors[k]).dim() + 5;
+  PyObject* key = PyTuple_New(size);  // a slot left empty by an error is skipped on free
+  if (key == nullptr) {
+    return nullptr;
+  }
+  Py_ssize_t i = 0;
   try {
     for (Py_ssize_t k = 0; k < n; ++k) {
       const at::Tensor& t = THPVariable_Unpack(tensors[k]);
-      const int64_t dim = t.dim();
       const auto address = reinterpret_cast<uintptr_t>(t.data_ptr());  // throws first
-      items.push_back(PyLong_FromLongLong(dim));
-      for (int64_t d = 0; d < dim; ++d) items.push_back(PyLong_FromLongLong(t.size(d)));
-      for (int64_t d = 0; d < dim; ++d) items.push_back(PyLong_FromLongLong(t.stride(d)));
-      items.push_back(PyLong_FromLong(static_cast<long>(t.scalar_type())));
-      items.push_back(PyLong_FromLong(static_cast<long>(t.device().type())));
-      items.push_back(PyLong_FromLong(t.device().index()));
-      items.push_back(PyBool_FromLong(address % 16 == 0));
+      const int64_t dim = t.dim();
+      PyTuple_SET_ITEM(key, i++, PyLong_FromLongLong(dim));
+      for (int64_t d = 0; d < dim; ++d) PyTuple_SET_ITEM(key, i++, PyLong_FromLongLong(t.size(d)));
+      for (int64_t d = 0; d < dim; ++d) {
+        PyTuple_SET_ITEM(key, i++, PyLong_FromLongLong(t.stride(d)));
+      }
+      PyTuple_SET_ITEM(key, i++, PyLong_FromLong(static_cast<long>(t.scalar_type())));
+      PyTuple_SET_ITEM(key, i++, PyLong_FromLong(static_cast<long>(t.device().type())));
+      PyTuple_SET_ITEM(key, i++, PyLong_FromLong(t.device().index()));
+      PyTuple_SET_ITEM(key, i++, PyBool_FromLong(address % 16 == 0));
     }
-  } catch (const std::exception& e) {  // a tensor without data (meta, sparse): no key
-    for (PyObject* item : items) Py_XDECREF(item);
+  } catch (const std::exception& e) {  // a tensor without storage (sparse): no key
+    Py_DECREF(key);
     PyErr_SetString(PyExc_TypeError, e.what());
     return nullptr;
   }
-  items.push_back(PyList_Check(extra) ? PyList_AsTuple(extra) : Py_NewRef(extra));
-  PyObject* key = PyTuple_New(static_cast<Py_ssize_t>(items.size()));
-  bool ok = key != nullptr;
-  for (size_t i = 0; i < items.size(); ++i) {
-    ok = ok && items[i] != nullptr;
-    if (key != nullptr && items[i] != nullptr) {
-      PyTuple_SET_ITEM(key, static_cast<Py_ssize_t>(i), items[i]);  // steals the reference
+  PyTuple_SET_ITEM(key, i++, PyList_Check(extra) ? PyList_AsTuple(extra) : Py_NewRef(extra));
+  for (Py_ssize_t j = 0; j < size; ++j) {
+    if (PyTuple_GET_ITEM(key, j) == nullptr) {  // an int or tuple not made: out of memory
+      Py_DECREF(key);
+      return nullptr;
     }
-  }
-  if (!ok) {
-    if (key == nullptr) {
-      for (PyObject* item : items) Py_XDECREF(item);
-    }
-    Py_XDECREF(key);  // a tuple with empty slots frees the rest
-    return nullptr;
   }
   return key;
 }
@@ -340,4 +348,11 @@ PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels_host", nullptr, -1, metho
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit__kernels_host() { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kernels_host() {
+  hook_names[0] = PyUnicode_InternFromString("launch_enter_hook");
+  hook_names[1] = PyUnicode_InternFromString("launch_exit_hook");
+  if (hook_names[0] == nullptr || hook_names[1] == nullptr) {
+    return nullptr;
+  }
+  return PyModule_Create(&module);
+}
