@@ -17,7 +17,6 @@ callers keep their Python allocation: same results, more host time. `status()` s
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import functools
 import hashlib
@@ -29,7 +28,6 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -94,16 +92,6 @@ def entry_key(source: bytes) -> str:
     return hashlib.sha256(b"\0".join(parts)).hexdigest()[:32]
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def build(root: Path) -> Path:
     """The helper's module file under `root`, compiled first where absent. Raises OSError
     (with the compiler's last words) where it cannot be built."""
@@ -113,7 +101,8 @@ def build(root: Path) -> Path:
     if target.is_file():
         return target
     root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / f"{entry.name}.lock"):
+    with open(root / f"{entry.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time; closing the file unlocks
         if target.is_file():  # another process built it while this one waited
             return target
         with tempfile.TemporaryDirectory(dir=root, prefix=".native-build-") as scratch:

@@ -8,6 +8,8 @@ reference leaks. On a CUDA machine the last test checks that real forward plans 
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import weakref
 from collections.abc import Iterator
@@ -75,6 +77,38 @@ def test_a_failing_compiler_leaves_the_python_path(
     assert native.host() is None
     assert native.status().startswith("unavailable: ")
     assert not [p for p in tmp_path.iterdir() if p.suffix != ".lock"]  # nothing half-built
+
+
+FAKE_COMPILER = """#!/usr/bin/env python3
+import sys, time
+with open(sys.argv[0] + ".calls", "a") as calls:
+    calls.write("x")
+time.sleep(1.0)  # long enough for every process to reach the lock meanwhile
+open(sys.argv[sys.argv.index("-o") + 1], "w").write("built")
+"""
+
+
+@needs_compiler
+def test_concurrent_processes_build_once(tmp_path: Path) -> None:
+    """Workers starting together (pytest-xdist, say) wait on one build instead of each
+    compiling: a stand-in compiler counts its runs."""
+    compiler = tmp_path / "cxx"
+    compiler.write_text(FAKE_COMPILER)
+    compiler.chmod(0o755)
+    root = tmp_path / "cache"
+    code = "import sys; from pathlib import Path; from kernels import native; "
+    code += "print(native.build(Path(sys.argv[1])))"
+    env = {**os.environ, "CXX": str(compiler)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(root)], env=env, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    outs = [proc.communicate(timeout=120)[0].strip() for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * 4
+    assert len(set(outs)) == 1 and Path(outs[0]).read_text() == "built"
+    assert (tmp_path / "cxx.calls").read_text() == "x"
 
 
 def test_it_can_be_switched_off(monkeypatch: pytest.MonkeyPatch, fresh_host: None) -> None:
