@@ -2,17 +2,19 @@
 
 A tiny call's host time is Python around two C++ parts, making its outputs and Triton's C
 launch function: each `torch.empty*` parses its arguments and dispatches, and the launch path
-checks, gathers addresses and spreads arguments. `host.cpp` does a call's share of that in
-one Python call: `empty_like(*templates)` makes outputs, `launch(state, x)` makes them and
-launches a plan's compiled kernel (`kernels.launch.native_state`). It is built once per torch,
-Python and source with the system C++ compiler (argv lists, no shell) into the compile
+checks, gathers addresses and spreads arguments, and the plan lookup keys the call. `host.cpp`
+does all of it in one Python call: `call(states, extra, *tensors)` keys the call by its
+tensors (`key`), finds the plan's state (`kernels.launch.native_state`), makes the outputs
+(`empty_like`) and launches the plan's compiled kernel (`launch`); a call it does not know
+returns None, for the Python path (`kernels.ops._adaptive.PlanCache`). It is built once per
+torch, Python and source with the system C++ compiler (argv lists, no shell) into the compile
 cache: `$TRITON_CACHE_DIR` where set, so the runner's rules for that cache hold for it too
 (a job reads the entries trusted builds published and writes only its own layer), else
 Triton's default `~/.triton/cache`. An entry is `native-<key>/<module file>`, `key` hashing
 everything the binary depends on; concurrent processes build it once, under a lock.
 
 Where it cannot be built (no compiler, no Python or torch headers, `KERNELS_NATIVE=0`) the
-callers keep their Python allocation: same results, more host time. `status()` says which.
+callers keep the Python path: same results, more host time. `status()` says which.
 """
 
 from __future__ import annotations

@@ -110,6 +110,7 @@ def adaptive_max_pool3d(
         made = _PLANS.run_native(output_size, input)
         if made is not None:
             return made  # type: ignore[no-any-return]
+    sizes: object = None
     try:
         sizes = output_size if isinstance(output_size, int) else tuple(output_size)
         key: tuple[object, ...] | None = (signature(input), sizes, config)
