@@ -68,7 +68,13 @@ def output_size3(output_size: int | Sequence[int | None], input: torch.Tensor) -
     if isinstance(output_size, int):
         sizes: list[int | None] = [output_size] * 3
     else:
-        sizes = list(output_size)
+        try:
+            sizes = list(output_size)
+        except TypeError:
+            raise TypeError(
+                "adaptive_max_pool3d(): output_size must be an int or a sequence of three, "
+                f"got {output_size!r}"
+            ) from None
     if len(sizes) != 3:
         raise RuntimeError(
             "adaptive_max_pool3d(): internal error: output_size.size() must be 3, "

@@ -340,6 +340,11 @@ def test_deterministic() -> None:
         (lambda: forward(torch.randn(1, 2, 4, 4, 4), (-1, 1, 1)), RuntimeError, r"non-negative"),
         (lambda: forward(torch.randn(1, 2, 4, 4, 4), (1.5, 1, 1)), TypeError, r"must hold ints"),
         (
+            lambda: forward(torch.randn(1, 2, 4, 4, 4), 1.5),
+            TypeError,
+            r"output_size must be an int or a sequence of three, got 1.5",
+        ),
+        (
             lambda: forward(torch.ones(1, 2, 4, 4, 4, dtype=torch.int64), 1),
             NotImplementedError,
             r"not implemented for torch.int64",
@@ -353,6 +358,7 @@ def test_deterministic() -> None:
         "output-rank",
         "negative",
         "float-size",
+        "scalar-float-size",
         "dtype",
         "not-a-tensor",
     ],

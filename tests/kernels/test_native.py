@@ -6,6 +6,7 @@ tests check the argument order, the checks that send a call back to the Python p
 that no reference leaks. On a CUDA machine the last two tests check that real forward and
 backward calls run whole in it. Building it: test_native_build.py.
 """
+
 from __future__ import annotations
 
 import sys
