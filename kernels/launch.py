@@ -276,7 +276,7 @@ class LeanParts(NamedTuple):
 def native_state(
     launch: Launch, templates: Sequence[torch.Tensor], passes: Sequence[int]
 ) -> tuple[Any, ...] | None:
-    """The state for `kernels.native`'s `launch(state, *tensors)`: new outputs like
+    """The state `kernels.native`'s `call` launches a registered call with: new outputs like
     `templates`, then this launch run on the given tensors at `passes` and the outputs, as the
     lean path would run it. None where the launch has no lean path yet (before its first
     call, or never) or takes other tensors."""

@@ -3,7 +3,7 @@
 Prints, for both operators on the tiny benchmark sizes and every dtype, the host time per
 call (the benchmark's measure: 1,000 back-to-back calls synchronized once) of PyTorch's op and
 ours, with the launch path our plan took; then the parts of one call, down to Triton's C launch
-function alone and the forward's floor (its outputs made as the plan makes them and that
+function alone and the forward's floor on the Python path (its two allocations and that
 launch: what no Python around them can go under); then, with `--do-bench`,
 both sides under Triton's standard `do_bench` (its defaults: mean of its runs, 256 MB flush),
 repeated, the rows also as JSON for `tools.bars --do-bench`. From the repository root:
@@ -30,7 +30,7 @@ from kernels.benchmark.sizes import DEFAULT_DTYPES, DTYPES, TINY
 from kernels.launch import Launch
 from kernels.ops import adaptive_max_pool3d as forward_op
 from kernels.ops import adaptive_max_pool3d_backward as backward_op
-from kernels.ops._adaptive import allocator, backward_signature, pair_allocator, signature
+from kernels.ops._adaptive import allocator, backward_signature, signature
 
 FWD = torch.ops.aten.adaptive_max_pool3d.default
 BWD = torch.ops.aten.adaptive_max_pool3d_backward.default
@@ -111,8 +111,9 @@ def forward_floor(
     no checks, no Python between)."""
     if launch is None:
         return None
-    new = pair_allocator(values.shape, values.dtype, torch.int64, x.device)
-    return lambda: (new(), launch())
+    new_values = allocator(values.shape, values.dtype, x.device)
+    new_indices = allocator(values.shape, torch.int64, x.device)
+    return lambda: (new_values(), new_indices(), launch())
 
 
 def parts() -> None:
@@ -130,7 +131,6 @@ def parts() -> None:
     values, positions = FWD(x, list(out))
     fwd_launch = fwd_plan.launch
     fwd_alone = c_launch_alone(fwd_launch, (x, values, positions))
-    out_shape = values.shape
     empty = Launch(_empty_kernel, (1,), (), {})
     empty(x)
     empty(x)
@@ -144,8 +144,6 @@ def parts() -> None:
         "torch.empty_like(x)": lambda: torch.empty_like(x),
         "x.new_empty(shape)": lambda: x.new_empty(shape),
         "allocator(shape, ...)()": allocator(shape, x.dtype, device),
-        "two allocator()s (Python)": _python_pair(out_shape, x.dtype, device),
-        "pair_allocator()": pair_allocator(out_shape, x.dtype, torch.int64, device),
         "backward_signature(g, x, idx)": lambda: backward_signature(g, x, idx),
         "x.device": lambda: x.device,
         "x.data_ptr()": lambda: x.data_ptr(),
@@ -184,11 +182,6 @@ def _native_call(x: torch.Tensor, out: tuple[int, int, int]) -> Callable[[], Any
     if helper is None or helper.call(states, out, x) is None:
         return None
     return lambda: helper.call(states, out, x)
-
-
-def _python_pair(shape: Any, dtype: torch.dtype, device: torch.device) -> Callable[[], Any]:
-    first, second = allocator(shape, dtype, device), allocator(shape, torch.int64, device)
-    return lambda: (first(), second())
 
 
 @triton.jit

@@ -5,12 +5,12 @@ launch function: each `torch.empty*` parses its arguments and dispatches, and th
 checks, gathers addresses and spreads arguments, and the plan lookup keys the call. `host.cpp`
 does all of it in one Python call: `call(states, extra, *tensors)` keys the call by its
 tensors (`key`), finds the plan's state (`kernels.launch.native_state`), makes the outputs
-(`empty_like`) and launches the plan's compiled kernel (`launch`); a call it does not know
-returns None, for the Python path (`kernels.ops._adaptive.PlanCache`). It is built once per
-torch, Python and source with the system C++ compiler (argv lists, no shell) into the compile
-cache: `$TRITON_CACHE_DIR` where set, so the runner's rules for that cache hold for it too
-(a job reads the entries trusted builds published and writes only its own layer), else
-Triton's default `~/.triton/cache`. An entry is `native-<key>/<module file>`, `key` hashing
+and launches the plan's compiled kernel; a call it does not know returns None, for the
+Python path (`kernels.ops._adaptive.PlanCache`). It is built once per torch, Python and
+source with the system C++ compiler (argv lists, no shell) into the compile cache:
+`$TRITON_CACHE_DIR` where set, so the runner's rules for that cache hold for it too (a job
+reads the entries trusted builds published and writes only its own layer), else Triton's
+default `~/.triton/cache`. An entry is `native-<key>/<module file>`, `key` hashing
 everything the binary depends on; concurrent processes build it once, under a lock.
 
 Where it cannot be built (no compiler, no Python or torch headers, `KERNELS_NATIVE=0`) the
@@ -140,7 +140,7 @@ def _load(path: Path) -> ModuleType:
 
 @functools.cache
 def host() -> ModuleType | None:
-    """The compiled helper (`empty_like`, `launch`), or None where it cannot be had; the
+    """The compiled helper (`key`, `call`), or None where it cannot be had; the
     first call builds or loads it."""
     global _reason
     if os.environ.get("KERNELS_NATIVE", "").strip() == "0":

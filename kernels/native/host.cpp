@@ -1,6 +1,7 @@
-// A tiny call's host work in C++: its outputs made and its compiled Triton kernel launched in
-// one Python call, instead of one `torch.empty*` an output and the Python around Triton's C
-// launch function (kernels/native/__init__.py says when it is used).
+// A tiny call's host work in C++: keyed, its plan's state found, its outputs made and its
+// compiled Triton kernel launched in one Python call, `call(states, extra, *tensors)`,
+// instead of the Python of the plan lookup, one `torch.empty*` an output and the Python
+// around Triton's C launch function (kernels/native/__init__.py says when it is used).
 #include <Python.h>
 
 #include <ATen/core/Tensor.h>
@@ -48,17 +49,14 @@ bool all_tensors(PyObject* const* objects, Py_ssize_t n, bool exact = false) {
 }
 
 // A tuple of new uninitialized contiguous tensors, one per tensor of the tuple `templates`
-// (at most kMaxTensors), each with its template's shape, dtype and device; `made` gets them
-// too. nullptr and a Python error where a template is not a tensor or allocation fails.
+// (launch_state bounds their count), each with its template's shape, dtype and device;
+// `made` gets them too. nullptr and a Python error where a template is not a tensor or
+// allocation fails.
 PyObject* new_outputs(PyObject* templates, at::Tensor* made) {
   const Py_ssize_t n = PyTuple_GET_SIZE(templates);
-  if (n > kMaxTensors) {
-    PyErr_Format(PyExc_TypeError, "empty_like: at most %zd templates", kMaxTensors);
-    return nullptr;
-  }
   for (Py_ssize_t i = 0; i < n; ++i) {
     if (!THPVariable_Check(PyTuple_GET_ITEM(templates, i))) {
-      PyErr_Format(PyExc_TypeError, "empty_like: argument %zd is not a tensor", i);
+      PyErr_Format(PyExc_TypeError, "call: the state's template %zd is not a tensor", i);
       return nullptr;
     }
   }
@@ -82,23 +80,6 @@ PyObject* new_outputs(PyObject* templates, at::Tensor* made) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
   }
-  return result;
-}
-
-// empty_like(*templates) -> tuple of new uninitialized contiguous tensors, one per template,
-// each with its template's shape, dtype and device.
-PyObject* empty_like(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  PyObject* templates = PyTuple_New(n);
-  if (templates == nullptr) {
-    return nullptr;
-  }
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    Py_INCREF(args[i]);
-    PyTuple_SET_ITEM(templates, i, args[i]);
-  }
-  at::Tensor made[kMaxTensors];
-  PyObject* result = new_outputs(templates, made);
-  Py_DECREF(templates);
   return result;
 }
 
@@ -143,10 +124,10 @@ int may_launch(PyObject* const* s) {
 // The launch of `state` on the given tensors: new outputs, then Triton's C function called
 // with head, stream, middle, the passed tensors' and the outputs' addresses, and the tail.
 // Returns the outputs (the tensor itself where there is one), None where `may_launch` says
-// no, nullptr on a Python error.
+// no, nullptr on a Python error. `call` has checked that the tensors are tensors.
 PyObject* launch_state(PyObject* state, PyObject* const* tensors, Py_ssize_t n_tensors) {
-  if (!well_formed(state) || !all_tensors(tensors, n_tensors)) {
-    PyErr_SetString(PyExc_TypeError, "launch(state, *tensors): a native state and tensors");
+  if (!well_formed(state)) {
+    PyErr_SetString(PyExc_TypeError, "call: a malformed native state");
     return nullptr;
   }
   PyObject* const* s = &PyTuple_GET_ITEM(state, 0);
@@ -157,7 +138,7 @@ PyObject* launch_state(PyObject* state, PyObject* const* tensors, Py_ssize_t n_t
   const Py_ssize_t n_tail = PyTuple_GET_SIZE(tail);
   const bool spread = s[kSpread] == Py_True;
   if (n_ptrs > kMaxTensors || n_head + 1 + n_middle + (spread ? n_ptrs + n_tail : 1) > kMaxArgs) {
-    PyErr_SetString(PyExc_TypeError, "launch: more tensors or arguments than a state holds");
+    PyErr_SetString(PyExc_TypeError, "call: more tensors or arguments than a state holds");
     return nullptr;
   }
   void* pointers[kMaxTensors];
@@ -165,7 +146,7 @@ PyObject* launch_state(PyObject* state, PyObject* const* tensors, Py_ssize_t n_t
     const Py_ssize_t which = PyLong_AsSsize_t(PyTuple_GET_ITEM(passes, i));
     if (which < 0 || which >= n_tensors) {
       if (!PyErr_Occurred()) {
-        PyErr_SetString(PyExc_TypeError, "launch: the state passes a tensor not given");
+        PyErr_SetString(PyExc_TypeError, "call: the state passes a tensor not given");
       }
       return nullptr;
     }
@@ -234,15 +215,6 @@ PyObject* launch_state(PyObject* state, PyObject* const* tensors, Py_ssize_t n_t
     return only;
   }
   return outputs;
-}
-
-// launch(state, *tensors) -> the new outputs after launching, or None (launch_state).
-PyObject* launch(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (n < 1) {
-    PyErr_SetString(PyExc_TypeError, "launch(state, *tensors): a native state and tensors");
-    return nullptr;
-  }
-  return launch_state(args[0], args + 1, n - 1);
 }
 
 // What a call's plan depends on of its tensors, as one tuple: each tensor's sizes and
@@ -335,9 +307,6 @@ PyObject* call(PyObject*, PyObject* const* args, Py_ssize_t n) {
 #define FASTCALL(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f)), METH_FASTCALL
 
 PyMethodDef methods[] = {
-    {"empty_like", FASTCALL(empty_like),
-     "empty_like(*templates) -> new contiguous tensors shaped like each"},
-    {"launch", FASTCALL(launch), "launch(state, *tensors) -> new outputs after launching, or None"},
     {"key", FASTCALL(key), "key(extra, *tensors) -> the key call() looks a state up by"},
     {"call", FASTCALL(call), "call(states, extra, *tensors) -> launch(states[key], ...) or None"},
     {nullptr, nullptr, 0, nullptr},

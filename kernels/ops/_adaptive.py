@@ -14,7 +14,6 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from types import ModuleType
 from typing import Any
 
 import torch
@@ -261,40 +260,22 @@ def allocator(
 NATIVE_DEVICES = frozenset({"cuda"})
 
 
-def native_host(device: torch.device) -> ModuleType | None:
-    """The C++ helper (`kernels.native`) where it serves this device and could be built."""
-    return native.host() if device.type in NATIVE_DEVICES else None
-
-
 def native_key(extra: object, *tensors: torch.Tensor) -> tuple[Any, ...] | None:
-    """The C++ helper's key of a call with these tensors (the first one's device decides
-    whether the helper serves it), or None where it does not."""
-    helper = native_host(tensors[0].device)
+    """The C++ helper's key of a call with these tensors, or None where the helper does not
+    serve the first tensor's device or could not be built."""
+    helper = native.host() if tensors[0].device.type in NATIVE_DEVICES else None
     return None if helper is None else helper.key(extra, *tensors)
 
 
 def output_templates(
     shape: Sequence[int], dtypes: Sequence[torch.dtype], device: torch.device
 ) -> tuple[torch.Tensor, ...]:
-    """One-element tensors expanded to `shape`, one a dtype: what the C++ helper makes new
-    outputs like (its `empty_like` makes them contiguous whatever a template's strides)."""
+    """One-element tensors expanded to `shape`, one a dtype: what the C++ helper makes a
+    call's outputs like (contiguous, whatever a template's strides)."""
     return tuple(
         torch.empty((1,) * len(shape), dtype=dtype, device=device).expand(*shape)
         for dtype in dtypes
     )
-
-
-def pair_allocator(
-    shape: Sequence[int], first: torch.dtype, second: torch.dtype, device: torch.device
-) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
-    """`new()` -> two uninitialized contiguous tensors of this shape and device, of the two
-    dtypes: one call into the C++ helper where it serves the device (two `allocator` calls'
-    Python parsing and dispatch saved, 1.9 µs on an H200's host), else those two calls."""
-    helper = native_host(device)
-    if helper is not None:
-        return partial(helper.empty_like, *output_templates(shape, (first, second), device))
-    new_first, new_second = allocator(shape, first, device), allocator(shape, second, device)
-    return lambda: (new_first(), new_second())
 
 
 class PlanCache:
@@ -307,11 +288,11 @@ class PlanCache:
     def __init__(self, limit: int = 512) -> None:
         self._plans: dict[Hashable, Callable[..., Any]] = {}
         self._limit = limit
-        # Plans the C++ helper runs whole: its `call(native, x, extra)` looks them up by its
-        # own `key(x, extra)` (kernels.native); empty until a plan's first call found its
-        # lean launch, and whenever the helper is not in use.
+        # Plans the C++ helper runs whole: its `call(native, extra, *tensors)` looks them up
+        # by its own `key(extra, *tensors)` (kernels.native); empty until a plan's first call
+        # found its lean launch, and whenever the helper is not in use.
         self.native: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        self.native_call: Callable[..., Any] = lambda states, x, extra: None
+        self.native_call: Callable[..., Any] = lambda states, extra, *tensors: None
         self._native_refused = False
 
     def get(self, key: Hashable | None) -> Callable[..., Any] | None:

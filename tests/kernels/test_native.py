@@ -1,10 +1,11 @@
-"""The C++ helper's functions (`kernels.native`): `empty_like`, `launch`, `key` and `call`.
+"""The C++ helper's functions (`kernels.native`): `key` and `call`.
 
-`launch(state, *tensors)` calls whatever launch function its state names; here that is a
-Python function that records its arguments (no GPU launcher exists on this machine), so the
-tests check the argument order, the checks that send a call back to the Python path, and
-that no reference leaks. On a CUDA machine the last two tests check that real forward and
-backward calls run whole in it. Building it: test_native_build.py.
+`call(states, extra, *tensors)` launches with whatever launch function the call's state
+names; here that is a Python function that records its arguments (no GPU launcher exists on
+this machine), so the tests check the outputs, the argument order, the checks that send a
+call back to the Python path, and that no reference leaks. On a CUDA machine the last two
+tests check that real forward and backward calls run whole in it. Building it:
+test_native_build.py.
 """
 
 from __future__ import annotations
@@ -44,27 +45,35 @@ def host(built: Path) -> ModuleType:
     return native._load(built)
 
 
+def run(host: ModuleType, state: tuple[Any, ...], *tensors: Any) -> Any:
+    """What `call` does for a call whose plan registered `state`."""
+    return host.call({host.key(None, *tensors): state}, None, *tensors)
+
+
 @needs_compiler
-def test_empty_like_makes_contiguous_tensors_like_each_template(host: ModuleType) -> None:
+def test_outputs_are_new_contiguous_tensors_like_each_template(host: ModuleType) -> None:
     templates = (
         torch.empty((1, 1, 1, 1, 1), dtype=torch.float16).expand(2, 3, 4, 5, 6),
         torch.empty((4, 5), dtype=torch.int64).t(),  # strided: made contiguous
         torch.empty((0, 3), dtype=torch.bfloat16),
     )
-    made = host.empty_like(*templates)
+    state = state_for(lambda *a: None, True, Hooks(), templates)
+    x = torch.randn(2)
+    made = run(host, state, x)
     assert [(t.shape, t.dtype, t.device) for t in made] == [
         (t.shape, t.dtype, t.device) for t in templates
     ]
     assert all(t.is_contiguous() for t in made)
     made[0].fill_(1.0)
-    again = host.empty_like(*templates)
+    again = run(host, state, x)
     assert again[0].data_ptr() != made[0].data_ptr()  # new storage each call
     gone = [weakref.ref(t) for t in made]
     del made
     assert all(ref() is None for ref in gone)  # held only by the tuple returned
-    assert host.empty_like() == ()
-    with pytest.raises(TypeError, match="argument 1 is not a tensor"):
-        host.empty_like(templates[0], 3)
+    assert run(host, state_for(lambda *a: None, True, Hooks(), ()), x) == ()
+    odd = state_for(lambda *a: None, True, Hooks(), (templates[0], 3))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="template 1 is not a tensor"):
+        run(host, odd, x)
 
 
 class Subclass(torch.Tensor):
@@ -113,7 +122,7 @@ def test_launch_passes_what_the_lean_path_passes(host: ModuleType, spread: bool)
     )
     state = state_for(lambda *a: calls.append(a), spread, hooks, templates)
     x = torch.randn(5, 6)
-    out, indices = host.launch(state, x)
+    out, indices = run(host, state, x)
     assert (out.shape, out.dtype, indices.dtype) == ((3, 4), torch.float32, torch.int64)
     pointers = (x.data_ptr(), out.data_ptr(), indices.data_ptr())
     head = ("gx", "gy", "gz", 1000, "function", "metadata")
@@ -133,13 +142,13 @@ def test_launch_passes_the_chosen_tensors_and_one_output_alone(host: ModuleType)
     state = list(state_for(lambda *a: calls.append(a), True, Hooks(), template))
     state[1] = (0, 2)
     grad, input, indices = torch.randn(2), torch.randn(4, 5), torch.zeros(2, dtype=torch.int64)
-    made = host.launch(tuple(state), grad, input, indices)
+    made = run(host, tuple(state), grad, input, indices)
     assert isinstance(made, torch.Tensor) and made.shape == (4, 5) and made.dtype == torch.float64
     pointers = (grad.data_ptr(), indices.data_ptr(), made.data_ptr())
     assert calls == [("gx", "gy", "gz", 1000, "function", "metadata", *pointers, 7, "CONST")]
     state[1] = (0, 3)
     with pytest.raises(TypeError, match="not given"):
-        host.launch(tuple(state), grad, input, indices)
+        run(host, tuple(state), grad, input, indices)
 
 
 @needs_compiler
@@ -162,7 +171,7 @@ def test_a_lean_launch_gives_the_state_launch_takes(host: ModuleType) -> None:
     state = native_state(lean, templates, (0,))
     assert state is not None
     x = torch.randn(3)
-    out, indices = host.launch(state, x)
+    out, indices = run(host, state, x)
     assert calls == [("g", 9, "m", x.data_ptr(), out.data_ptr(), indices.data_ptr(), 5)]
     unlaunched = Launch(kernel=None, grid=(1,), scalars=(), constants={})
     assert native_state(unlaunched, templates, (0,)) is None
@@ -178,18 +187,16 @@ def test_launch_defers_to_the_python_path_where_its_checks_fail(host: ModuleType
         calls.append(args)
 
     hooks = Hooks()
-    assert host.launch(state_for(record, True, hooks, templates, device=1), x) is None
+    assert run(host, state_for(record, True, hooks, templates, device=1), x) is None
     hooks.launch_enter_hook.calls.append(print)  # a profiler's hook added to the chain
-    assert host.launch(state_for(record, True, hooks, templates), x) is None
+    assert run(host, state_for(record, True, hooks, templates), x) is None
     hooks = Hooks()
     state = state_for(record, True, hooks, templates)
     hooks.launch_exit_hook = SimpleNamespace(calls=[])  # the chain itself replaced
-    assert host.launch(state, x) is None
+    assert run(host, state, x) is None
     assert calls == []
     with pytest.raises(TypeError, match="native state"):
-        host.launch(state[:-1], x)
-    with pytest.raises(TypeError, match="native state"):
-        host.launch(state, "not a tensor")
+        run(host, state[:-1], x)
 
 
 @needs_compiler
@@ -211,9 +218,9 @@ def test_launch_keeps_every_reference_count(host: ModuleType, spread: bool) -> N
     x = torch.randn(8)
     before = (sys.getrefcount(sentinel), sys.getrefcount(x), sys.getrefcount(templates[0]))
     for _ in range(200):
-        host.launch(ok, x)
+        run(host, ok, x)
         with pytest.raises(TypeError, match="other arguments"):
-            host.launch(failing, x)
+            run(host, failing, x)
     after = (sys.getrefcount(sentinel), sys.getrefcount(x), sys.getrefcount(templates[0]))
     assert after == before
 

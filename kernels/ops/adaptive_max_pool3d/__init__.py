@@ -23,12 +23,12 @@ from kernels.launch import Launch, TwoLaunches
 from kernels.ops._adaptive import (
     Forward,
     PlanCache,
+    allocator,
     as_5d,
     check_input,
     native_key,
     output_size3,
     output_templates,
-    pair_allocator,
     signature,
 )
 from kernels.ops.adaptive_max_pool3d import (
@@ -161,7 +161,12 @@ def plan_forward(
     once its first call has found the lean launch, calls like this one (the same `sizes`, as
     the caller gave them) run whole in the C++ helper where it serves the device."""
     shape = (*input.shape[:-3], *output_size)
-    new = pair_allocator(shape, input.dtype, torch.int64, input.device)
+    new_out = allocator(shape, input.dtype, input.device)
+    new_indices = allocator(shape, torch.int64, input.device)
+
+    def new() -> tuple[torch.Tensor, torch.Tensor]:
+        return new_out(), new_indices()
+
     if any(size == 0 for size in shape):
         return lambda x: new()
     launch = launch_for(as_5d(input), output_size, config)
@@ -171,7 +176,7 @@ def plan_forward(
 
     def run(input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         nonlocal first
-        out, indices = new()
+        out, indices = new_out(), new_indices()
         launch(input[None] if unbatched else input, out, indices)
         if first:  # the first call compiled the kernel and found its lean launch, if any
             first = False
