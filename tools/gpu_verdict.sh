@@ -13,7 +13,8 @@
 #   EXTRAS=none   the runs use a copy of the workflows that installs no extra of the
 #                 repository (for an offline image that lacks one, e.g. playwright)
 #   VENDOR_BARS=0 leave out the Moore Threads and do_bench bars (about 2 min: the backward
-#                 benchmark with each implementation, tools.host_probe --do-bench 5)
+#                 benchmark with each implementation, tools.host_probe --do-bench 5,
+#                 tools.dobench_states)
 set -uo pipefail
 # gpu_env.sh sets PYTHONPATH to this tree: keep what the caller had after it (wheels installed
 # with --target, say: pip then finds them there and installs nothing more).
@@ -106,8 +107,11 @@ if [ "${VENDOR_BARS:-1}" = 1 ]; then  # Moore Threads against generic, tiny rows
       --json "$OUT/bwd-$impl.json" >/dev/null 2>&1
   done
   python3 -m tools.host_probe --do-bench 5 --json "$OUT/probe.json" >"$OUT/probe.txt" 2>&1
+  # The same rows in each of do_bench's two launch-parity states, beside the mover's reach.
+  python3 -m tools.dobench_states >"$OUT/dobench-states.txt" 2>&1
   extra=(--generic "$OUT/bwd-generic.json" --mthreads "$OUT/bwd-mthreads.json"
     --do-bench "$OUT/probe.json")
 fi
 python3 -m tools.bars --backward "$OUT/bwd.json" --forward "$OUT/fwd.json" --bounds /tmp/bounds.json \
   ${extra[@]+"${extra[@]}"} --runs "${names[@]}" | tee -a "$summary"
+if [ -s "$OUT/dobench-states.txt" ]; then tee -a "$summary" <"$OUT/dobench-states.txt"; fi
