@@ -225,14 +225,17 @@ def test_fill_scatter_tiles(
 
 
 @pytest.mark.parametrize(
-    ("shape", "output_size", "tile", "rows", "box", "dtype"),
+    ("shape", "output_size", "tile", "rows", "box", "zeros", "dtype"),
     [
-        ((1, 2, 7, 8, 6), (3, 2, 4), 60, 0, 4, torch.float16),  # two slices
-        ((1, 2, 7, 8, 6), (3, 2, 4), 210, 0, 4, torch.float32),  # a plane
-        ((1, 2, 7, 8, 6), (3, 2, 4), 10**6, 4, 4, torch.float16),  # rows at an H window edge
-        ((1, 2, 6, 16, 5), (4, 10, 3), 10**6, 8, 8, torch.float32),  # all depths, half of H
-        ((1, 2, 6, 16, 5), (4, 10, 3), 100, 5, 8, torch.float16),  # five rows: windows cut
-        ((1, 2, 7, 9, 4), (3, 4, 3), 40, 3, 8, torch.bfloat16),  # every axis overlapping
+        ((1, 2, 7, 8, 6), (3, 2, 4), 60, 0, 4, 0, torch.float16),  # two slices
+        ((1, 2, 7, 8, 6), (3, 2, 4), 210, 0, 4, 0, torch.float32),  # a plane
+        ((1, 2, 7, 8, 6), (3, 2, 4), 10**6, 4, 4, 0, torch.float16),  # rows at an H window edge
+        ((1, 2, 6, 16, 5), (4, 10, 3), 10**6, 8, 8, 0, torch.float32),  # all depths, half of H
+        ((1, 2, 6, 16, 5), (4, 10, 3), 100, 5, 8, 0, torch.float16),  # five rows: windows cut
+        ((1, 2, 7, 9, 4), (3, 4, 3), 40, 3, 8, 0, torch.bfloat16),  # every axis overlapping
+        # Zero steps longer than a slice's run of rows (3+3+2 rows), and shorter (8+8 rows)
+        ((1, 2, 7, 8, 6), (3, 2, 4), 10**6, 3, 4, 64, torch.float16),
+        ((1, 2, 5, 16, 5), (4, 10, 3), 10**6, 8, 8, 32, torch.float32),
     ],
     ids=str,
 )
@@ -242,15 +245,16 @@ def test_fill_scatter_writes_every_element(
     tile: int,
     rows: int,
     box: int,
+    zeros: int,
     dtype: torch.dtype,
 ) -> None:
     """Every element of the gradient is written (zero or a sum), whatever was in memory: the
     kernel launched into a NaN-filled gradient, a few outputs walked at a time over windows
     that overlap, tiles of whole slices or of `rows` rows of H over as many slices as `tile`
-    holds, whatever windows they cut."""
+    holds, whatever windows they cut, `zeros` elements a zero step (0: the default)."""
     grad, x, indices = case(shape, output_size, dtype, "fill every element")
     base = fill_scatter.tiles(problem(grad, x, indices), current(), tile, rows)
-    config = dataclasses.replace(base, box=box)
+    config = dataclasses.replace(base, box=box, zero_block=zeros or base.zero_block)
     grad_input = torch.full(x.shape, float("nan"), dtype=dtype, device=x.device)
     fill_scatter.plan(problem(grad, grad_input, indices), config, current())(
         grad, indices, grad_input
