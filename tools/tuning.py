@@ -191,6 +191,13 @@ def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any
                     )
     if small_input.fits(p):
         variants["small_input"] = small_input.default(p, h)
+        if tiny:  # "small_input/bN-wM": N elements a program, M warps
+            for block in (256, 512, 1024, 2048):
+                for warps in (1, 2, 4, 8):
+                    if block >= 32 * warps:
+                        variants[f"small_input/b{block}-w{warps}"] = small_input.Config(
+                            block, warps
+                        )
     variants["rows"] = rows.default(p, h)
     return variants
 
