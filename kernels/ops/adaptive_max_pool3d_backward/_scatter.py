@@ -169,6 +169,82 @@ def _sum_neighbours(
 
 
 @triton.jit
+def neighbour_keys(
+    idx_base, grad_base, divisors, chosen, mine, od, oh, ow,
+    D, H, W, sid, sih, siw, sgd, sgh, sgw,
+    CD: tl.constexpr, CH: tl.constexpr, CW: tl.constexpr, WIDE: tl.constexpr,
+):  # fmt: skip
+    """`_sum_neighbours`'s loads alone (every axis at most two candidates), for a walk that
+    issues them a box ahead and folds them in later (`fold_keys`): key, gradient, key, ...,
+    a pair a combination of steps, w, h, hw, d, dw, dh, dhw (flat: the walk carries them over
+    its loop as plain values). The key is the neighbour's index, or
+    -(index + 2) where that neighbour comes first in (od, oh, ow) order, or -1 where there is
+    none (an axis without overlaps, or the element not in its window)."""
+    by_w, by_h, by_od, by_oh, by_ow = divisors
+    row = div_by(chosen, by_w, WIDE)
+    pw = chosen - row * W
+    pd = div_by(row, by_h, WIDE)
+    ph = row - pd * H
+    no = mine & (chosen != chosen)
+    has_d, back_d, i_d, g_d = no, no, 0, 0
+    has_h, back_h, i_h, g_h = no, no, 0, 0
+    has_w, back_w, i_w, g_w = no, no, 0, 0
+    if CD == 2:
+        has_d, back_d, i_d, g_d = _neighbour(od, pd, D, by_od, sid, sgd, WIDE)
+    if CH == 2:
+        has_h, back_h, i_h, g_h = _neighbour(oh, ph, H, by_oh, sih, sgh, WIDE)
+    if CW == 2:
+        has_w, back_w, i_w, g_w = _neighbour(ow, pw, W, by_ow, siw, sgw, WIDE)
+    own_i = od * sid + oh * sih + ow * siw
+    own_g = od * sgd + oh * sgh + ow * sgw
+    d = mine & has_d
+    h = mine & has_h
+    w = mine & has_w
+    k0, g0 = _key(idx_base, grad_base, own_i + i_w, own_g + g_w, w, back_w, chosen)
+    k1, g1 = _key(idx_base, grad_base, own_i + i_h, own_g + g_h, h, back_h, chosen)
+    k2, g2 = _key(idx_base, grad_base, own_i + i_h + i_w, own_g + g_h + g_w, h & w, back_h, chosen)
+    k3, g3 = _key(idx_base, grad_base, own_i + i_d, own_g + g_d, d, back_d, chosen)
+    k4, g4 = _key(idx_base, grad_base, own_i + i_d + i_w, own_g + g_d + g_w, d & w, back_d, chosen)
+    k5, g5 = _key(idx_base, grad_base, own_i + i_d + i_h, own_g + g_d + g_h, d & h, back_d, chosen)
+    k6, g6 = _key(
+        idx_base, grad_base, own_i + i_d + i_h + i_w, own_g + g_d + g_h + g_w, d & h & w,
+        back_d, chosen,
+    )  # fmt: skip
+    return k0, g0, k1, g1, k2, g2, k3, g3, k4, g4, k5, g5, k6, g6
+
+
+@triton.jit
+def _key(idx_base, grad_base, at_i, at_g, valid, first, chosen):
+    """One neighbour's (key, gradient) for `neighbour_keys`."""
+    other = tl.load(idx_base + at_i, mask=valid, other=-1).to(chosen.dtype)
+    return tl.where(first & valid, -(other + 2), other), tl.load(
+        grad_base + at_g, mask=valid, other=0.0
+    )
+
+
+@triton.jit
+def fold_keys(keys, chosen, g, mine, ACC: tl.constexpr):
+    """(value, writer) from `neighbour_keys`' pairs, as `sum_once` gives them: the output's
+    gradient plus every neighbour's that chose the same element, written by the first."""
+    value = g.to(ACC)
+    shared_before = mine & (chosen != chosen)
+    value, shared_before = _fold(keys[0], keys[1], chosen, value, shared_before, ACC)
+    value, shared_before = _fold(keys[2], keys[3], chosen, value, shared_before, ACC)
+    value, shared_before = _fold(keys[4], keys[5], chosen, value, shared_before, ACC)
+    value, shared_before = _fold(keys[6], keys[7], chosen, value, shared_before, ACC)
+    value, shared_before = _fold(keys[8], keys[9], chosen, value, shared_before, ACC)
+    value, shared_before = _fold(keys[10], keys[11], chosen, value, shared_before, ACC)
+    value, shared_before = _fold(keys[12], keys[13], chosen, value, shared_before, ACC)
+    return value, mine & ~shared_before
+
+
+@triton.jit
+def _fold(key, other_g, chosen, value, shared_before, ACC: tl.constexpr):
+    first = key == -(chosen + 2)
+    return value + tl.where((key == chosen) | first, other_g.to(ACC), 0.0), shared_before | first
+
+
+@triton.jit
 def _sum_candidates(
     idx_base, grad_base, bounds_ptr, divisors, chosen, g, mine, od, oh, ow, pd, ph, pw,
     D, H, W, sid, sih, siw, sgd, sgh, sgw,
