@@ -177,9 +177,9 @@ def neighbour_keys(
     """`_sum_neighbours`'s loads alone (every axis at most two candidates), for a walk that
     issues them a box ahead and folds them in later (`fold_keys`): key, gradient, key, ...,
     a pair a combination of steps, w, h, hw, d, dw, dh, dhw (flat: the walk carries them over
-    its loop as plain values). The key is the neighbour's index, or
-    -(index + 2) where that neighbour comes first in (od, oh, ow) order, or -1 where there is
-    none (an axis without overlaps, or the element not in its window)."""
+    its loop as plain values). A key is the neighbour's index, -(index + 2) where that
+    neighbour comes first in (od, oh, ow) order, or -1 where there is no such neighbour (an
+    axis without overlaps, the argmax inside only this output's window, a lane not `mine`)."""
     by_w, by_h, by_od, by_oh, by_ow = divisors
     row = div_by(chosen, by_w, WIDE)
     pw = chosen - row * W
