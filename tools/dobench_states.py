@@ -22,22 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import triton
 
 from kernels.benchmark.bandwidth import backward_split
 from kernels.benchmark.reach import MoverConfig, mover
 from kernels.benchmark.sizes import DEFAULT_DTYPES, DTYPES, TINY
 from kernels.ops import adaptive_max_pool3d_backward as backward_op
+from tools.host_probe import BWD, empty_kernel, tensors
 
-BWD = torch.ops.aten.adaptive_max_pool3d_backward.default
-FWD = torch.ops.aten.adaptive_max_pool3d.default
 LAYOUTS = tuple(MoverConfig(block, warps, False) for block in (256, 512, 1024) for warps in (1, 4))
 BAR = 1.5
-
-
-@triton.jit
-def _empty(x_ptr):
-    pass
 
 
 class Loop:
@@ -50,10 +43,10 @@ class Loop:
         self.starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
         self.ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
         self.dummy = torch.empty(1, device="cuda")
-        _empty[(1,)](self.dummy)
+        empty_kernel[(1,)](self.dummy)
 
     def __call__(self, fn: Callable[[], Any]) -> float:
-        _empty[(1,)](self.dummy)
+        empty_kernel[(1,)](self.dummy)
         for start, end in zip(self.starts, self.ends, strict=True):
             self.cache.zero_()
             start.record()
@@ -80,7 +73,7 @@ def main() -> None:
     args = parser.parse_args()
     loop = Loop(args.runs)
     dummy = loop.dummy
-    empty = loop.states(lambda: _empty[(1,)](dummy))
+    empty = loop.states(lambda: empty_kernel[(1,)](dummy))
     print(f"empty launch: {empty[0]:.2f} / {empty[1]:.2f} µs (fast / slow state)")
     print(
         "\n| dtype | size | torch µs | torch/1.5 | ours fast | ours slow | mover fast | "
@@ -91,9 +84,7 @@ def main() -> None:
     for dtype_name in DEFAULT_DTYPES:
         dtype = DTYPES[dtype_name]
         for shape, out in TINY:
-            x = torch.randn(shape, dtype=dtype, device="cuda")
-            _, idx = FWD(x, list(out))
-            g = torch.randn(idx.shape, dtype=dtype, device="cuda")
+            x, idx, g = tensors(shape, out, dtype)
             torch_us = statistics.fmean(loop.states(partial(BWD, g, x, idx)))
             ours = loop.states(partial(backward_op.adaptive_max_pool3d_backward, g, x, idx))
             split = backward_split(x.numel(), idx.numel(), x.element_size())
