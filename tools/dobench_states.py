@@ -25,9 +25,8 @@ import torch
 
 from kernels.benchmark.bandwidth import backward_split
 from kernels.benchmark.reach import MoverConfig, mover
-from kernels.benchmark.sizes import DEFAULT_DTYPES, DTYPES, TINY
 from kernels.ops import adaptive_max_pool3d_backward as backward_op
-from tools.host_probe import BWD, empty_kernel, tensors
+from tools.host_probe import BWD, empty_kernel, tiny_cases
 
 LAYOUTS = tuple(MoverConfig(block, warps, False) for block in (256, 512, 1024) for warps in (1, 4))
 BAR = 1.5
@@ -81,34 +80,31 @@ def main() -> None:
     )
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |")
     rows: list[dict[str, Any]] = []
-    for dtype_name in DEFAULT_DTYPES:
-        dtype = DTYPES[dtype_name]
-        for shape, out in TINY:
-            x, idx, g = tensors(shape, out, dtype)
-            torch_us = statistics.fmean(loop.states(partial(BWD, g, x, idx)))
-            ours = loop.states(partial(backward_op.adaptive_max_pool3d_backward, g, x, idx))
-            split = backward_split(x.numel(), idx.numel(), x.element_size())
-            movers = {cfg.name: loop.states(mover(split, cfg, "cuda")) for cfg in LAYOUTS}
-            best = min(movers, key=lambda name: movers[name][1])
-            need = torch_us / BAR
-            row = {
-                "dtype": dtype_name,
-                "size": list(shape),
-                "output_size": list(out),
-                "torch_us": torch_us,
-                "ours_us": list(ours),
-                "mover_us": list(movers[best]),
-                "mover_layout": best,
-                "empty_us": list(empty),
-            }
-            rows.append(row)
-            print(
-                f"| {dtype_name} | {shape}→{out} | {torch_us:.2f} | {need:.2f} | {ours[0]:.2f} | "
-                f"{ours[1]:.2f} | {movers[best][0]:.2f} | {movers[best][1]:.2f} | {best} | "
-                f"{'yes' if ours[1] <= need else 'no'} | "
-                f"{'yes' if movers[best][1] <= need else 'no'} |",
-                flush=True,
-            )
+    for dtype_name, shape, out, (x, idx, g) in tiny_cases():
+        torch_us = statistics.fmean(loop.states(partial(BWD, g, x, idx)))
+        ours = loop.states(partial(backward_op.adaptive_max_pool3d_backward, g, x, idx))
+        split = backward_split(x.numel(), idx.numel(), x.element_size())
+        movers = {cfg.name: loop.states(mover(split, cfg, "cuda")) for cfg in LAYOUTS}
+        best = min(movers, key=lambda name: movers[name][1])
+        need = torch_us / BAR
+        row = {
+            "dtype": dtype_name,
+            "size": list(shape),
+            "output_size": list(out),
+            "torch_us": torch_us,
+            "ours_us": list(ours),
+            "mover_us": list(movers[best]),
+            "mover_layout": best,
+            "empty_us": list(empty),
+        }
+        rows.append(row)
+        print(
+            f"| {dtype_name} | {shape}→{out} | {torch_us:.2f} | {need:.2f} | {ours[0]:.2f} | "
+            f"{ours[1]:.2f} | {movers[best][0]:.2f} | {movers[best][1]:.2f} | {best} | "
+            f"{'yes' if ours[1] <= need else 'no'} | "
+            f"{'yes' if movers[best][1] <= need else 'no'} |",
+            flush=True,
+        )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

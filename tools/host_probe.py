@@ -16,7 +16,7 @@ import argparse
 import json
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,13 @@ def tensors(shape: tuple[int, ...], out: tuple[int, int, int], dtype: torch.dtyp
     return x, idx, g
 
 
+def tiny_cases() -> Iterator[tuple[str, tuple[int, ...], tuple[int, int, int], tuple]]:
+    """(dtype name, shape, output size, (x, indices, grad)) of every tiny benchmark row."""
+    for dtype_name in DEFAULT_DTYPES:
+        for shape, out in TINY:
+            yield dtype_name, shape, out, tensors(shape, out, DTYPES[dtype_name])
+
+
 def plan_path(plans: Any) -> str:
     """How the newest plan's kernels launch now (`kernels.launch.Launch.path`)."""
     plan = list(plans._plans.values())[-1]
@@ -63,21 +70,18 @@ def rows() -> None:
     mthreads = runtime.function("adaptive_max_pool3d_backward", "mthreads")
     print("| op | dtype | size | torch µs | ours µs | ours/torch | path | mthreads µs |")
     print("| --- | --- | --- | ---: | ---: | ---: | --- | ---: |")
-    for dtype_name in DEFAULT_DTYPES:
-        dtype = DTYPES[dtype_name]
-        for shape, out in TINY:
-            x, idx, g = tensors(shape, out, dtype)
-            ref = us(partial(FWD, x, list(out)))
-            ours = us(partial(forward_op.adaptive_max_pool3d, x, out))
-            path = plan_path(forward_op._PLANS)
-            print(f"| fwd | {dtype_name} | {shape}→{out} | {ref:.1f} | {ours:.1f} | "
-                  f"{ours / ref:.2f} | {path} | |", flush=True)  # fmt: skip
-            ref = us(partial(BWD, g, x, idx))
-            ours = us(partial(backward_op.adaptive_max_pool3d_backward, g, x, idx))
-            mt = us(partial(mthreads, g, x, idx))
-            path = plan_path(backward_op._PLANS)
-            print(f"| bwd | {dtype_name} | {shape}→{out} | {ref:.1f} | {ours:.1f} | "
-                  f"{ours / ref:.2f} | {path} | {mt:.1f} |", flush=True)  # fmt: skip
+    for dtype_name, shape, out, (x, idx, g) in tiny_cases():
+        ref = us(partial(FWD, x, list(out)))
+        ours = us(partial(forward_op.adaptive_max_pool3d, x, out))
+        path = plan_path(forward_op._PLANS)
+        print(f"| fwd | {dtype_name} | {shape}→{out} | {ref:.1f} | {ours:.1f} | "
+              f"{ours / ref:.2f} | {path} | |", flush=True)  # fmt: skip
+        ref = us(partial(BWD, g, x, idx))
+        ours = us(partial(backward_op.adaptive_max_pool3d_backward, g, x, idx))
+        mt = us(partial(mthreads, g, x, idx))
+        path = plan_path(backward_op._PLANS)
+        print(f"| bwd | {dtype_name} | {shape}→{out} | {ref:.1f} | {ours:.1f} | "
+              f"{ours / ref:.2f} | {path} | {mt:.1f} |", flush=True)  # fmt: skip
 
 
 def c_launch_alone(launch: Launch, tensors: tuple[torch.Tensor, ...]) -> Callable[[], Any] | None:
@@ -203,42 +207,39 @@ def do_bench(repeats: int) -> list[dict[str, Any]]:
     print(f"\n| op | dtype | size | torch µs | ours µs | speedup (median of {repeats}) | min |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
     found: list[dict[str, Any]] = []
-    for dtype_name in DEFAULT_DTYPES:
-        dtype = DTYPES[dtype_name]
-        for shape, out in TINY:
-            x, idx, g = tensors(shape, out, dtype)
-            pairs = {
-                "backward": (
-                    partial(BWD, g, x, idx),
-                    partial(backward_op.adaptive_max_pool3d_backward, g, x, idx),
-                ),
-                "forward": (
-                    partial(FWD, x, list(out)),
-                    partial(forward_op.adaptive_max_pool3d, x, out),
-                ),
-            }
-            for op, (ref, ours) in pairs.items():
-                times = [(bench(ref) * 1e3, bench(ours) * 1e3) for _ in range(repeats)]
-                speedups = [r / o for r, o in times]
-                found.append(
-                    {
-                        "op": op,
-                        "dtype": dtype_name,
-                        "size": list(shape),
-                        "output_size": list(out),
-                        "repeats": repeats,
-                        "torch_us": [r for r, _ in times],
-                        "ours_us": [o for _, o in times],
-                        "speedup_median": statistics.median(speedups),
-                    }
-                )
-                print(
-                    f"| {op} | {dtype_name} | {shape}→{out} | "
-                    f"{statistics.median(r for r, _ in times):.2f} | "
-                    f"{statistics.median(o for _, o in times):.2f} | "
-                    f"{statistics.median(speedups):.3f} | {min(speedups):.3f} |",
-                    flush=True,
-                )
+    for dtype_name, shape, out, (x, idx, g) in tiny_cases():
+        pairs = {
+            "backward": (
+                partial(BWD, g, x, idx),
+                partial(backward_op.adaptive_max_pool3d_backward, g, x, idx),
+            ),
+            "forward": (
+                partial(FWD, x, list(out)),
+                partial(forward_op.adaptive_max_pool3d, x, out),
+            ),
+        }
+        for op, (ref, ours) in pairs.items():
+            times = [(bench(ref) * 1e3, bench(ours) * 1e3) for _ in range(repeats)]
+            speedups = [r / o for r, o in times]
+            found.append(
+                {
+                    "op": op,
+                    "dtype": dtype_name,
+                    "size": list(shape),
+                    "output_size": list(out),
+                    "repeats": repeats,
+                    "torch_us": [r for r, _ in times],
+                    "ours_us": [o for _, o in times],
+                    "speedup_median": statistics.median(speedups),
+                }
+            )
+            print(
+                f"| {op} | {dtype_name} | {shape}→{out} | "
+                f"{statistics.median(r for r, _ in times):.2f} | "
+                f"{statistics.median(o for _, o in times):.2f} | "
+                f"{statistics.median(speedups):.3f} | {min(speedups):.3f} |",
+                flush=True,
+            )
     return found
 
 
