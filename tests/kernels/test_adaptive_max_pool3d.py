@@ -37,6 +37,7 @@ from tests.kernels.support import (
     DEVICE,
     H200,
     HEURISTICS,
+    ON_GPU,
     UPSTREAM_OUTPUTS,
     UPSTREAM_SHAPES,
     assert_forward_matches,
@@ -209,6 +210,27 @@ def test_column_max_infinities(unroll_d: bool, carry: bool) -> None:
     x[0, 1] = float("-inf")  # a plane of -inf: the first of each window wins
     x[1, 0, :, 1, ::3] = float("inf")
     config = column_max.Config(4, 2, unroll_d, carry)
+    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
+
+
+# Triton's interpreter compares bf16 as its raw bits (negative values out of order).
+BF16_COMPARED = pytest.mark.skipif(not ON_GPU, reason="the interpreter compares bf16 as bits")
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float16, pytest.param(torch.bfloat16, marks=BF16_COMPARED)], ids=str
+)
+@pytest.mark.parametrize(("unroll_d", "carry"), [(False, False), (True, False), (False, True)])
+def test_column_max_narrow_compares_in_the_input_type(
+    unroll_d: bool, carry: bool, dtype: torch.dtype
+) -> None:
+    """Walks comparing 2-byte inputs in their own type give PyTorch's answer: ties, NaNs,
+    infinities of both signs and a plane of -inf."""
+    shape, output_size = (2, 2, 8, 6, 16), (3, 3, 4)
+    x = ties_and_nans(shape, dtype, seeded("narrow", unroll_d, carry, dtype))
+    x[0, 0, 2:4, :, 3:9] = float("inf")
+    x[0, 1] = float("-inf")
+    config = column_max.Config(4, 2, unroll_d, carry, narrow=True)
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
 
 

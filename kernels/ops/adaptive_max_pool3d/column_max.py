@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import torch
 import triton
 import triton.language as tl
 
@@ -323,6 +324,7 @@ class Config:
     unroll_d: bool = False  # unroll the depth walk too: every load of a window in flight
     carry: bool = False  # a program row a (plane, oh), its depth walked once (column_sweep)
     run: int = 0  # carrying: windows a program walks in turn (0: all of a row's)
+    narrow: bool = False  # 2-byte inputs: compare in the input's own type, not fp32
 
 
 def fits(p: Forward) -> bool:
@@ -385,6 +387,7 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
     )
     sxn, sxc, sxd, sxh, sxw = x.stride()
     strides = (sxn // vec, sxc // vec, sxd // vec, sxh // vec, sxw)
+    acc = compare_type(p, cfg)
     if cfg.carry:
         rows = n * c * oh
         run = cfg.run if 0 < cfg.run < od else 0
@@ -392,7 +395,7 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
             run = max(run, triton.cdiv(od, MAX_GRID_Y))
         scalars = (d, h_, w, h_ * w, od, by(c), by(od), by(oh), by(ow), strides, rows, w // vec)
         constants = {
-            "ACC": p.acc,
+            "ACC": acc,
             "BR": cfg.br,
             "BW": bw,
             "BOW": bow,
@@ -408,7 +411,7 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
         return Launch(column_sweep_kernel, grid, scalars, constants)
     scalars = (d, h_, w, h_ * w, by(c), by(od), by(oh), by(ow), strides, rows, w // vec)
     constants = {
-        "ACC": p.acc,
+        "ACC": acc,
         "BR": cfg.br,
         "BW": bw,
         "BOW": bow,
@@ -421,6 +424,14 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
         "num_warps": cfg.num_warps,
     }
     return Launch(column_max_kernel, (triton.cdiv(rows, cfg.br),), scalars, constants)
+
+
+def compare_type(p: Forward, cfg: Config) -> tl.dtype:
+    """The type the walk compares in: with `cfg.narrow` a 2-byte input's own (a conversion
+    an element fewer; ordering and NaN are the same in either), else the accumulator."""
+    if cfg.narrow and p.x.element_size() == 2:
+        return tl.float16 if p.x.dtype == torch.float16 else tl.bfloat16
+    return p.acc
 
 
 def new_depths(in_size: int, out_size: int, run: int = 0) -> int:
