@@ -80,7 +80,7 @@ def _walk_rows(
             best, best_step, third = keep_first_max(v, kd * KH + kh, best, best_step, third)
         else:
             best, best_step = keep_first(v, kd * KH + kh, best, best_step)
-            third = tl.maximum(third, v, propagate_nan=tl.PropagateNan.ALL)
+            third = tl.maximum(third, v, propagate_nan=tl.PropagateNan.ALL).to(ACC)
     return best, best_step, third
 
 
@@ -295,7 +295,8 @@ def column_sweep_kernel(
             take = valid & (d_best > best)
             best = tl.where(take, d_best, best)
             best_step = tl.where(take, (d - d_start) * KH + d_step, best_step)
-            top = tl.where(valid, tl.maximum(top, d_top, propagate_nan=tl.PropagateNan.ALL), top)
+            top_d = tl.maximum(top, d_top, propagate_nan=tl.PropagateNan.ALL).to(ACC)
+            top = tl.where(valid, top_d, top)
             last_best = tl.where(valid, d_best, last_best)
             last_step = tl.where(valid, d_step, last_step)
             last_top = tl.where(valid, d_top, last_top)
