@@ -125,11 +125,10 @@ def forward_variants(
             for run in (0, 2, 3):
                 name = f"column_max/{rows_}-w{warps}-c" + (str(run) if run else "")
                 variants[name] = column_max.Config(rows_, warps, carry=True, run=run)
-        # "column_max/narrow": the default plan comparing in the input's 2-byte type; "...-n"
-        # any of the above doing so
-        for name in [k for k in variants if k.startswith("column_max/")]:
-            variants[f"{name}-n"] = dataclasses.replace(variants[name], narrow=True)
-        variants["column_max/narrow"] = dataclasses.replace(column_max.default(p, h), narrow=True)
+        # "...-2p": a walk above in two passes (column maxima, then their first steps)
+        for name, cfg in [(k, v) for k, v in variants.items() if k.startswith("column_max/")]:
+            if not cfg.carry:
+                variants[f"{name}-2p"] = dataclasses.replace(cfg, two_pass=True)
     if not small:
         if global_split.fits(p):  # "global_split/pN-bB-wM": N parts a plane (0: the rule)
             for parts, block, warps in ((0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8)):

@@ -29,7 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
 import triton
 import triton.language as tl
 
@@ -62,6 +61,15 @@ MAX_GRID_Y = 65535  # CUDA's bound on a grid's second axis
 
 
 @triton.jit
+def _row(rows, kd, kh, VEC: tl.constexpr):
+    """Row (kd, kh) of every program row's window, clamped, as loaded."""
+    x_ptr, x_rows, d_start, d_last, h_start, h_last, sxd, sxh, col_offs, load_ok = rows
+    d_offs = x_rows + (tl.minimum(d_start + kd, d_last) * sxd) * VEC
+    h_offs = (tl.minimum(h_start + kh, h_last) * sxh) * VEC
+    return tl.load(x_ptr + ((d_offs + h_offs)[:, None] + col_offs), mask=load_ok)
+
+
+@triton.jit
 def _walk_rows(
     rows, kd, state, ACC: tl.constexpr, KH: tl.constexpr, VEC: tl.constexpr, NAN: tl.constexpr
 ):
@@ -70,17 +78,14 @@ def _walk_rows(
     load mask); `state` = the running (best, best_step, third): with NAN the last NaN's step,
     else a maximum that turns NaN once any element is (one instruction an element where the
     step costs two)."""
-    x_ptr, x_rows, d_start, d_last, h_start, h_last, sxd, sxh, col_offs, load_ok = rows
     best, best_step, third = state
-    d_offs = x_rows + (tl.minimum(d_start + kd, d_last) * sxd) * VEC
     for kh in tl.static_range(KH):
-        h_offs = (tl.minimum(h_start + kh, h_last) * sxh) * VEC
-        v = tl.load(x_ptr + ((d_offs + h_offs)[:, None] + col_offs), mask=load_ok).to(ACC)
+        v = _row(rows, kd, kh, VEC).to(ACC)
         if NAN:
             best, best_step, third = keep_first_max(v, kd * KH + kh, best, best_step, third)
         else:
             best, best_step = keep_first(v, kd * KH + kh, best, best_step)
-            third = tl.maximum(third, v, propagate_nan=tl.PropagateNan.ALL).to(ACC)
+            third = tl.maximum(third, v, propagate_nan=tl.PropagateNan.ALL)
     return best, best_step, third
 
 
@@ -111,6 +116,50 @@ def _walk(
         for kd in range(steps):
             state = _walk_rows(rows, kd, state, ACC, KH, VEC, NAN)
     return state
+
+
+@triton.jit
+def _top(
+    rows, steps, BR: tl.constexpr, BW: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr,
+    VEC: tl.constexpr, UNROLL_D: tl.constexpr,
+):  # fmt: skip
+    """Pass one of the two-pass walk: every column's NaN-propagating maximum, in the input's
+    own type (one packed instruction per two 2-byte elements, no step to keep)."""
+    top = tl.full([BR, BW], float("-inf"), rows[0].dtype.element_ty)
+    if UNROLL_D:
+        for kd in tl.static_range(KD):
+            for kh in tl.static_range(KH):
+                v = _row(rows, kd, kh, VEC)
+                top = tl.maximum(top, v, propagate_nan=tl.PropagateNan.ALL).to(v.dtype)
+    else:
+        for kd in range(steps):
+            for kh in tl.static_range(KH):
+                v = _row(rows, kd, kh, VEC)
+                top = tl.maximum(top, v, propagate_nan=tl.PropagateNan.ALL).to(v.dtype)
+    return top
+
+
+@triton.jit
+def _first_step(
+    rows, steps, top, BR: tl.constexpr, BW: tl.constexpr, KD: tl.constexpr,
+    KH: tl.constexpr, VEC: tl.constexpr, UNROLL_D: tl.constexpr,
+):  # fmt: skip
+    """Pass two: each column's first walk step holding `top` (NaN-free), the rows read again
+    last to first so the earliest match is the one left."""
+    step = tl.zeros([BR, BW], dtype=tl.int32)
+    if UNROLL_D:
+        for i in tl.static_range(KD):
+            for j in tl.static_range(KH):
+                kd = KD - 1 - i
+                kh = KH - 1 - j
+                step = tl.where(_row(rows, kd, kh, VEC) == top, kd * KH + kh, step)
+    else:
+        for i in range(steps):
+            kd = steps - 1 - i
+            for j in tl.static_range(KH):
+                kh = KH - 1 - j
+                step = tl.where(_row(rows, kd, kh, VEC) == top, kd * KH + kh, step)
+    return step
 
 
 @triton.jit
@@ -147,6 +196,7 @@ def column_max_kernel(
     KWP: tl.constexpr,
     VEC: tl.constexpr,
     UNROLL_D: tl.constexpr,
+    TWO_PASS: tl.constexpr,
     WIDE: tl.constexpr,
 ):
     sxn, sxc, sxd, sxh, sxw = x_strides
@@ -173,7 +223,12 @@ def column_max_kernel(
     steps = tl.max(tl.where(r_ok, d_end - d_start, 0)).to(tl.int32)  # int32 steps, WIDE too
     # First without NaN bookkeeping; a program whose rows hold a NaN walks again with it,
     # rolled (NaN is rare; unrolled, that walk cost the fast one registers).
-    best, best_step, seen = _walk(rows_of, steps, ACC, BR, BW, KD, KH, VEC, UNROLL_D, False)
+    if TWO_PASS:
+        seen = _top(rows_of, steps, BR, BW, KD, KH, VEC, UNROLL_D)
+        best_step = _first_step(rows_of, steps, seen, BR, BW, KD, KH, VEC, UNROLL_D)
+        best = seen.to(ACC)
+    else:
+        best, best_step, seen = _walk(rows_of, steps, ACC, BR, BW, KD, KH, VEC, UNROLL_D, False)
     nan_step = tl.full([BR, BW], -1, tl.int32)
     if tl.max((seen != seen).to(tl.int32)) > 0:
         best, best_step, nan_step = _walk(rows_of, steps, ACC, BR, BW, KD, KH, VEC, False, True)
@@ -295,8 +350,7 @@ def column_sweep_kernel(
             take = valid & (d_best > best)
             best = tl.where(take, d_best, best)
             best_step = tl.where(take, (d - d_start) * KH + d_step, best_step)
-            top_d = tl.maximum(top, d_top, propagate_nan=tl.PropagateNan.ALL).to(ACC)
-            top = tl.where(valid, top_d, top)
+            top = tl.where(valid, tl.maximum(top, d_top, propagate_nan=tl.PropagateNan.ALL), top)
             last_best = tl.where(valid, d_best, last_best)
             last_step = tl.where(valid, d_step, last_step)
             last_top = tl.where(valid, d_top, last_top)
@@ -325,7 +379,7 @@ class Config:
     unroll_d: bool = False  # unroll the depth walk too: every load of a window in flight
     carry: bool = False  # a program row a (plane, oh), its depth walked once (column_sweep)
     run: int = 0  # carrying: windows a program walks in turn (0: all of a row's)
-    narrow: bool = False  # 2-byte inputs: compare in the input's own type, not fp32
+    two_pass: bool = False  # not carrying: column maxima first, then their first steps
 
 
 def fits(p: Forward) -> bool:
@@ -388,7 +442,6 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
     )
     sxn, sxc, sxd, sxh, sxw = x.stride()
     strides = (sxn // vec, sxc // vec, sxd // vec, sxh // vec, sxw)
-    acc = compare_type(p, cfg)
     if cfg.carry:
         rows = n * c * oh
         run = cfg.run if 0 < cfg.run < od else 0
@@ -396,7 +449,7 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
             run = max(run, triton.cdiv(od, MAX_GRID_Y))
         scalars = (d, h_, w, h_ * w, od, by(c), by(od), by(oh), by(ow), strides, rows, w // vec)
         constants = {
-            "ACC": acc,
+            "ACC": p.acc,
             "BR": cfg.br,
             "BW": bw,
             "BOW": bow,
@@ -412,7 +465,7 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
         return Launch(column_sweep_kernel, grid, scalars, constants)
     scalars = (d, h_, w, h_ * w, by(c), by(od), by(oh), by(ow), strides, rows, w // vec)
     constants = {
-        "ACC": acc,
+        "ACC": p.acc,
         "BR": cfg.br,
         "BW": bw,
         "BOW": bow,
@@ -421,18 +474,11 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
         "KWP": next_pow2(windows[2]),
         "VEC": vec,
         "UNROLL_D": cfg.unroll_d,
+        "TWO_PASS": cfg.two_pass,
         "WIDE": wide,
         "num_warps": cfg.num_warps,
     }
     return Launch(column_max_kernel, (triton.cdiv(rows, cfg.br),), scalars, constants)
-
-
-def compare_type(p: Forward, cfg: Config) -> tl.dtype:
-    """The type the walk compares in: with `cfg.narrow` a 2-byte input's own (a conversion
-    an element fewer; ordering and NaN are the same in either), else the accumulator."""
-    if cfg.narrow and p.x.element_size() == 2:
-        return tl.float16 if p.x.dtype == torch.float16 else tl.bfloat16
-    return p.acc
 
 
 def new_depths(in_size: int, out_size: int, run: int = 0) -> int:
