@@ -44,6 +44,8 @@ class Heuristics:
     # depth once (a warp) where the D windows read at least this many times the input
     column_carry_run: int  # column_max: windows a carrying program walks in turn (0: all of
     # its row's)
+    column_two_pass: bool  # column_max: an unrolled walk in two passes (the columns' maxima,
+    # then the first step holding each)
     column_per_thread: tuple[int, int, int]  # column_max: columns a thread, as warps are
     # set (2-byte dtypes with the walk unrolled, 2-byte rolled, 4- and 8-byte)
     chunk_elements: int  # chunked: window elements a step

@@ -474,13 +474,23 @@ H200_PLANS = [
     ((8, 64, 16, 56, 56), (8, 28, 28), torch.float32, pair_window.Config(1, 16, 32, 4)),
     ((8, 64, 16, 56, 56), (1, 1, 1), torch.float16, global_groups.Config(8, 256, 4)),
     ((4, 4, 32, 256, 512), (1, 1, 1), torch.float32, global_split.Config(0, 2048, 8)),
-    ((8, 64, 16, 56, 56), (7, 7, 7), torch.float16, column_max.Config(1, 1, carry=True, run=2)),
+    ((8, 64, 16, 56, 56), (7, 7, 7), torch.float16, column_max.Config(4, 2, True, two_pass=True)),
     ((8, 64, 16, 56, 56), (7, 7, 7), torch.float32, column_max.Config(1, 1, carry=True, run=2)),
-    ((8, 64, 16, 56, 56), (5, 9, 11), torch.bfloat16, column_max.Config(4, 2, True)),
-    ((8, 64, 16, 56, 56), (5, 9, 11), torch.float32, column_max.Config(4, 4, True)),
+    ((8, 64, 16, 56, 56), (5, 9, 11), torch.bfloat16, column_max.Config(4, 2, True, two_pass=True)),
+    ((8, 64, 16, 56, 56), (5, 9, 11), torch.float32, column_max.Config(4, 4, True, two_pass=True)),
     ((4, 32, 32, 64, 64), (16, 32, 32), torch.float16, pair_window.Config(1, 32, 32, 8)),
-    ((4, 32, 32, 64, 64), (10, 20, 20), torch.float16, column_max.Config(4, 2, True)),
-    ((4, 32, 32, 64, 64), (10, 20, 20), torch.float32, column_max.Config(4, 4, True)),
+    (
+        (4, 32, 32, 64, 64),
+        (10, 20, 20),
+        torch.float16,
+        column_max.Config(4, 2, True, two_pass=True),
+    ),
+    (
+        (4, 32, 32, 64, 64),
+        (10, 20, 20),
+        torch.float32,
+        column_max.Config(4, 4, True, two_pass=True),
+    ),
     ((8, 64, 16, 56, 56), (16, 28, 20), torch.float16, lane_window.Config(256, 8)),  # 2 rows
     ((8, 64, 16, 64, 64), (4, 2, 16), torch.float16, window_tile.Config(1, 1, 32, 16, 4, 1)),
     ((8, 64, 16, 96, 64), (8, 4, 16), torch.float16, lane_window.Config(256, 8)),  # 192

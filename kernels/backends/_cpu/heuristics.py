@@ -35,6 +35,7 @@ INTERPRETER = Heuristics(
     column_per_thread=(1, 1, 1),
     column_carry=(float("inf"), float("inf")),  # a program's windows in turn: Python time
     column_carry_run=0,
+    column_two_pass=False,  # the interpreter compares bf16 as its bits
     chunk_elements=32768,
     tile_elements=4096,
     tile_warps=None,

@@ -58,14 +58,21 @@ def for_device(properties: Any) -> Heuristics:
         column_elements=(256, 256),
         column_unroll_steps=(32, 32),
         column_per_thread=(4, 4, 2),
-        # Carrying the depth two D windows share (each depth read once) pays where the
-        # windows read 1.38x the input: (7,7,7) a row and a warp a program, in runs of two
-        # windows (a run's first reads its shared depth again, for 4x the programs): fp32
-        # 1.55x the floor against 1.60 for whole rows and 1.79 without carrying; bf16 2.26
-        # against 2.43 and 2.42, fp16 2.32 against 2.34 and 2.30. On (5,9,11) and (10,20,20)
-        # (1.25x) it lost 10-35% in every dtype, in runs of two or three too.
-        column_carry=(1.3, 1.3),
+        # Carrying the depth two D windows share (each depth read once) pays in fp32 where
+        # the windows read 1.38x the input: (7,7,7) a row and a warp a program, in runs of two
+        # windows (a run's first reads its shared depth again, for 4x the programs): 1.55x
+        # the floor against 1.60 for whole rows and 1.79 without carrying. On (5,9,11) and
+        # (10,20,20) (1.25x) it lost 10-35% in every dtype, in runs of two or three too. In
+        # 2-byte dtypes the two-pass walk below beats it on (7,7,7): 1.21-1.27x the row's
+        # reach against 1.35-1.39.
+        column_carry=(float("inf"), 1.3),
         column_carry_run=2,
+        # An unrolled walk in two passes: the columns' maxima (packed 2-byte maxima, no step
+        # kept), then each one's first step, the rows kept in registers from the first pass.
+        # Over the one-pass walk, x the row's reach: fp16/bf16 (5,9,11) 1.37-1.42 -> 1.24-1.25,
+        # (10,20,20) 1.35-1.38 -> 1.21-1.22; fp32 1.22-1.23 -> 1.08-1.18 (sm_90 fp16 (5,9,11):
+        # 1512 -> 1184 instructions, 128 -> 96 registers).
+        column_two_pass=True,
         chunk_elements=2048,
         # (8,64,16,56,56) -> (7,7,7): about 2048 elements a load and one warp (3.4x the floor
         # in fp16 and 2.2x in fp32, against 6.7x and 3.3x for lane_window).

@@ -379,7 +379,7 @@ class Config:
     unroll_d: bool = False  # unroll the depth walk too: every load of a window in flight
     carry: bool = False  # a program row a (plane, oh), its depth walked once (column_sweep)
     run: int = 0  # carrying: windows a program walks in turn (0: all of a row's)
-    two_pass: bool = False  # not carrying: column maxima first, then their first steps
+    two_pass: bool = False  # not carrying: the columns' maxima first, then their first steps
 
 
 def fits(p: Forward) -> bool:
@@ -399,8 +399,8 @@ def default(p: Forward, h: Heuristics) -> Config:
     where the D windows read at least `h.column_carry` times the input; else rows a program
     and warps for rows of W columns and windows of KD·KH rows: a program holds
     `h.column_elements` input elements a step; the depth walk is unrolled up to
-    `h.column_unroll_steps` rows; warps keep each thread near `h.column_per_thread` columns
-    (at most one warp a row: see `plan`)."""
+    `h.column_unroll_steps` rows, in two passes where `h.column_two_pass`; warps keep each
+    thread near `h.column_per_thread` columns (at most one warp a row: see `plan`)."""
     columns = next_pow2(p.x.shape[-1])
     size = p.x.element_size()
     if depth_reads(p.x.shape[2], p.out[0]) >= h.narrow(h.column_carry, size):
@@ -413,7 +413,7 @@ def default(p: Forward, h: Heuristics) -> Config:
     narrow_unrolled, narrow_rolled, wide = h.column_per_thread
     per_thread = wide if size >= 4 else narrow_unrolled if unroll_d else narrow_rolled
     warps = max(1, min(h.max_warps, rows, rows * columns // (32 * per_thread)))
-    return Config(rows, warps, unroll_d)
+    return Config(rows, warps, unroll_d, two_pass=unroll_d and h.column_two_pass)
 
 
 def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
