@@ -175,13 +175,6 @@ def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any
                 variants[f"fill_scatter/{tile // 1024}k-h{rows_}"] = fill_scatter.tiles(
                     p, h, tile, rows_
                 )
-        ahead = dataclasses.replace(base, prefetch=True)
-        if fill_scatter.prefetches(p, ahead):  # "fill_scatter/prefetch[-boxN]": neighbours
-            variants["fill_scatter/prefetch"] = ahead  # loaded a box ahead
-            for box in (256, 512, 1024):
-                if box != ahead.box:
-                    boxed = dataclasses.replace(ahead, box=box)
-                    variants[f"fill_scatter/prefetch-box{box}"] = boxed
         plane = fill_scatter.tiles(p, h, math.prod(p.in_dhw))  # a program a (n, c) plane
         variants["fill_scatter/plane"] = plane
         for per_thread in (1, 2, 4):  # ... walking N outputs at a time

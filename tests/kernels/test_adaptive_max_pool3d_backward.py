@@ -262,59 +262,6 @@ def test_fill_scatter_writes_every_element(
     assert_backward_matches(grad_input, grad, x, indices)
 
 
-@pytest.mark.parametrize(
-    ("shape", "output_size", "tile", "rows", "box"),
-    [
-        ((1, 2, 7, 9, 10), (3, 4, 3), 60, 3, 4),  # overlaps on every axis, rows of slices
-        ((2, 3, 10, 12, 12), (3, 5, 5), 10**6, 0, 8),  # whole planes, boxes of 8
-        ((1, 2, 16, 8, 16), (7, 4, 4), 200, 0, 16),  # overlaps on D only
-        ((1, 2, 6, 16, 5), (4, 10, 3), 100, 5, 8),  # five rows: windows cut
-    ],
-    ids=str,
-)
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
-def test_fill_scatter_neighbours_a_box_ahead_give_the_same_gradient(
-    shape: tuple[int, ...],
-    output_size: tuple[int, int, int],
-    tile: int,
-    rows: int,
-    box: int,
-    dtype: torch.dtype,
-) -> None:
-    """`prefetch` (each box's neighbour loads issued a box ahead) writes every element and
-    the same bits as the walk that loads them in turn, on inputs whose ties make overlapping
-    windows choose the same element (their gradients summed once, by the first)."""
-    gen = seeded(shape, output_size, dtype, "prefetch")
-    x = (randn(shape, torch.float64, gen) * 2).round().to(dtype)
-    _, indices = reference_forward(x, output_size)
-    indices = indices.to(DEVICE)
-    grad = randn(tuple(indices.shape), dtype, gen)
-    p = problem(grad, x, indices)
-    base = dataclasses.replace(fill_scatter.tiles(p, current(), tile, rows), box=box)
-    assert fill_scatter.prefetches(p, dataclasses.replace(base, prefetch=True))
-    got = []
-    for prefetch in (False, True):
-        grad_input = torch.full(x.shape, float("nan"), dtype=dtype, device=x.device)
-        config = dataclasses.replace(base, prefetch=prefetch)
-        fill_scatter.plan(problem(grad, grad_input, indices), config, current())(
-            grad, indices, grad_input
-        )
-        got.append(grad_input)
-    assert torch.equal(got[0], got[1])
-    assert_backward_matches(got[1], grad, x, indices)
-
-
-def test_prefetch_is_ignored_where_an_axis_has_more_than_two_candidates() -> None:
-    """Steep upsampling along an axis (three or more windows an element) keeps the walk that
-    checks candidates by the table."""
-    grad, x, indices = case((1, 1, 3, 4, 5), (7, 2, 3), torch.float32, "prefetch three")
-    p = problem(grad, x, indices)
-    assert max(p.candidates) > 2
-    config = dataclasses.replace(fill_scatter.default(p, current()), prefetch=True)
-    assert not fill_scatter.prefetches(p, config)
-    assert fill_scatter.plan(p, config, current()).constants["PREFETCH"] is False
-
-
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("output_size", [(3, 4, 4), (2, 3, 3)], ids=str)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)

@@ -39,15 +39,6 @@ def test_backward_variants_name_their_kernels() -> None:
     assert variants["fill_scatter/plane-box512"].box == 512
     assert isinstance(variants["zeroed_scatter/1024"], zeroed_scatter.Config)
     assert isinstance(variants["rows"], rows.Config) and "disjoint" not in variants
-    ahead = variants["fill_scatter/prefetch"]
-    assert isinstance(ahead, fill_scatter.Config) and ahead.prefetch
-    assert variants["fill_scatter/prefetch-box1024"].box == 1024
-
-
-def test_prefetch_is_swept_only_where_windows_overlap() -> None:
-    x = torch.empty((8, 64, 16, 56, 56), dtype=torch.float16, device="meta")
-    out = torch.empty((8, 64, 8, 28, 28), dtype=torch.float16, device="meta")
-    assert not any("prefetch" in name for name in backward_variants(problem(out, x, out.long())))
 
 
 def test_global_pooling_sweeps_both_global_kernels() -> None:

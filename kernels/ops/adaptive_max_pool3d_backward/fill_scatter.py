@@ -35,8 +35,6 @@ from kernels.ops.adaptive_max_pool3d_backward._scatter import (
     divisor_of,
     divisors_of,
     fits_axes,
-    fold_keys,
-    neighbour_keys,
     sum_once,
 )
 
@@ -84,7 +82,6 @@ def fill_scatter_kernel(
     CW: tl.constexpr,
     VEC: tl.constexpr,
     WIDE: tl.constexpr,
-    PREFETCH: tl.constexpr,
 ):
     sgn, sgc, sgd, sgh, sgw = grad_strides
     sin, sic, sid, sih, siw = idx_strides
@@ -136,12 +133,6 @@ def fill_scatter_kernel(
     # exists: windows cover the input, so every tile meets an output).
     tile_lo = d0 * HW
     tile_hi = d1 * HW
-    if PREFETCH:  # the first box's neighbour loads too, before the loop
-        mine = _mine(chosen, ok, tile_lo, tile_hi, h0, h1, H, divisors, SPLIT_H, WIDE)
-        k0, g0, k1, g1, k2, g2, k3, g3, k4, g4, k5, g5, k6, g6 = neighbour_keys(
-            idx_plane, grad_plane, divisors, chosen, mine, od, oh, ow,
-            D, H, W, sid, sih, siw, sgd, sgh, sgw, CD, CH, CW, WIDE,
-        )  # fmt: skip
     for box_start in range(0, total, BOX):
         sd, sh, next_ow, next_ok = _box_outputs(
             box_start + BOX + lanes, total, n_oh, by_rows, by_ow, WIDE
@@ -154,41 +145,23 @@ def fill_scatter_kernel(
         next_g = tl.load(
             grad_plane + (next_od * sgd + next_oh * sgh + next_ow * sgw), mask=next_ok, other=0.0
         )
-        if PREFETCH:  # this box's neighbours were loaded a box ago
-            keys = (k0, g0, k1, g1, k2, g2, k3, g3, k4, g4, k5, g5, k6, g6)
-            value, writer = fold_keys(keys, chosen, g, mine, ACC)
-        else:
-            mine = _mine(chosen, ok, tile_lo, tile_hi, h0, h1, H, divisors, SPLIT_H, WIDE)
-            value, writer = sum_once(
-                idx_plane, grad_plane, bounds_ptr, divisors, chosen, g, mine, od, oh, ow,
-                D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW, WIDE,
-            )  # fmt: skip
+        # A valid index's low word is the index when the volume fits in 32 bits.
+        mine = ok & (chosen >= tile_lo) & (chosen < tile_hi)
+        if SPLIT_H:  # the same split of `chosen` as sum_once's (computed once); lanes
+            # with a negative index divide garbage but are not `mine` already
+            row = div_by(chosen, divisors[0], WIDE)
+            ph = row - div_by(row, divisors[1], WIDE) * H
+            mine = mine & (ph >= h0) & (ph < h1)
+        value, writer = sum_once(
+            idx_plane, grad_plane, bounds_ptr, divisors, chosen, g, mine, od, oh, ow,
+            D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW, WIDE,
+        )  # fmt: skip
         if box_start == 0:
             _zero_tile(gin_plane, d0, d1, h0, h1, HW_vec, W_vec, ZB, VEC, SPLIT_H)
             # The scattered stores must land after the zeros (other threads' stores).
             tl.debug_barrier()
         tl.store(gin_plane + chosen, value.to(gin_ptr.dtype.element_ty), mask=writer)
         od, oh, ow, ok, chosen, g = next_od, next_oh, next_ow, next_ok, next_chosen, next_g
-        if PREFETCH:  # the next box's neighbours, in flight over the loop's turn
-            mine = _mine(chosen, ok, tile_lo, tile_hi, h0, h1, H, divisors, SPLIT_H, WIDE)
-            k0, g0, k1, g1, k2, g2, k3, g3, k4, g4, k5, g5, k6, g6 = neighbour_keys(
-                idx_plane, grad_plane, divisors, chosen, mine, od, oh, ow,
-                D, H, W, sid, sih, siw, sgd, sgh, sgw, CD, CH, CW, WIDE,
-            )  # fmt: skip
-
-
-@triton.jit
-def _mine(
-    chosen, ok, tile_lo, tile_hi, h0, h1, H, divisors, SPLIT_H: tl.constexpr, WIDE: tl.constexpr
-):
-    """Which lanes' argmax lies in the program's tile (a valid index's low word is the index
-    when the volume fits in 32 bits; a masked lane's -1 fails the bounds before the split)."""
-    mine = ok & (chosen >= tile_lo) & (chosen < tile_hi)
-    if SPLIT_H:
-        row = div_by(chosen, divisors[0], WIDE)
-        ph = row - div_by(row, divisors[1], WIDE) * H
-        mine = mine & (ph >= h0) & (ph < h1)
-    return mine
 
 
 @triton.jit
@@ -226,9 +199,6 @@ class Config:
     zero_block: int
     num_warps: int
     rows: int = 0  # rows of H a tile holds, its slices as many as `tile` allows (0: `sides`)
-    # Load each box's neighbours a box ahead (`_scatter.neighbour_keys`), where every axis
-    # has at most two candidates and some axis overlaps (else ignored).
-    prefetch: bool = False
 
 
 def default_tile(p: Backward, h: Heuristics) -> tuple[int, int]:
@@ -360,13 +330,6 @@ def plan(p: Backward, cfg: Config, h: Heuristics) -> Launch:
         "CW": cw,
         "VEC": vec,
         "WIDE": wide,
-        "PREFETCH": prefetches(p, cfg),
         "num_warps": cfg.num_warps,
     }
     return Launch(fill_scatter_kernel, grid, scalars, constants)
-
-
-def prefetches(p: Backward, cfg: Config) -> bool:
-    """Whether the walk loads neighbours a box ahead: asked for, some axis overlapping and
-    none with more than two candidates."""
-    return cfg.prefetch and p.candidate_outputs > 1 and max(p.candidates) <= 2
