@@ -127,7 +127,8 @@ def forward_variants(
                 variants[name] = column_max.Config(rows_, warps, carry=True, run=run)
         # "...-2p": a walk above in two passes (column maxima, then their first steps)
         for name, cfg in [(k, v) for k, v in variants.items() if k.startswith("column_max/")]:
-            variants[f"{name}-2p"] = dataclasses.replace(cfg, two_pass=True)
+            if not cfg.carry:
+                variants[f"{name}-2p"] = dataclasses.replace(cfg, two_pass=True)
     if not small:
         if global_split.fits(p):  # "global_split/pN-bB-wM": N parts a plane (0: the rule)
             for parts, block, warps in ((0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8)):

@@ -300,7 +300,6 @@ def column_sweep_kernel(
     KH: tl.constexpr,
     KWP: tl.constexpr,
     VEC: tl.constexpr,
-    TWO_PASS: tl.constexpr,
     WIDE: tl.constexpr,
 ):
     """column_max with each program row a (plane, oh) whose depth is walked once: window by
@@ -347,13 +346,7 @@ def column_sweep_kernel(
             d = first + k
             valid = (lane + d) < d_end
             depth = (x_ptr, x_rows, d, d, h_start, h_last, sxd, sxh, col_offs, load_ok & valid)
-            if TWO_PASS:  # a NaN in d_top sends the window (and one sharing it) walking again
-                d_top = _top(depth, 1, BR, BW, 1, KH, VEC, True)
-                d_step = _first_step(depth, 1, d_top, BR, BW, 1, KH, VEC, True)
-                d_best = d_top.to(ACC)
-                d_top = d_best
-            else:
-                d_best, d_step, d_top = _walk_rows(depth, 0, (low, zero, low), ACC, KH, VEC, False)
+            d_best, d_step, d_top = _walk_rows(depth, 0, (low, zero, low), ACC, KH, VEC, False)
             take = valid & (d_best > best)
             best = tl.where(take, d_best, best)
             best_step = tl.where(take, (d - d_start) * KH + d_step, best_step)
@@ -386,8 +379,7 @@ class Config:
     unroll_d: bool = False  # unroll the depth walk too: every load of a window in flight
     carry: bool = False  # a program row a (plane, oh), its depth walked once (column_sweep)
     run: int = 0  # carrying: windows a program walks in turn (0: all of a row's)
-    two_pass: bool = False  # the columns' maxima first, then their first steps (carrying: a
-    # depth's)
+    two_pass: bool = False  # not carrying: the columns' maxima first, then their first steps
 
 
 def fits(p: Forward) -> bool:
@@ -466,7 +458,6 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
             "KH": windows[1],
             "KWP": next_pow2(windows[2]),
             "VEC": vec,
-            "TWO_PASS": cfg.two_pass,
             "WIDE": wide,
             "num_warps": cfg.num_warps,
         }
