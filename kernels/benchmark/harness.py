@@ -19,7 +19,7 @@ it (0.5 %: the median within about ±0.25 %, far inside the 10 % a slower row mu
 steady row stops after a round or two, a noisy one takes the whole budget. (Over single runs
 a one-kernel op's median fell between its two states and never settled, so every timing took
 its whole budget.) Host time per call is a separate number: the wall time of 1,000
-back-to-back calls synchronized once (`host_us_per_call`), the least of three such
+back-to-back calls synchronized once (`host_us_per_call`), the least of five such
 measurements of each side taken in turn, what a caller looping over tiny inputs waits for.
 Under the Triton interpreter it is a host clock over a few repetitions: those numbers are not
 performance.
@@ -246,8 +246,11 @@ def host_us_per_call(
 
 
 # Host-time measurements of each side, taken in turn: a host's hiccups (a scheduler tick, a
-# garbage collection) only add, so each side's least is its own cost.
-HOST_ROUNDS = 3
+# garbage collection) only add, so each side's least is its own cost. Five, not three: an
+# H200 host's loops ran at about 9.5 or 14 µs a call for stretches of a row or more, and with
+# three rounds one side's least could still come from the slow stretch (a row at 1.21x
+# PyTorch's host time that a separate probe of the same run put at 0.91x).
+HOST_ROUNDS = 5
 
 
 def host_us_pair(

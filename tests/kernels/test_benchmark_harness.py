@@ -382,6 +382,30 @@ def test_host_time_per_call_is_one_loop_synchronized_once() -> None:
     assert 0 < per_call < 1000  # appending to a list takes well under a millisecond
 
 
+def test_host_time_pair_alternates_sides_and_keeps_each_sides_least() -> None:
+    """The sides' loops alternate round by round, and each side's number is its own fastest
+    round: a slow stretch that covers all but one of our rounds does not count against us."""
+    import time
+
+    from kernels.benchmark.harness import HOST_ROUNDS, host_us_pair
+
+    order: list[str] = []
+
+    def reference() -> None:
+        order.append("torch")
+        time.sleep(0.004)
+
+    def kernel() -> None:
+        order.append("ours")
+        if order.count("ours") < 2 * HOST_ROUNDS - 1:  # slow until the last round's timed call
+            time.sleep(0.004)
+
+    torch_us, ours_us = host_us_pair(reference, kernel, lambda: None, calls=1)
+    # Each round: one untimed call and one timed call of PyTorch's, then of ours.
+    assert order == ["torch", "torch", "ours", "ours"] * HOST_ROUNDS
+    assert torch_us >= 4000 and ours_us < 2000
+
+
 def test_host_time_columns_appear_where_measured() -> None:
     from kernels.benchmark.report import HOST_COLUMNS
 
