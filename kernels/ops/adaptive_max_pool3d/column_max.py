@@ -5,7 +5,10 @@ step of the window walk it loads, for every row, one whole input row (d, h, all 
 contiguous vectors of up to 16 bytes a thread, as a copy reads. It keeps a running maximum
 per column, and the walk step that set it, with elementwise work only. Once at the end each
 column becomes one (value, position) and each output gathers its window's columns
-(`tl.gather`) and reduces them.
+(`tl.gather`) and reduces them. An unrolled walk may take two passes (`Config.two_pass`):
+the columns' maxima alone, in the input's own type (2-byte values stay packed, two to an
+instruction), then the rows again last to first for the first step holding each maximum;
+the compiler keeps the first pass's rows in registers, so the second loads nothing.
 
 The walk keeps no NaN step (a NaN-propagating maximum says whether there was one; only a
 program that saw a NaN walks again with the steps), and the divisions by the output sizes are
