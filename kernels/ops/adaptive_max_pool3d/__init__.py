@@ -3,8 +3,11 @@
 Semantics are PyTorch's: the index is the flat offset in the D·H·W volume, the first maximum
 wins a tie (smallest offset, PyTorch scans d, h, w in order), and a NaN wins over any number
 (the last NaN in scan order, as PyTorch's CPU kernel keeps it). Comparisons run in fp32 (fp64
-for fp64 input), which is exact for every input dtype. Every kernel's loops run over the
-largest window of each axis, which the host computes, so they are bounded.
+for fp64 input) or in the input's own type, both exact. One difference: where a window's
+maximum is zero and it holds zeros of both signs, the value may carry the other sign than its
+first zero's (the reductions do not order -0 and +0; the index is still the first zero's).
+Every kernel's loops run over the largest window of each axis, which the host computes, so
+they are bounded.
 
 The plan takes the first route of DISPATCH whose condition holds, one kernel module each (the
 thresholds are the device's `Heuristics`); a `config` given by the caller names its kernel.
