@@ -122,47 +122,45 @@ def _walk(
 
 
 @triton.jit
-def _top(
-    rows, steps, BR: tl.constexpr, BW: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr,
-    VEC: tl.constexpr, UNROLL_D: tl.constexpr,
-):  # fmt: skip
-    """Pass one of the two-pass walk: every column's NaN-propagating maximum, in the input's
-    own type (one packed instruction per two 2-byte elements, no step to keep)."""
-    top = tl.full([BR, BW], float("-inf"), rows[0].dtype.element_ty)
-    if UNROLL_D:
-        for kd in tl.static_range(KD):
-            for kh in tl.static_range(KH):
-                v = _row(rows, kd, kh, VEC)
-                top = tl.maximum(top, v, propagate_nan=tl.PropagateNan.ALL).to(v.dtype)
-    else:
-        for kd in range(steps):
-            for kh in tl.static_range(KH):
-                v = _row(rows, kd, kh, VEC)
-                top = tl.maximum(top, v, propagate_nan=tl.PropagateNan.ALL).to(v.dtype)
+def _top_rows(rows, kd, top, KH: tl.constexpr, VEC: tl.constexpr):
+    """Pass one over depth step `kd`'s KH rows: the running NaN-propagating maxima."""
+    for kh in tl.static_range(KH):
+        v = _row(rows, kd, kh, VEC)
+        # Cast back: Triton 3.6 widens a bf16 maximum to fp32.
+        top = tl.maximum(top, v, propagate_nan=tl.PropagateNan.ALL).to(v.dtype)
     return top
 
 
 @triton.jit
-def _first_step(
-    rows, steps, top, BR: tl.constexpr, BW: tl.constexpr, KD: tl.constexpr,
-    KH: tl.constexpr, VEC: tl.constexpr, UNROLL_D: tl.constexpr,
+def _first_rows(rows, kd, top, step, KH: tl.constexpr, VEC: tl.constexpr):
+    """Pass two over depth step `kd`'s KH rows, last to first: the step of each match."""
+    for j in tl.static_range(KH):
+        kh = KH - 1 - j
+        step = tl.where(_row(rows, kd, kh, VEC) == top, kd * KH + kh, step)
+    return step
+
+
+@triton.jit
+def _two_passes(
+    rows, steps, BR: tl.constexpr, BW: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr,
+    VEC: tl.constexpr, UNROLL_D: tl.constexpr,
 ):  # fmt: skip
-    """Pass two: each column's first walk step holding `top` (NaN-free), the rows read again
-    last to first so the earliest match is the one left."""
+    """The two-pass walk: every column's NaN-propagating maximum in the input's own type (one
+    packed instruction per two 2-byte elements, no step to keep), then the rows again last to
+    first for the first step holding it (NaN-free columns; a NaN walks again)."""
+    top = tl.full([BR, BW], float("-inf"), rows[0].dtype.element_ty)
     step = tl.zeros([BR, BW], dtype=tl.int32)
     if UNROLL_D:
+        for kd in tl.static_range(KD):
+            top = _top_rows(rows, kd, top, KH, VEC)
         for i in tl.static_range(KD):
-            for j in tl.static_range(KH):
-                kd = KD - 1 - i
-                kh = KH - 1 - j
-                step = tl.where(_row(rows, kd, kh, VEC) == top, kd * KH + kh, step)
+            step = _first_rows(rows, KD - 1 - i, top, step, KH, VEC)
     else:
+        for kd in range(steps):
+            top = _top_rows(rows, kd, top, KH, VEC)
         for i in range(steps):
-            kd = steps - 1 - i
-            for j in tl.static_range(KH):
-                kh = KH - 1 - j
-                step = tl.where(_row(rows, kd, kh, VEC) == top, kd * KH + kh, step)
-    return step
+            step = _first_rows(rows, steps - 1 - i, top, step, KH, VEC)
+    return top, step
 
 
 @triton.jit
@@ -227,8 +225,7 @@ def column_max_kernel(
     # First without NaN bookkeeping; a program whose rows hold a NaN walks again with it,
     # rolled (NaN is rare; unrolled, that walk cost the fast one registers).
     if TWO_PASS:
-        seen = _top(rows_of, steps, BR, BW, KD, KH, VEC, UNROLL_D)
-        best_step = _first_step(rows_of, steps, seen, BR, BW, KD, KH, VEC, UNROLL_D)
+        seen, best_step = _two_passes(rows_of, steps, BR, BW, KD, KH, VEC, UNROLL_D)
         best = seen.to(ACC)
     else:
         best, best_step, seen = _walk(rows_of, steps, ACC, BR, BW, KD, KH, VEC, UNROLL_D, False)
