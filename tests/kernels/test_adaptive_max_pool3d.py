@@ -400,6 +400,8 @@ def test_kernels_refuse_what_they_cannot_run() -> None:
     # More warps than rows: Triton 3.6 cannot keep the final gather inside a warp.
     with pytest.raises(ValueError, match="needs num_warps <= rows"):
         forward(x, (1, 8, 2), config=column_max.Config(2, 4))
+    with pytest.raises(ValueError, match="carrying column_max walk takes one pass"):
+        forward(x, (1, 8, 2), config=column_max.Config(2, 1, carry=True, two_pass=True))
     with pytest.raises(ValueError, match="pair_window kernel needs W = 2·OW"):
         forward(x, (1, 8, 1), config=pair_window.Config(1, 1, 1, 1))
     with pytest.raises(ValueError, match="global_groups kernels need global pooling"):

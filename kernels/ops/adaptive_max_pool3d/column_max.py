@@ -427,6 +427,8 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
         # Triton 3.6 asserts (OptimizeThreadLocality) on a gather it cannot keep inside a warp:
         # every warp must own whole rows.
         raise ValueError(f"the column_max kernel needs num_warps <= rows, got {cfg}")
+    if cfg.carry and cfg.two_pass:
+        raise ValueError(f"the carrying column_max walk takes one pass, got {cfg}")
     n, c, d, h_, w = x.shape
     od, oh, ow = p.out
     rows = n * c * od * oh
