@@ -246,10 +246,9 @@ def host_us_per_call(
 
 
 # Host-time measurements of each side, taken in turn: a host's hiccups (a scheduler tick, a
-# garbage collection) only add, so each side's least is its own cost. Five, not three: an
-# H200 host's loops ran at about 9.5 or 14 µs a call for stretches of a row or more, and with
-# three rounds one side's least could still come from the slow stretch (a row at 1.21x
-# PyTorch's host time that a separate probe of the same run put at 0.91x).
+# garbage collection) only add, so each side's least is its own cost. An H200 host's loops
+# ran at about 9.5 or 14 µs a call for stretches of a row or more: more rounds give each side
+# more chances outside such a stretch.
 HOST_ROUNDS = 5
 
 
