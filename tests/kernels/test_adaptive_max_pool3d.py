@@ -237,6 +237,30 @@ def test_column_max_two_passes(unroll_d: bool, nan: bool, dtype: torch.dtype) ->
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
 
 
+@pytest.mark.parametrize("tiled", [True, False], ids=["in place", "gathered"])
+@pytest.mark.parametrize("walk", ["one pass", "carry", "two passes"])
+def test_column_max_reduces_tiling_w_windows_in_place(tiled: bool, walk: str) -> None:
+    """W windows of 4 columns edge to edge (24 -> 6) are reduced where they lie, without the
+    gather, and give what the gather gives: PyTorch's values and indices, NaNs and ties too."""
+    shape, output_size = (2, 3, 5, 7, 24), (3, 4, 6)
+    x = ties_and_nans(shape, torch.float32, seeded("tiling", tiled, walk))
+    config = {
+        "one pass": column_max.Config(4, 2, tiled=tiled),
+        "carry": column_max.Config(2, 1, carry=True, tiled=tiled),
+        "two passes": column_max.Config(4, 2, True, two_pass=True, tiled=tiled),
+    }[walk]
+    assert_forward_matches(forward(x, output_size, config=config), x, output_size)
+
+
+def test_column_max_knows_which_w_windows_tile_a_row() -> None:
+    assert column_max.tiles_row(24, 6)  # 4 columns a window
+    assert column_max.tiles_row(56, 7)
+    assert column_max.tiles_row(8, 8)  # a column a window
+    assert not column_max.tiles_row(48, 8)  # 6 columns: not a power of two
+    assert not column_max.tiles_row(56, 11)  # overlapping windows
+    assert not column_max.tiles_row(4, 8)  # upsampled
+
+
 def test_column_max_carry_counts_the_depths_a_window_adds() -> None:
     """Consecutive windows share at most one depth: (7,7,7)'s windows of 16 add 2-3 each."""
     assert column_max.new_depths(16, 7) == 3  # [0,3) [2,5) [4,7) [6,10) [9,12) ...

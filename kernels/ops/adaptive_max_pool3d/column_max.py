@@ -195,6 +195,7 @@ def column_max_kernel(
     KD: tl.constexpr,
     KH: tl.constexpr,
     KWP: tl.constexpr,
+    TILED: tl.constexpr,
     VEC: tl.constexpr,
     UNROLL_D: tl.constexpr,
     TWO_PASS: tl.constexpr,
@@ -236,18 +237,19 @@ def column_max_kernel(
     rows_at = (d_start[:, None], d_last[:, None], h_start[:, None], h_last[:, None])
     _store_windows(
         best, best_step, nan_step, rows_at, r, r_ok, w, HW, W, by_ow, out_ptr, idx_ptr,
-        BR, BOW, KWP, KH, WIDE,
+        BR, BOW, KWP, TILED, KH, WIDE,
     )  # fmt: skip
 
 
 @triton.jit
 def _store_windows(
     best, best_step, nan_step, rows_at, out_rows, rows_ok, w, HW, W, by_ow, out_ptr, idx_ptr,
-    BR: tl.constexpr, BOW: tl.constexpr, KWP: tl.constexpr, KH: tl.constexpr,
-    WIDE: tl.constexpr,
+    BR: tl.constexpr, BOW: tl.constexpr, KWP: tl.constexpr, TILED: tl.constexpr,
+    KH: tl.constexpr, WIDE: tl.constexpr,
 ):  # fmt: skip
     """Each program row's walked columns (`rows_at` its window rows) -> its OW outputs, stored
-    at flat output row `out_rows`."""
+    at flat output row `out_rows`. TILED: the W windows are KWP columns each, edge to edge,
+    so each output reduces its own columns where they lie (no gather)."""
     IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
     BIG: tl.constexpr = 2**62 if WIDE else 2**31 - 1
     # Each column as one (value, position) before the gather: its last NaN if it saw one,
@@ -257,14 +259,17 @@ def _store_windows(
     col_pos = _position(col_step, rows_at, w.to(IDX)[None, :], HW, W, KH)
     col_value = tl.where(saw_nan, float("nan"), best)
 
-    # Each output's window columns (KWP a window, the last repeated past its end).
-    j = tl.arange(0, BOW * KWP)
-    ow = (j // KWP).to(IDX)
-    w_start, w_end = window_by(ow, W, by_ow, WIDE)
-    col = tl.minimum(tl.minimum(w_start + j % KWP, w_end - 1), W - 1).to(tl.int32)
-    cols = tl.broadcast_to(col[None, :], (BR, BOW * KWP))
-    value = tl.reshape(tl.gather(col_value, cols, 1), (BR, BOW, KWP))
-    pos = tl.reshape(tl.gather(col_pos, cols, 1), (BR, BOW, KWP))
+    if TILED:  # columns past W belong to outputs past OW, which are not stored
+        value = tl.reshape(col_value, (BR, BOW, KWP))
+        pos = tl.reshape(col_pos, (BR, BOW, KWP))
+    else:  # each output's window columns (KWP a window, the last repeated past its end)
+        j = tl.arange(0, BOW * KWP)
+        ow = (j // KWP).to(IDX)
+        w_start, w_end = window_by(ow, W, by_ow, WIDE)
+        col = tl.minimum(tl.minimum(w_start + j % KWP, w_end - 1), W - 1).to(tl.int32)
+        cols = tl.broadcast_to(col[None, :], (BR, BOW * KWP))
+        value = tl.reshape(tl.gather(col_value, cols, 1), (BR, BOW, KWP))
+        pos = tl.reshape(tl.gather(col_pos, cols, 1), (BR, BOW, KWP))
     top, first = merge_lanes(value, pos, BIG, 2)
 
     o = tl.arange(0, BOW)
@@ -299,6 +304,7 @@ def column_sweep_kernel(
     RUN: tl.constexpr,
     KH: tl.constexpr,
     KWP: tl.constexpr,
+    TILED: tl.constexpr,
     VEC: tl.constexpr,
     WIDE: tl.constexpr,
 ):
@@ -365,7 +371,7 @@ def column_sweep_kernel(
         rows_at = (d_start, d_end - 1, h_start[:, None], h_last[:, None])
         _store_windows(
             best, best_step, nan_step, rows_at, out_first + od * by_oh[0], r_ok, w, HW, W,
-            by_ow, out_ptr, idx_ptr, BR, BOW, KWP, KH, WIDE,
+            by_ow, out_ptr, idx_ptr, BR, BOW, KWP, TILED, KH, WIDE,
         )  # fmt: skip
 
 
@@ -380,6 +386,7 @@ class Config:
     carry: bool = False  # a program row a (plane, oh), its depth walked once (column_sweep)
     run: int = 0  # carrying: windows a program walks in turn (0: all of a row's)
     two_pass: bool = False  # not carrying: the columns' maxima first, then their first steps
+    tiled: bool = True  # W windows edge to edge, a power of two wide: reduced in place
 
 
 def fits(p: Forward) -> bool:
@@ -444,6 +451,7 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
     )
     sxn, sxc, sxd, sxh, sxw = x.stride()
     strides = (sxn // vec, sxc // vec, sxd // vec, sxh // vec, sxw)
+    tiled = cfg.tiled and tiles_row(w, ow)
     if cfg.carry:
         rows = n * c * oh
         run = cfg.run if 0 < cfg.run < od else 0
@@ -459,6 +467,7 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
             "RUN": run,
             "KH": windows[1],
             "KWP": next_pow2(windows[2]),
+            "TILED": tiled,
             "VEC": vec,
             "WIDE": wide,
             "num_warps": cfg.num_warps,
@@ -474,6 +483,7 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
         "KD": windows[0],
         "KH": windows[1],
         "KWP": next_pow2(windows[2]),
+        "TILED": tiled,
         "VEC": vec,
         "UNROLL_D": cfg.unroll_d,
         "TWO_PASS": cfg.two_pass,
@@ -481,6 +491,12 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
         "num_warps": cfg.num_warps,
     }
     return Launch(column_max_kernel, (triton.cdiv(rows, cfg.br),), scalars, constants)
+
+
+def tiles_row(in_size: int, out_size: int) -> bool:
+    """Whether windows of `out_size` over `in_size` lie edge to edge, a power of two long."""
+    size = in_size // out_size
+    return in_size % out_size == 0 and size == next_pow2(size)
 
 
 def new_depths(in_size: int, out_size: int, run: int = 0) -> int:
