@@ -6,13 +6,15 @@ ours, with the launch path our plan took; then the parts of one call, down to Tr
 function alone and the forward's floor on the Python path (its two allocations and that
 launch: what no Python around them can go under); then, with `--do-bench`,
 both sides under Triton's standard `do_bench` (its defaults: mean of its runs, 256 MB flush),
-repeated, the rows also as JSON for `tools.bars --do-bench`. From the repository root:
+repeated, the rows also as JSON for `tools.bars --do-bench`; with `--rounds N`, only the
+forward's host time round by round (fp16 beside bf16). From the repository root:
 `python3 -m tools.host_probe [--do-bench 5 [--json probe.json]]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import time
@@ -243,6 +245,32 @@ def do_bench(repeats: int) -> list[dict[str, Any]]:
     return found
 
 
+def rounds(count: int) -> None:
+    """Each forward tiny row's host time, round by round: PyTorch's and ours in fp16 and bf16
+    alternating `count` times (1,000 calls a round), and the garbage collections each side's
+    rounds ran into, to tell a slow row from a slow stretch of the host."""
+    collections = [0]
+    gc.callbacks.append(lambda phase, info: collections.__setitem__(0, collections[0] + 1))
+    print(f"\nforward host µs, {count} alternating rounds (least / median / most; gc runs)")
+    for shape, out in TINY:
+        sides: dict[str, Callable[[], Any]] = {}
+        for name in ("float16", "bfloat16"):
+            x = torch.randn(shape, dtype=DTYPES[name], device="cuda")
+            sides[f"torch {name}"] = partial(FWD, x, list(out))
+            sides[f"ours {name}"] = partial(forward_op.adaptive_max_pool3d, x, out)
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        gcs = dict.fromkeys(sides, 0)
+        for _ in range(count):
+            for name, fn in sides.items():
+                before = collections[0]
+                times[name].append(host_us_per_call(fn, sync, 1000))
+                gcs[name] += collections[0] - before
+        for name, found in times.items():
+            print(f"{shape}->{out} {name:>15}: {min(found):6.2f} / "
+                  f"{statistics.median(found):6.2f} / {max(found):6.2f}; gc {gcs[name]}; "
+                  + " ".join(f"{t:.1f}" for t in found), flush=True)  # fmt: skip
+
+
 def alignment() -> None:
     """A plan made for aligned data must not run a misaligned view of the same shape."""
     base = torch.randn(2 * 8 * 8 * 9 + 1, dtype=torch.float16, device="cuda")
@@ -264,6 +292,7 @@ def alignment() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--do-bench", type=int, default=0, help="do_bench repeats (0: none)")
+    parser.add_argument("--rounds", type=int, default=0, help="forward host-time rounds")
     parser.add_argument("--json", type=Path, help="write the do_bench rows here (tools.bars)")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}")
@@ -271,6 +300,9 @@ def main() -> None:
     native.host()
     took = time.perf_counter() - started
     print(f"C++ helper: {native.status()} ({took:.1f} s)", flush=True)
+    if args.rounds:
+        rounds(args.rounds)
+        return
     alignment()
     rows()
     parts()
