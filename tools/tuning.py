@@ -129,10 +129,6 @@ def forward_variants(
         for name, cfg in [(k, v) for k, v in variants.items() if k.startswith("column_max/")]:
             if not cfg.carry:
                 variants[f"{name}-2p"] = dataclasses.replace(cfg, two_pass=True)
-        # "...-g": gathered, where W windows tiling the row could be reduced in place
-        if column_max.tiles_row(shape[-1], out[2]):
-            for name, cfg in [(k, v) for k, v in variants.items() if k.startswith("column_max/")]:
-                variants[f"{name}-g"] = dataclasses.replace(cfg, tiled=False)
     if not small:
         if global_split.fits(p):  # "global_split/pN-bB-wM": N parts a plane (0: the rule)
             for parts, block, warps in ((0, 1024, 4), (2, 1024, 4), (8, 1024, 4), (0, 2048, 8)):

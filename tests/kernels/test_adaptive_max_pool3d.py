@@ -237,17 +237,20 @@ def test_column_max_two_passes(unroll_d: bool, nan: bool, dtype: torch.dtype) ->
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
 
 
-@pytest.mark.parametrize("tiled", [True, False], ids=["in place", "gathered"])
+@pytest.mark.parametrize("output_w", [6, 7], ids=["tiling", "gathered"])
 @pytest.mark.parametrize("walk", ["one pass", "carry", "two passes"])
-def test_column_max_reduces_tiling_w_windows_in_place(tiled: bool, walk: str) -> None:
-    """W windows of 4 columns edge to edge (24 -> 6) are reduced where they lie, without the
-    gather, and give what the gather gives: PyTorch's values and indices, NaNs and ties too."""
-    shape, output_size = (2, 3, 5, 7, 24), (3, 4, 6)
-    x = ties_and_nans(shape, torch.float32, seeded("tiling", tiled, walk))
+def test_column_max_merges_columns_in_place_or_gathered(output_w: int, walk: str) -> None:
+    """W windows of 4 columns edge to edge (24 -> 6) are reduced where they lie, others (24 ->
+    7) gathered: PyTorch's values and indices either way, with ties, NaNs and infinities in
+    the same windows (a NaN beats an inf, the last NaN the others)."""
+    shape, output_size = (2, 3, 5, 7, 24), (3, 4, output_w)
+    x = ties_and_nans(shape, torch.float32, seeded("merge", output_w, walk))
+    x[0, 0, :, :, 2:11] = float("inf")
+    x[1, 2, :, 3] = float("-inf")
     config = {
-        "one pass": column_max.Config(4, 2, tiled=tiled),
-        "carry": column_max.Config(2, 1, carry=True, tiled=tiled),
-        "two passes": column_max.Config(4, 2, True, two_pass=True, tiled=tiled),
+        "one pass": column_max.Config(4, 2),
+        "carry": column_max.Config(2, 1, carry=True),
+        "two passes": column_max.Config(4, 2, True, two_pass=True),
     }[walk]
     assert_forward_matches(forward(x, output_size, config=config), x, output_size)
 

@@ -5,10 +5,12 @@ step of the window walk it loads, for every row, one whole input row (d, h, all 
 contiguous vectors of up to 16 bytes a thread, as a copy reads. It keeps a running maximum
 per column, and the walk step that set it, with elementwise work only. Once at the end each
 column becomes one (value, position) and each output gathers its window's columns
-(`tl.gather`) and reduces them. An unrolled walk may take two passes (`Config.two_pass`):
-the columns' maxima alone, in the input's own type (2-byte values stay packed, two to an
-instruction), then the rows again last to first for the first step holding each maximum;
-the compiler keeps the first pass's rows in registers, so the second loads nothing.
+(`tl.gather`) and reduces them; where the W windows tile the row (a power of two wide, edge
+to edge) each output reduces its columns where they lie. An unrolled walk may take two
+passes (`Config.two_pass`): the columns' maxima alone, in the input's own type (2-byte values
+stay packed, two to an instruction), then the rows again last to first for the first step
+holding each maximum; the compiler keeps the first pass's rows in registers, so the second
+loads nothing.
 
 The walk keeps no NaN step (a NaN-propagating maximum says whether there was one; only a
 program that saw a NaN walks again with the steps), and the divisions by the output sizes are
@@ -44,7 +46,6 @@ from kernels.ops._adaptive import (
     fits_int32,
     keep_first,
     keep_first_max,
-    merge_lanes,
     next_pow2,
     span,
     unflatten3_by,
@@ -252,16 +253,20 @@ def _store_windows(
     so each output reduces its own columns where they lie (no gather)."""
     IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
     BIG: tl.constexpr = 2**62 if WIDE else 2**31 - 1
-    # Each column as one (value, position) before the gather: its last NaN if it saw one,
-    # else its first maximum (positions computed once a column, not once a gathered one).
+    # Each column as one (value, key) before the gather (positions computed once a column,
+    # not once a gathered one): its first maximum keyed by its position, or its last NaN as
+    # +inf keyed -position - 1, which wins every window it is in (a tie with a real inf too,
+    # its key being negative) and of two NaNs the later one. So an output merges its columns
+    # in two reductions where `merge_lanes` takes three.
     saw_nan = nan_step >= 0
     col_step = tl.where(saw_nan, nan_step, best_step)
     col_pos = _position(col_step, rows_at, w.to(IDX)[None, :], HW, W, KH)
-    col_value = tl.where(saw_nan, float("nan"), best)
+    col_value = tl.where(saw_nan, float("inf"), best)
+    col_key = tl.where(saw_nan, -col_pos - 1, col_pos)
 
     if TILED:  # columns past W belong to outputs past OW, which are not stored
         value = tl.reshape(col_value, (BR, BOW, KWP))
-        pos = tl.reshape(col_pos, (BR, BOW, KWP))
+        key = tl.reshape(col_key, (BR, BOW, KWP))
     else:  # each output's window columns (KWP a window, the last repeated past its end)
         j = tl.arange(0, BOW * KWP)
         ow = (j // KWP).to(IDX)
@@ -269,8 +274,11 @@ def _store_windows(
         col = tl.minimum(tl.minimum(w_start + j % KWP, w_end - 1), W - 1).to(tl.int32)
         cols = tl.broadcast_to(col[None, :], (BR, BOW * KWP))
         value = tl.reshape(tl.gather(col_value, cols, 1), (BR, BOW, KWP))
-        pos = tl.reshape(tl.gather(col_pos, cols, 1), (BR, BOW, KWP))
-    top, first = merge_lanes(value, pos, BIG, 2)
+        key = tl.reshape(tl.gather(col_key, cols, 1), (BR, BOW, KWP))
+    top = tl.max(value, axis=2)
+    first = tl.min(tl.where(value == tl.expand_dims(top, 2), key, BIG), axis=2)
+    top = tl.where(first < 0, float("nan"), top)
+    first = tl.where(first < 0, -first - 1, first)
 
     o = tl.arange(0, BOW)
     out_offs = out_rows.to(tl.int64)[:, None] * by_ow[0] + o[None, :]
@@ -386,7 +394,6 @@ class Config:
     carry: bool = False  # a program row a (plane, oh), its depth walked once (column_sweep)
     run: int = 0  # carrying: windows a program walks in turn (0: all of a row's)
     two_pass: bool = False  # not carrying: the columns' maxima first, then their first steps
-    tiled: bool = True  # W windows edge to edge, a power of two wide: reduced in place
 
 
 def fits(p: Forward) -> bool:
@@ -451,7 +458,7 @@ def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
     )
     sxn, sxc, sxd, sxh, sxw = x.stride()
     strides = (sxn // vec, sxc // vec, sxd // vec, sxh // vec, sxw)
-    tiled = cfg.tiled and tiles_row(w, ow)
+    tiled = tiles_row(w, ow)
     if cfg.carry:
         rows = n * c * oh
         run = cfg.run if 0 < cfg.run < od else 0
