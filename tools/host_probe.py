@@ -8,7 +8,7 @@ launch: what no Python around them can go under); then, with `--do-bench`,
 both sides under Triton's standard `do_bench` (its defaults: mean of its runs, 256 MB flush),
 repeated, the rows also as JSON for `tools.bars --do-bench`; with `--rounds N`, only the
 forward's host time round by round (fp16 beside bf16). From the repository root:
-`python3 -m tools.host_probe [--do-bench 5 [--json probe.json]]`.
+`python3 -m tools.host_probe [--do-bench 5 [--json probe.json] | --rounds 15]`.
 """
 
 from __future__ import annotations
