@@ -175,6 +175,13 @@ def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any
                 variants[f"fill_scatter/{tile // 1024}k-h{rows_}"] = fill_scatter.tiles(
                     p, h, tile, rows_
                 )
+        if max(p.candidates) <= 2:  # "fill_scatter/inbox[-wN]": the default tiles, one box
+            # holding every output a tile meets, neighbours gathered from it (N warps)
+            boxed = fill_scatter.in_one_box(p, base)
+            if boxed.box <= 4096:
+                for warps in (4, 8, 16):
+                    name = "fill_scatter/inbox" + ("" if warps == base.num_warps else f"-w{warps}")
+                    variants[name] = dataclasses.replace(boxed, num_warps=warps)
         plane = fill_scatter.tiles(p, h, math.prod(p.in_dhw))  # a program a (n, c) plane
         variants["fill_scatter/plane"] = plane
         for per_thread in (1, 2, 4):  # ... walking N outputs at a time

@@ -262,6 +262,59 @@ def test_fill_scatter_writes_every_element(
     assert_backward_matches(grad_input, grad, x, indices)
 
 
+@pytest.mark.parametrize(
+    ("shape", "output_size", "tile", "rows", "dtype"),
+    [
+        ((1, 2, 7, 8, 6), (3, 2, 4), 60, 0, torch.float16),  # two slices
+        ((1, 2, 7, 8, 6), (3, 2, 4), 10**6, 0, torch.float32),  # a plane
+        ((1, 2, 6, 16, 5), (4, 10, 3), 100, 5, torch.bfloat16),  # five rows: windows cut
+        ((2, 2, 7, 9, 4), (3, 4, 3), 40, 3, torch.float32),  # every axis overlapping
+    ],
+    ids=str,
+)
+def test_fill_scatter_in_one_box(
+    shape: tuple[int, ...],
+    output_size: tuple[int, int, int],
+    tile: int,
+    rows: int,
+    dtype: torch.dtype,
+) -> None:
+    """One box holding every output a tile meets, the neighbours' indices and gradients taken
+    from it instead of loaded: every element written, the same bits as the walk a few
+    outputs at a time, on inputs of three values (many elements chosen by several windows)."""
+    gen = seeded(shape, output_size, "in one box")
+    x = torch.randint(0, 3, shape, generator=gen).to(dtype).to(DEVICE)
+    _, indices = reference_forward(x, output_size)
+    indices = indices.to(DEVICE)
+    grad = randn(tuple(indices.shape), dtype, gen)
+    p = problem(grad, x, indices)
+    walked = dataclasses.replace(fill_scatter.tiles(p, current(), tile, rows), box=4)
+    boxed = fill_scatter.in_one_box(p, walked)
+    assert boxed.in_box and boxed.box >= 8  # more than one walked box's outputs
+    results = []
+    for config in (walked, boxed):
+        grad_input = torch.full(x.shape, float("nan"), dtype=dtype, device=x.device)
+        target = problem(grad, grad_input, indices)
+        fill_scatter.plan(target, config, current())(grad, indices, grad_input)
+        assert_backward_matches(grad_input, grad, x, indices)
+        results.append(grad_input)
+    assert torch.equal(results[0], results[1])
+
+
+def test_fill_scatter_refuses_a_box_too_small_or_too_many_candidates() -> None:
+    grad, x, indices = case((1, 2, 7, 8, 6), (3, 2, 4), torch.float32, "refuse box")
+    p = problem(grad, x, indices)
+    boxed = fill_scatter.in_one_box(p, fill_scatter.tiles(p, current(), 10**6))
+    with pytest.raises(ValueError, match="box must hold the 24 outputs a tile meets"):
+        fill_scatter.plan(p, dataclasses.replace(boxed, box=16), current())
+    grad, x, indices = case((1, 1, 2, 3, 4), (3, 5, 7), torch.float32, "refuse box")  # upsampled
+    p = problem(grad, x, indices)
+    with pytest.raises(ValueError, match="two candidates an axis"):
+        fill_scatter.plan(
+            p, fill_scatter.in_one_box(p, fill_scatter.tiles(p, current(), 24)), current()
+        )
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("output_size", [(3, 4, 4), (2, 3, 3)], ids=str)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)

@@ -90,13 +90,38 @@ def sum_once(
     pd = div_by(row, by_h, WIDE)
     ph = row - pd * H
     if CD <= 2 and CH <= 2 and CW <= 2:
+        own_i = od * sid + oh * sih + ow * siw
+        own_g = od * sgd + oh * sgh + ow * sgw
         return _sum_neighbours(
-            idx_base, grad_base, divisors, chosen, g, mine, od, oh, ow, pd, ph, pw,
-            D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW, WIDE,
+            idx_base, grad_base, divisors, chosen, g, mine, od, oh, ow, pd, ph, pw, own_i,
+            own_g, D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW, False, WIDE,
         )  # fmt: skip
     return _sum_candidates(
         idx_base, grad_base, bounds_ptr, divisors, chosen, g, mine, od, oh, ow, pd, ph, pw,
         D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW, WIDE,
+    )  # fmt: skip
+
+
+@triton.jit
+def sum_in_box(
+    chosen, g, mine, lanes, od, oh, ow, divisors, D, H, W, ROWS, OW,
+    ACC: tl.constexpr, CD: tl.constexpr, CH: tl.constexpr, CW: tl.constexpr,
+    WIDE: tl.constexpr,
+):  # fmt: skip
+    """`sum_once` where one box holds every output a program walks, lane `lanes` the output
+    (od, oh, ow) at (slice, row, column) of the box (ROWS lanes a slice, OW a row), and at
+    most two candidates an axis: each neighbouring candidate's index and gradient is the
+    box's own, taken at its lane (`tl.gather`) instead of loaded. A neighbour that chose an
+    element of the program's tile has a window meeting the tile, so it is in the box."""
+    if CD * CH * CW == 1:
+        return g.to(ACC), mine
+    row = div_by(chosen, divisors[0], WIDE)
+    pw = chosen - row * W
+    pd = div_by(row, divisors[1], WIDE)
+    ph = row - pd * H
+    return _sum_neighbours(
+        chosen, g, divisors, chosen, g, mine, od, oh, ow, pd, ph, pw, lanes, lanes, D, H, W,
+        ROWS, OW, 1, ROWS, OW, 1, ACC, CD, CH, CW, True, WIDE,
     )  # fmt: skip
 
 
@@ -128,18 +153,18 @@ def _step(axis, valid, at_i, at_g):
 
 @triton.jit
 def _sum_neighbours(
-    idx_base, grad_base, divisors, chosen, g, mine, od, oh, ow, pd, ph, pw,
+    idx_base, grad_base, divisors, chosen, g, mine, od, oh, ow, pd, ph, pw, own_i, own_g,
     D, H, W, sid, sih, siw, sgd, sgh, sgw,
     ACC: tl.constexpr, CD: tl.constexpr, CH: tl.constexpr, CW: tl.constexpr,
-    WIDE: tl.constexpr,
+    IN_BOX: tl.constexpr, WIDE: tl.constexpr,
 ):  # fmt: skip
     """`sum_once` where every axis has at most two candidates: along each overlapping axis
     the chosen element has at most one neighbouring output (`_neighbour`), so the other
     candidates are the (up to seven) combinations of those steps. Each is a fixed step from
-    the output's own entry; it comes first iff its first step is backwards."""
+    the output's own entry (`own_i` in the indices, `own_g` in the gradient); it comes first
+    iff its first step is backwards. IN_BOX: the bases are the box's own indices and
+    gradients (`sum_in_box`), the entries lanes of it."""
     by_od, by_oh, by_ow = divisors[2], divisors[3], divisors[4]
-    own_i = od * sid + oh * sih + ow * siw
-    own_g = od * sgd + oh * sgh + ow * sgw
     if CD == 2:
         along_d = _neighbour(od, pd, D, by_od, sid, sgd, WIDE)
     if CH == 2:
@@ -160,8 +185,14 @@ def _sum_neighbours(
                         valid, at_i, at_g, before = _step(along_h, valid, at_i, at_g)
                     if a == 1:
                         valid, at_i, at_g, before = _step(along_d, valid, at_i, at_g)
-                    other = tl.load(idx_base + at_i, mask=valid, other=-1).to(chosen.dtype)
-                    other_g = tl.load(grad_base + at_g, mask=valid, other=0.0)
+                    if IN_BOX:
+                        lane = tl.where(valid, at_i, own_i).to(tl.int32)
+                        other = tl.where(valid, tl.gather(idx_base, lane, 0), -1)
+                        other_g = tl.where(valid, tl.gather(grad_base, lane, 0), 0.0)
+                    else:
+                        other = tl.load(idx_base + at_i, mask=valid, other=-1)
+                        other_g = tl.load(grad_base + at_g, mask=valid, other=0.0)
+                    other = other.to(chosen.dtype)
                     same = valid & (other == chosen)
                     shared_before = shared_before | (same & before)
                     value += tl.where(same, other_g.to(ACC), 0.0)

@@ -7,11 +7,15 @@ Zeros go over the tile with vector stores (which depend on no load) while the fi
 sums are in flight, and a barrier puts every scattered store after them. The zeros and the
 scattered values meet in L2, so DRAM sees each line written about once: the memory floor,
 with a few instructions per output instead of per input element. Overlapping windows are
-summed once (`_scatter.sum_once`).
+summed once (`_scatter.sum_once`). With `Config.in_box` one box holds every output a tile
+meets, and each output's neighbouring candidates are read from the box's registers
+(`_scatter.sum_in_box`) instead of loaded once its own index arrives: one trip to memory a
+program instead of two a box (an option the device sweeps time, not a rule yet).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -35,6 +39,7 @@ from kernels.ops.adaptive_max_pool3d_backward._scatter import (
     divisor_of,
     divisors_of,
     fits_axes,
+    sum_in_box,
     sum_once,
 )
 
@@ -80,6 +85,7 @@ def fill_scatter_kernel(
     CD: tl.constexpr,
     CH: tl.constexpr,
     CW: tl.constexpr,
+    IN_BOX: tl.constexpr,
     VEC: tl.constexpr,
     WIDE: tl.constexpr,
 ):
@@ -127,41 +133,62 @@ def fill_scatter_kernel(
     chosen = tl.load(idx_plane + (od * sid + oh * sih + ow * siw), mask=ok, other=-1).to(zero.dtype)
     g = tl.load(grad_plane + (od * sgd + oh * sgh + ow * sgw), mask=ok, other=0.0)
 
-    # Each box's gradients into the tile, the next box's loads in flight meanwhile. The
-    # first box's sums are taken before the zeros, so that its chain of dependent loads
-    # overlaps them; its stores, and every later box's, land after the zeros (a box always
-    # exists: windows cover the input, so every tile meets an output).
     tile_lo = d0 * HW
     tile_hi = d1 * HW
-    for box_start in range(0, total, BOX):
-        sd, sh, next_ow, next_ok = _box_outputs(
-            box_start + BOX + lanes, total, n_oh, by_rows, by_ow, WIDE
-        )
-        next_od = od_lo + sd
-        next_oh = oh_lo + sh
-        next_chosen = tl.load(
-            idx_plane + (next_od * sid + next_oh * sih + next_ow * siw), mask=next_ok, other=-1
-        ).to(zero.dtype)
-        next_g = tl.load(
-            grad_plane + (next_od * sgd + next_oh * sgh + next_ow * sgw), mask=next_ok, other=0.0
-        )
-        # A valid index's low word is the index when the volume fits in 32 bits.
-        mine = ok & (chosen >= tile_lo) & (chosen < tile_hi)
-        if SPLIT_H:  # the same split of `chosen` as sum_once's (computed once); lanes
-            # with a negative index divide garbage but are not `mine` already
-            row = div_by(chosen, divisors[0], WIDE)
-            ph = row - div_by(row, divisors[1], WIDE) * H
-            mine = mine & (ph >= h0) & (ph < h1)
-        value, writer = sum_once(
-            idx_plane, grad_plane, bounds_ptr, divisors, chosen, g, mine, od, oh, ow,
-            D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW, WIDE,
+    if IN_BOX:  # every output meeting the tile in this one box: no neighbour loaded
+        mine = _in_tile(chosen, ok, tile_lo, tile_hi, h0, h1, divisors, H, SPLIT_H, WIDE)
+        _zero_tile(gin_plane, d0, d1, h0, h1, HW_vec, W_vec, ZB, VEC, SPLIT_H)
+        value, writer = sum_in_box(
+            chosen, g, mine, lanes, od, oh, ow, divisors, D, H, W, ROWS, OW, ACC, CD, CH, CW,
+            WIDE,
         )  # fmt: skip
-        if box_start == 0:
-            _zero_tile(gin_plane, d0, d1, h0, h1, HW_vec, W_vec, ZB, VEC, SPLIT_H)
-            # The scattered stores must land after the zeros (other threads' stores).
-            tl.debug_barrier()
+        tl.debug_barrier()
         tl.store(gin_plane + chosen, value.to(gin_ptr.dtype.element_ty), mask=writer)
-        od, oh, ow, ok, chosen, g = next_od, next_oh, next_ow, next_ok, next_chosen, next_g
+    else:
+        # Each box's gradients into the tile, the next box's loads in flight meanwhile. The
+        # first box's sums are taken before the zeros, so that its chain of dependent loads
+        # overlaps them; its stores, and every later box's, land after the zeros (a box always
+        # exists: windows cover the input, so every tile meets an output).
+        for box_start in range(0, total, BOX):
+            sd, sh, next_ow, next_ok = _box_outputs(
+                box_start + BOX + lanes, total, n_oh, by_rows, by_ow, WIDE
+            )
+            next_od = od_lo + sd
+            next_oh = oh_lo + sh
+            next_chosen = tl.load(
+                idx_plane + (next_od * sid + next_oh * sih + next_ow * siw), mask=next_ok, other=-1
+            ).to(zero.dtype)
+            next_g = tl.load(
+                grad_plane + (next_od * sgd + next_oh * sgh + next_ow * sgw),
+                mask=next_ok,
+                other=0.0,
+            )
+            mine = _in_tile(chosen, ok, tile_lo, tile_hi, h0, h1, divisors, H, SPLIT_H, WIDE)
+            value, writer = sum_once(
+                idx_plane, grad_plane, bounds_ptr, divisors, chosen, g, mine, od, oh, ow,
+                D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW, WIDE,
+            )  # fmt: skip
+            if box_start == 0:
+                _zero_tile(gin_plane, d0, d1, h0, h1, HW_vec, W_vec, ZB, VEC, SPLIT_H)
+                # The scattered stores must land after the zeros (other threads' stores).
+                tl.debug_barrier()
+            tl.store(gin_plane + chosen, value.to(gin_ptr.dtype.element_ty), mask=writer)
+            od, oh, ow, ok, chosen, g = next_od, next_oh, next_ow, next_ok, next_chosen, next_g
+
+
+@triton.jit
+def _in_tile(
+    chosen, ok, tile_lo, tile_hi, h0, h1, divisors, H, SPLIT_H: tl.constexpr, WIDE: tl.constexpr
+):
+    """Which outputs chose an element of the program's tile (depths d0..d1, rows h0..h1)."""
+    # A valid index's low word is the index when the volume fits in 32 bits.
+    mine = ok & (chosen >= tile_lo) & (chosen < tile_hi)
+    if SPLIT_H:  # the same split of `chosen` as sum_once's (computed once); lanes with a
+        # negative index divide garbage but are not `mine` already
+        row = div_by(chosen, divisors[0], WIDE)
+        ph = row - div_by(row, divisors[1], WIDE) * H
+        mine = mine & (ph >= h0) & (ph < h1)
+    return mine
 
 
 @triton.jit
@@ -199,6 +226,7 @@ class Config:
     zero_block: int
     num_warps: int
     rows: int = 0  # rows of H a tile holds, its slices as many as `tile` allows (0: `sides`)
+    in_box: bool = False  # one box holds every output a tile meets: neighbours from it
 
 
 def default_tile(p: Backward, h: Heuristics) -> tuple[int, int]:
@@ -275,6 +303,27 @@ def tiles(p: Backward, h: Heuristics, tile: int, rows: int = 0) -> Config:
     return Config(tile, box, zero_block, num_warps, rows=rows)
 
 
+def box_rows(p: Backward, th: int) -> int:
+    """Lanes a box gives each output slice: OW times the most output rows any tile of TH
+    rows meets."""
+    h, oh, ow = p.in_dhw[1], p.out_dhw[1], p.out_dhw[2]
+    return ow * max(-((-min(h0 + th, h) * oh) // h) - (h0 * oh) // h for h0 in range(0, h, th))
+
+
+def tile_outputs(p: Backward, td: int, th: int) -> int:
+    """The most box lanes a tile of TD slices and TH rows walks: the output slices its
+    depths meet, `box_rows` lanes each."""
+    d, od = p.in_dhw[0], p.out_dhw[0]
+    slices = max(-((-min(d0 + td, d) * od) // d) - (d0 * od) // d for d0 in range(0, d, td))
+    return slices * box_rows(p, th)
+
+
+def in_one_box(p: Backward, cfg: Config) -> Config:
+    """`cfg` with one box holding every output a tile meets (`Config.in_box`)."""
+    td, th = sides(p, cfg.tile, cfg.rows)
+    return dataclasses.replace(cfg, box=next_pow2(tile_outputs(p, td, th)), in_box=True)
+
+
 def default(p: Backward, h: Heuristics) -> Config:
     """`tiles` of the default tile."""
     return tiles(p, h, *default_tile(p, h))
@@ -297,8 +346,18 @@ def plan(p: Backward, cfg: Config, h: Heuristics) -> Launch:
         fits_int32(reach, d * hw + tile, (d + td) * oh * ow + 65536)
         and fits_axes((d, h_, w), (od, oh, ow))
     )
-    # Lanes a box gives each output slice: the most output rows any tile of TH rows meets.
-    rows = ow * max(-((-min(h0 + th, h_) * oh) // h_) - (h0 * oh) // h_ for h0 in range(0, h_, th))
+    rows = box_rows(p, th)
+    cd, ch, cw = p.candidates
+    if cfg.in_box:
+        if max(cd, ch, cw) > 2:
+            raise ValueError(
+                f"fill_scatter's box holds neighbours of two candidates an axis, got {cfg}"
+            )
+        if cfg.box < tile_outputs(p, td, th):
+            raise ValueError(
+                f"fill_scatter's box must hold the {tile_outputs(p, td, th)} outputs a tile "
+                f"meets, got {cfg}"
+            )
     grid = (n * c * n_d * n_h,)
     scalars = (
         bounds_table((d, h_, w), (od, oh, ow), gin5.device, rows),
@@ -317,7 +376,6 @@ def plan(p: Backward, cfg: Config, h: Heuristics) -> Launch:
         n_d,
         n_h,
     )
-    cd, ch, cw = p.candidates
     constants = {
         "ACC": p.acc,
         "TD": td,
@@ -328,6 +386,7 @@ def plan(p: Backward, cfg: Config, h: Heuristics) -> Launch:
         "CD": cd,
         "CH": ch,
         "CW": cw,
+        "IN_BOX": cfg.in_box,
         "VEC": vec,
         "WIDE": wide,
         "num_warps": cfg.num_warps,
