@@ -9,6 +9,8 @@ kernel modules), compiled by this machine's Triton with its ptxas: static instru
 thread, registers, the most frequent opcodes and, with `--sass PATH`, the listing. The GPU
 image's Triton may be older, so counts move a little between the two; this shows where a
 kernel spends its instructions (runtime divisions, a walk's loop body, spills), not its time.
+To compile with the device's Triton instead, install its wheel beside this one (`pip install
+--no-deps --target DIR triton==3.6.0`) and put DIR first on `PYTHONPATH`.
 A two-launch plan (global pooling) prints each launch.
 """
 
