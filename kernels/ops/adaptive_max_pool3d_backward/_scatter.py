@@ -84,11 +84,7 @@ def sum_once(
     """
     if CD * CH * CW == 1:
         return g.to(ACC), mine
-    by_w, by_h = divisors[0], divisors[1]
-    row = div_by(chosen, by_w, WIDE)
-    pw = chosen - row * W
-    pd = div_by(row, by_h, WIDE)
-    ph = row - pd * H
+    pd, ph, pw = _split(chosen, divisors, H, W, WIDE)
     if CD <= 2 and CH <= 2 and CW <= 2:
         own_i = od * sid + oh * sih + ow * siw
         own_g = od * sgd + oh * sgh + ow * sgw
@@ -115,14 +111,19 @@ def sum_in_box(
     element of the program's tile has a window meeting the tile, so it is in the box."""
     if CD * CH * CW == 1:
         return g.to(ACC), mine
-    row = div_by(chosen, divisors[0], WIDE)
-    pw = chosen - row * W
-    pd = div_by(row, divisors[1], WIDE)
-    ph = row - pd * H
+    pd, ph, pw = _split(chosen, divisors, H, W, WIDE)
     return _sum_neighbours(
         chosen, g, divisors, chosen, g, mine, od, oh, ow, pd, ph, pw, lanes, lanes, D, H, W,
         ROWS, OW, 1, ROWS, OW, 1, ACC, CD, CH, CW, True, WIDE,
     )  # fmt: skip
+
+
+@triton.jit
+def _split(chosen, divisors, H, W, WIDE: tl.constexpr):
+    """A flat position in the (D, H, W) volume as (d, h, w), by `divisors_of`'s W and H."""
+    row = div_by(chosen, divisors[0], WIDE)
+    d = div_by(row, divisors[1], WIDE)
+    return d, row - d * H, chosen - row * W
 
 
 @triton.jit
