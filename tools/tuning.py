@@ -175,19 +175,29 @@ def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any
                 variants[f"fill_scatter/{tile // 1024}k-h{rows_}"] = fill_scatter.tiles(
                     p, h, tile, rows_
                 )
-        if max(p.candidates) <= 2:  # "fill_scatter/inbox[-wN]": the default tiles, one box
-            # holding every output a tile meets, neighbours gathered from it (N warps)
-            boxed = fill_scatter.in_one_box(p, base)
-            if boxed.box <= 4096:
-                for warps in (4, 8, 16):
-                    name = "fill_scatter/inbox" + ("" if warps == base.num_warps else f"-w{warps}")
-                    variants[name] = dataclasses.replace(boxed, num_warps=warps)
         plane = fill_scatter.tiles(p, h, math.prod(p.in_dhw))  # a program a (n, c) plane
         variants["fill_scatter/plane"] = plane
         for per_thread in (1, 2, 4):  # ... walking N outputs at a time
             variants[f"fill_scatter/plane-box{per_thread * 256}"] = dataclasses.replace(
                 plane, box=per_thread * 256
             )
+        if 1 < max(p.candidates) <= 2:  # "fill_scatter/inbox[-wN]": the default tiles, one box
+            # holding every output a tile meets, neighbours gathered from it (N warps);
+            # "fill_scatter/<tiles>-inbox": the tile variants above so
+            tiled = {"inbox": base} | {
+                f"{name.removeprefix('fill_scatter/')}-inbox": cfg
+                for name, cfg in variants.items()
+                if re.fullmatch(r"fill_scatter/(\d+k(-h\d+)?|plane)", name)
+            }
+            for name, cfg in tiled.items():
+                boxed = fill_scatter.in_one_box(p, cfg)
+                if boxed.box > 4096:
+                    continue
+                for warps in (4, 8, 16) if name == "inbox" else (cfg.num_warps,):
+                    suffix = "" if warps == cfg.num_warps else f"-w{warps}"
+                    variants[f"fill_scatter/{name}{suffix}"] = dataclasses.replace(
+                        boxed, num_warps=warps
+                    )
     for block in (256, 512, 1024):  # "zeroed_scatter/N": N outputs a program
         if scatter and (not tiny or block == 512):
             variants[f"zeroed_scatter/{block}"] = zeroed_scatter.tiles(block)
