@@ -479,7 +479,8 @@ def keep_first_max(v, step, best, best_step, nan_step):
 def merge_lanes(best, pos, BIG: tl.constexpr, AXIS: tl.constexpr):
     """Lanes' running (maximum, position) pairs -> one per row along AXIS, as PyTorch picks:
     the last NaN if any lane holds one, else the first maximum (smallest position; lanes
-    still at BIG saw nothing)."""
+    still at BIG saw nothing). `key_nans` and `merge_keyed` give the same answer in two
+    reductions instead of three (column_max uses them; the other kernels' are not timed)."""
     nan = best != best
     nan_pos = tl.max(tl.where(nan, pos, -1), axis=AXIS)
     clean = tl.where(nan, float("-inf"), best)
@@ -488,3 +489,21 @@ def merge_lanes(best, pos, BIG: tl.constexpr, AXIS: tl.constexpr):
     first = tl.min(tl.where(hit, pos, BIG), axis=AXIS)
     has_nan = nan_pos >= 0
     return tl.where(has_nan, float("nan"), top), tl.where(has_nan, nan_pos, first)
+
+
+@triton.jit
+def key_nans(best, pos, saw_nan):
+    """Lanes' (value, position) as `merge_keyed` takes them: a lane whose value is its last
+    NaN becomes +inf keyed -position - 1, so it wins every merge it is in (a tie with a real
+    inf too, its key being negative) and, of two NaNs, the later one wins."""
+    return tl.where(saw_nan, float("inf"), best), tl.where(saw_nan, -pos - 1, pos)
+
+
+@triton.jit
+def merge_keyed(value, key, BIG: tl.constexpr, AXIS: tl.constexpr):
+    """`merge_lanes` over `key_nans`' lanes, in two reductions: the maximum, then the least key
+    holding it; a negative key is a NaN's (the value NaN, the position decoded)."""
+    top = tl.max(value, axis=AXIS)
+    first = tl.min(tl.where(value == tl.expand_dims(top, AXIS), key, BIG), axis=AXIS)
+    nan = first < 0
+    return tl.where(nan, float("nan"), top), tl.where(nan, -first - 1, first)

@@ -46,6 +46,8 @@ from kernels.ops._adaptive import (
     fits_int32,
     keep_first,
     keep_first_max,
+    key_nans,
+    merge_keyed,
     next_pow2,
     span,
     unflatten3_by,
@@ -254,15 +256,11 @@ def _store_windows(
     IDX: tl.constexpr = tl.int64 if WIDE else tl.int32
     BIG: tl.constexpr = 2**62 if WIDE else 2**31 - 1
     # Each column as one (value, key) before the gather (positions computed once a column,
-    # not once a gathered one): its first maximum keyed by its position, or its last NaN as
-    # +inf keyed -position - 1, which wins every window it is in (a tie with a real inf too,
-    # its key being negative) and of two NaNs the later one. So an output merges its columns
-    # in two reductions where `merge_lanes` takes three.
+    # not once a gathered one): its first maximum, or its last NaN (`key_nans`).
     saw_nan = nan_step >= 0
     col_step = tl.where(saw_nan, nan_step, best_step)
     col_pos = _position(col_step, rows_at, w.to(IDX)[None, :], HW, W, KH)
-    col_value = tl.where(saw_nan, float("inf"), best)
-    col_key = tl.where(saw_nan, -col_pos - 1, col_pos)
+    col_value, col_key = key_nans(best, col_pos, saw_nan)
 
     if TILED:  # columns past W belong to outputs past OW, which are not stored
         value = tl.reshape(col_value, (BR, BOW, KWP))
@@ -275,10 +273,7 @@ def _store_windows(
         cols = tl.broadcast_to(col[None, :], (BR, BOW * KWP))
         value = tl.reshape(tl.gather(col_value, cols, 1), (BR, BOW, KWP))
         key = tl.reshape(tl.gather(col_key, cols, 1), (BR, BOW, KWP))
-    top = tl.max(value, axis=2)
-    first = tl.min(tl.where(value == tl.expand_dims(top, 2), key, BIG), axis=2)
-    top = tl.where(first < 0, float("nan"), top)
-    first = tl.where(first < 0, -first - 1, first)
+    top, first = merge_keyed(value, key, BIG, 2)
 
     o = tl.arange(0, BOW)
     out_offs = out_rows.to(tl.int64)[:, None] * by_ow[0] + o[None, :]
