@@ -84,7 +84,7 @@ def sum_once(
     """
     if CD * CH * CW == 1:
         return g.to(ACC), mine
-    pd, ph, pw = _split(chosen, divisors, H, W, WIDE)
+    pd, ph, pw = split_position(chosen, divisors, H, W, WIDE)
     if CD <= 2 and CH <= 2 and CW <= 2:
         own_i = od * sid + oh * sih + ow * siw
         own_g = od * sgd + oh * sgh + ow * sgw
@@ -111,7 +111,7 @@ def sum_in_box(
     element of the program's tile has a window meeting the tile, so it is in the box."""
     if CD * CH * CW == 1:
         return g.to(ACC), mine
-    pd, ph, pw = _split(chosen, divisors, H, W, WIDE)
+    pd, ph, pw = split_position(chosen, divisors, H, W, WIDE)
     return _sum_neighbours(
         chosen, g, divisors, chosen, g, mine, od, oh, ow, pd, ph, pw, lanes, lanes, D, H, W,
         ROWS, OW, 1, ROWS, OW, 1, ACC, CD, CH, CW, True, WIDE,
@@ -119,7 +119,7 @@ def sum_in_box(
 
 
 @triton.jit
-def _split(chosen, divisors, H, W, WIDE: tl.constexpr):
+def split_position(chosen, divisors, H, W, WIDE: tl.constexpr):
     """A flat position in the (D, H, W) volume as (d, h, w), by `divisors_of`'s W and H."""
     row = div_by(chosen, divisors[0], WIDE)
     d = div_by(row, divisors[1], WIDE)

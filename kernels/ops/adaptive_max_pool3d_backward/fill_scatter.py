@@ -39,6 +39,7 @@ from kernels.ops.adaptive_max_pool3d_backward._scatter import (
     divisor_of,
     divisors_of,
     fits_axes,
+    split_position,
     sum_in_box,
     sum_once,
 )
@@ -136,7 +137,7 @@ def fill_scatter_kernel(
     tile_lo = d0 * HW
     tile_hi = d1 * HW
     if IN_BOX:  # every output meeting the tile in this one box: no neighbour loaded
-        mine = _in_tile(chosen, ok, tile_lo, tile_hi, h0, h1, divisors, H, SPLIT_H, WIDE)
+        mine = _in_tile(chosen, ok, tile_lo, tile_hi, h0, h1, divisors, H, W, SPLIT_H, WIDE)
         _zero_tile(gin_plane, d0, d1, h0, h1, HW_vec, W_vec, ZB, VEC, SPLIT_H)
         value, writer = sum_in_box(
             chosen, g, mine, lanes, od, oh, ow, divisors, D, H, W, ROWS, OW, ACC, CD, CH, CW,
@@ -163,7 +164,7 @@ def fill_scatter_kernel(
                 mask=next_ok,
                 other=0.0,
             )
-            mine = _in_tile(chosen, ok, tile_lo, tile_hi, h0, h1, divisors, H, SPLIT_H, WIDE)
+            mine = _in_tile(chosen, ok, tile_lo, tile_hi, h0, h1, divisors, H, W, SPLIT_H, WIDE)
             value, writer = sum_once(
                 idx_plane, grad_plane, bounds_ptr, divisors, chosen, g, mine, od, oh, ow,
                 D, H, W, sid, sih, siw, sgd, sgh, sgw, ACC, CD, CH, CW, WIDE,
@@ -178,15 +179,15 @@ def fill_scatter_kernel(
 
 @triton.jit
 def _in_tile(
-    chosen, ok, tile_lo, tile_hi, h0, h1, divisors, H, SPLIT_H: tl.constexpr, WIDE: tl.constexpr
-):
+    chosen, ok, tile_lo, tile_hi, h0, h1, divisors, H, W,
+    SPLIT_H: tl.constexpr, WIDE: tl.constexpr,
+):  # fmt: skip
     """Which outputs chose an element of the program's tile (depths d0..d1, rows h0..h1)."""
     # A valid index's low word is the index when the volume fits in 32 bits.
     mine = ok & (chosen >= tile_lo) & (chosen < tile_hi)
-    if SPLIT_H:  # the same split of `chosen` as sum_once's (computed once); lanes with a
+    if SPLIT_H:  # the split the sums take too (the compiler keeps one); lanes with a
         # negative index divide garbage but are not `mine` already
-        row = div_by(chosen, divisors[0], WIDE)
-        ph = row - div_by(row, divisors[1], WIDE) * H
+        _, ph, _ = split_position(chosen, divisors, H, W, WIDE)
         mine = mine & (ph >= h0) & (ph < h1)
     return mine
 
@@ -303,19 +304,26 @@ def tiles(p: Backward, h: Heuristics, tile: int, rows: int = 0) -> Config:
     return Config(tile, box, zero_block, num_warps, rows=rows)
 
 
+def most_met(in_size: int, out_size: int, run: int) -> int:
+    """The most outputs whose windows meet one run of `run` positions along an axis (runs
+    from 0 in steps of `run`): from the first covering its start to the last covering its
+    end (`_adaptive.covering_bounds`)."""
+    return max(
+        -((-min(start + run, in_size) * out_size) // in_size) - (start * out_size) // in_size
+        for start in range(0, in_size, run)
+    )
+
+
 def box_rows(p: Backward, th: int) -> int:
     """Lanes a box gives each output slice: OW times the most output rows any tile of TH
     rows meets."""
-    h, oh, ow = p.in_dhw[1], p.out_dhw[1], p.out_dhw[2]
-    return ow * max(-((-min(h0 + th, h) * oh) // h) - (h0 * oh) // h for h0 in range(0, h, th))
+    return p.out_dhw[2] * most_met(p.in_dhw[1], p.out_dhw[1], th)
 
 
 def tile_outputs(p: Backward, td: int, th: int) -> int:
     """The most box lanes a tile of TD slices and TH rows walks: the output slices its
     depths meet, `box_rows` lanes each."""
-    d, od = p.in_dhw[0], p.out_dhw[0]
-    slices = max(-((-min(d0 + td, d) * od) // d) - (d0 * od) // d for d0 in range(0, d, td))
-    return slices * box_rows(p, th)
+    return most_met(p.in_dhw[0], p.out_dhw[0], td) * box_rows(p, th)
 
 
 def in_one_box(p: Backward, cfg: Config) -> Config:
@@ -353,10 +361,10 @@ def plan(p: Backward, cfg: Config, h: Heuristics) -> Launch:
             raise ValueError(
                 f"fill_scatter's box holds neighbours of two candidates an axis, got {cfg}"
             )
-        if cfg.box < tile_outputs(p, td, th):
+        outputs = tile_outputs(p, td, th)
+        if cfg.box < outputs:
             raise ValueError(
-                f"fill_scatter's box must hold the {tile_outputs(p, td, th)} outputs a tile "
-                f"meets, got {cfg}"
+                f"fill_scatter's box must hold the {outputs} outputs a tile meets, got {cfg}"
             )
     grid = (n * c * n_d * n_h,)
     scalars = (
