@@ -41,6 +41,28 @@ def test_backward_variants_name_their_kernels() -> None:
     assert isinstance(variants["rows"], rows.Config) and "disjoint" not in variants
 
 
+def test_two_pass_walks_are_swept_beside_each_walk_they_change() -> None:
+    variants = forward_variants((8, 64, 16, 56, 56), (5, 9, 11))
+    two_pass = variants["column_max/4-w2-d-2p"]
+    assert two_pass == column_max.Config(4, 2, True, two_pass=True)
+    assert not any(name.endswith("-c2-2p") for name in variants)  # carrying walks take one
+
+
+def test_one_box_variants_hold_every_output_a_tile_meets_where_windows_overlap() -> None:
+    x = torch.empty((8, 64, 16, 56, 56), dtype=torch.float16, device="meta")
+    out = torch.empty((8, 64, 5, 9, 11), dtype=torch.float16, device="meta")
+    p = problem(out, x, out.long())
+    variants = backward_variants(p)
+    boxed = {name: cfg for name, cfg in variants.items() if "inbox" in name}
+    assert {"fill_scatter/inbox", "fill_scatter/inbox-w16", "fill_scatter/8k-inbox"} <= set(boxed)
+    for cfg in boxed.values():
+        sides = fill_scatter.sides(p, cfg.tile, cfg.rows)
+        assert cfg.in_box and cfg.box >= fill_scatter.tile_outputs(p, *sides)
+    disjoint_out = torch.empty((8, 64, 8, 28, 28), dtype=torch.float16, device="meta")
+    no_overlap = backward_variants(problem(disjoint_out, x, disjoint_out.long()))
+    assert not any("inbox" in name for name in no_overlap)
+
+
 def test_global_pooling_sweeps_both_global_kernels() -> None:
     variants = forward_variants((8, 64, 16, 56, 56), (1, 1, 1))
     assert isinstance(variants["global_groups/8x256-w4"], global_groups.Config)
