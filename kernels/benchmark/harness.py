@@ -20,13 +20,15 @@ steady row stops after a round or two, a noisy one takes the whole budget. (Over
 a one-kernel op's median fell between its two states and never settled, so every timing took
 its whole budget.) Host time per call is a separate number: the wall time of 1,000
 back-to-back calls synchronized once (`host_us_per_call`), the least of five such
-measurements of each side taken in turn, what a caller looping over tiny inputs waits for.
+measurements of each side, taken in turn in rounds over every host-bound row once all rows
+are timed (`host_us_rounds`): what a caller looping over tiny inputs waits for.
 Under the Triton interpreter it is a host clock over a few repetitions: those numbers are not
 performance.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import time
@@ -247,27 +249,28 @@ def host_us_per_call(
 
 # Host-time measurements of each side, taken in turn: a host's hiccups (a scheduler tick, a
 # garbage collection) only add, so each side's least is its own cost. An H200 host's loops
-# ran at about 9.5 or 14 µs a call for stretches of a row or more: more rounds give each side
-# more chances outside such a stretch.
+# switch between about 9 and 13 µs a call, on both sides, within a single 1,000-call loop:
+# rounds spread over the whole run (every host-bound row's loops, then the next round) give
+# each side its chances in stretches of the host seconds apart, not milliseconds.
 HOST_ROUNDS = 5
 
 
-def host_us_pair(
-    reference: Callable[[], Any],
-    kernel: Callable[[], Any],
+def host_us_rounds(
+    sides: Sequence[tuple[Callable[[], Any], Callable[[], Any]]],
     synchronize: Callable[[], None],
     calls: int = 1000,
-) -> tuple[float, float]:
-    """(PyTorch's, ours) host µs per call: the least of `HOST_ROUNDS` measurements of each
-    (`host_us_per_call`), the two sides alternating so that a slow spell of the host hits both."""
-    rounds = [
-        (
-            host_us_per_call(reference, synchronize, calls),
-            host_us_per_call(kernel, synchronize, calls),
-        )
-        for _ in range(HOST_ROUNDS)
-    ]
-    return min(r for r, _ in rounds), min(k for _, k in rounds)
+    rounds: int = HOST_ROUNDS,
+) -> list[tuple[float, float]]:
+    """(PyTorch's, ours) host µs per call for each (reference, kernel) pair in `sides`: the
+    least of `rounds` measurements of each (`host_us_per_call`); a round measures every pair
+    in order, PyTorch's side then ours, so a slow spell of the host hits both sides of a row."""
+    least = [(math.inf, math.inf)] * len(sides)
+    for _ in range(rounds):
+        for i, (reference, kernel) in enumerate(sides):
+            ref = host_us_per_call(reference, synchronize, calls)
+            ker = host_us_per_call(kernel, synchronize, calls)
+            least[i] = (min(least[i][0], ref), min(least[i][1], ker))
+    return least
 
 
 def _positive(ms: float) -> float:
@@ -286,12 +289,11 @@ def make_row(
     kernel_ms: float,
     traffic: int,
     copy_gbps: float | None,
-    host_us: tuple[float, float] | None = None,
     reach: tuple[float, str] | None = None,
 ) -> Row:
-    """One table row; bandwidth fraction only when the copy bandwidth is known; `host_us` is
-    (PyTorch's, ours) host time per call where it was measured; each side's run count where
-    its timer gave one (`Timing`); `reach` the row's (ms, mover layout) where measured."""
+    """One table row, its host times left for `run_cases` to fill in; bandwidth fraction only
+    when the copy bandwidth is known; each side's run count where its timer gave one
+    (`Timing`); `reach` the row's (ms, mover layout) where measured."""
     achieved = gbps(traffic, kernel_ms)
     return Row(
         dtype=case.dtype,
@@ -302,8 +304,6 @@ def make_row(
         speedup=reference_ms / kernel_ms,
         gbps=achieved,
         bandwidth_fraction=achieved / copy_gbps if copy_gbps else None,
-        reference_host_us=host_us[0] if host_us else None,
-        kernel_host_us=host_us[1] if host_us else None,
         reference_runs=getattr(reference_ms, "runs", None),
         kernel_runs=getattr(kernel_ms, "runs", None),
         reach_ms=reach[0] if reach else None,
@@ -324,10 +324,12 @@ def run_cases(
     reach: bool = False,
 ) -> list[Row]:
     """Verify, then time, every case in order; with `host_calls`, also each side's host time
-    per call over that many calls, on rows short enough to be host-bound (HOST_BOUND_MS); with
+    per call over that many calls on rows short enough to be host-bound (HOST_BOUND_MS),
+    measured in rounds over all such rows once every row is timed (`host_us_rounds`); with
     `reach`, also the row's reach with the same timer (`kernels.benchmark.reach`).
     Raises BenchmarkError on the first failure."""
     rows: list[Row] = []
+    host_bound: list[tuple[int, Any]] = []  # (row, prepared case) whose host time is measured
     for case in cases:
         on_case(case)
         where = f"{bench.name} {case.label()}"
@@ -336,18 +338,25 @@ def run_cases(
             prepared.verify()
             reference_ms = timer(prepared.reference)
             kernel_ms = timer(prepared.kernel)
-            host_us = None
             if host_calls > 0 and max(reference_ms, kernel_ms) < HOST_BOUND_MS:
-                host_us = host_us_pair(prepared.reference, prepared.kernel, synchronize, host_calls)
+                host_bound.append((len(rows), prepared))
             moved = fastest(prepared.split, device, timer) if reach else None
         except KernelMismatch as exc:
             raise BenchmarkError(f"{where}: kernel result differs from PyTorch's: {exc}") from exc
         except Exception as exc:
             raise BenchmarkError(f"{where}: {type(exc).__name__}: {exc}") from exc
         rows.append(
-            make_row(
-                case, reference_ms, kernel_ms, prepared.traffic_bytes, copy_gbps, host_us, moved
-            )
+            make_row(case, reference_ms, kernel_ms, prepared.traffic_bytes, copy_gbps, moved)
         )
         del prepared
+    if host_bound:
+        try:
+            sides = [(kept.reference, kept.kernel) for _, kept in host_bound]
+            host_us = host_us_rounds(sides, synchronize, host_calls)
+        except Exception as exc:
+            raise BenchmarkError(f"{bench.name} host time: {type(exc).__name__}: {exc}") from exc
+        for (i, _), (reference_us, kernel_us) in zip(host_bound, host_us, strict=True):
+            rows[i] = dataclasses.replace(
+                rows[i], reference_host_us=reference_us, kernel_host_us=kernel_us
+            )
     return rows

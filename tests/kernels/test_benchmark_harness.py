@@ -382,28 +382,71 @@ def test_host_time_per_call_is_one_loop_synchronized_once() -> None:
     assert 0 < per_call < 1000  # appending to a list takes well under a millisecond
 
 
-def test_host_time_pair_alternates_sides_and_keeps_each_sides_least() -> None:
-    """The sides' loops alternate round by round, and each side's number is its own fastest
-    round: a slow stretch that covers all but one of our rounds does not count against us."""
+def test_host_time_rounds_go_over_every_row_and_keep_each_sides_least() -> None:
+    """A round measures every row, PyTorch's side then ours; the next round starts only after
+    the last row, and each side's number is its own fastest round: a slow stretch that covers
+    all but one of a side's rounds does not count against it."""
     import time
 
-    from kernels.benchmark.harness import HOST_ROUNDS, host_us_pair
+    from kernels.benchmark.harness import HOST_ROUNDS, host_us_rounds
 
     order: list[str] = []
 
-    def reference() -> None:
-        order.append("torch")
-        time.sleep(0.004)
+    def side(name: str, slow_until: int) -> Any:
+        def call() -> None:
+            order.append(name)
+            if order.count(name) < slow_until:
+                time.sleep(0.004)
 
-    def kernel() -> None:
-        order.append("ours")
-        if order.count("ours") < 2 * HOST_ROUNDS - 1:  # slow until the last round's timed call
-            time.sleep(0.004)
+        return call
 
-    torch_us, ours_us = host_us_pair(reference, kernel, lambda: None, calls=1)
-    # Each round: one untimed call and one timed call of PyTorch's, then of ours.
-    assert order == ["torch", "torch", "ours", "ours"] * HOST_ROUNDS
-    assert torch_us >= 4000 and ours_us < 2000
+    # Row a: PyTorch's side fast from its last round on, ours always slow; row b: both fast.
+    sides = [
+        (side("torch a", 2 * HOST_ROUNDS - 1), side("ours a", 10**6)),
+        (side("torch b", 0), side("ours b", 0)),
+    ]
+    (torch_a, ours_a), (torch_b, ours_b) = host_us_rounds(sides, lambda: None, calls=1)
+    # Each round: one untimed call and one timed call of each side, row after row.
+    row = ["torch a"] * 2 + ["ours a"] * 2 + ["torch b"] * 2 + ["ours b"] * 2
+    assert order == row * HOST_ROUNDS
+    assert torch_a < 2000 and ours_a >= 4000
+    assert torch_b < 2000 and ours_b < 2000
+
+
+def test_host_times_are_measured_after_every_row_is_timed_and_only_where_host_bound() -> None:
+    """`run_cases` times each row, then measures the host-bound rows' host times in rounds;
+    a row the device keeps busy past HOST_BOUND_MS gets none."""
+    from kernels.benchmark.bandwidth import Split
+    from kernels.benchmark.definition import Case, OpBenchmark, Prepared
+    from kernels.benchmark.harness import HOST_BOUND_MS, HOST_ROUNDS, run_cases
+
+    events: list[str] = []
+    latency = {"1": HOST_BOUND_MS / 2, "2": HOST_BOUND_MS * 2, "3": HOST_BOUND_MS / 2}
+
+    def prepare(case: Case, device: str, kernel_fn: Any) -> Prepared:
+        name = str(case.size[0])  # rows 1 and 3 host-bound, row 2 not
+        return Prepared(
+            reference=lambda: events.append(f"torch {name}"),
+            kernel=lambda: events.append(f"ours {name}"),
+            verify=lambda: None,
+            split=Split(read_bytes=8, write_bytes=8),
+        )
+
+    def timer(fn: Any) -> float:
+        fn()
+        events.append("timed")
+        return latency[events[-2].split()[-1]]
+
+    cases = [Case("float32", (n, 1, 4, 4, 4), (2, 2, 2)) for n in (1, 2, 3)]
+    bench = OpBenchmark(name="synthetic", prepare=prepare)
+    rows = run_cases(bench, cases, None, "cpu", timer, None, host_calls=3)
+    timings = 2 * len(cases) * 2  # a call and "timed" for each side of each row
+    assert events[:timings].count("timed") == 2 * len(cases) and "timed" not in events[timings:]
+    # Then the host times: rounds over rows 1 and 3 (4 calls a side: 1 untimed, 3 timed).
+    a_round = [f"{side} {n}" for n in "13" for side in ("torch", "ours") for _ in range(4)]
+    assert events[timings:] == a_round * HOST_ROUNDS
+    assert [r.kernel_host_us is not None for r in rows] == [True, False, True]
+    assert all((r.reference_host_us is None) == (r.kernel_host_us is None) for r in rows)
 
 
 def test_host_time_columns_appear_where_measured() -> None:
