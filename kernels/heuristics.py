@@ -72,6 +72,10 @@ class Heuristics:
     fill_box_per_warp: tuple[int, int, int]  # fill_scatter: outputs walked at a time, a warp:
     # on tiles whose elements have at most two candidates, on whole planes, on other tiles
     fill_box: int | None  # fill_scatter: outputs walked at a time (None: the rule above)
+    fill_in_box: tuple[int, int]  # fill_scatter: the default tile's outputs in one box
+    # (`Config.in_box`) where an element has at most two candidates an axis and the tile holds
+    # at least this many elements a box lane (2-byte dtypes, wider; 0: never)
+    fill_in_box_warps: int  # fill_scatter: warps a program walking its tile in one box
     fill_zero_per_warp: int  # fill_scatter: zeros stored a step, a warp
     fill_zero_block: int | None  # fill_scatter: zeros a step (None: the rule above)
     zeroed_block: int  # zeroed_scatter: outputs a program

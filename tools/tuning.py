@@ -159,7 +159,9 @@ def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any
         if scatter and (not tiny or tile == 8192):
             variants[f"fill_scatter/{tile // 1024}k"] = fill_scatter.tiles(p, h, tile)
     if scatter and not tiny:
-        base = fill_scatter.default(p, h)
+        base = fill_scatter.tiles(p, h, *fill_scatter.default_tile(p, h))  # walked
+        if fill_scatter.default(p, h).in_box:  # "fill_scatter/walk": the default tiles walked
+            variants["fill_scatter/walk"] = base
         for per_thread in (1, 2, 4):  # "fill_scatter/boxN": the default tiles, N outputs a walk
             variants[f"fill_scatter/box{per_thread * 256}"] = dataclasses.replace(
                 base, box=per_thread * 256

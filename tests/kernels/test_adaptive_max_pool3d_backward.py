@@ -724,7 +724,12 @@ H200_PLANS = [
     ((8, 64, 16, 56, 56), (1, 1, 1), torch.float16, fill_scatter.Config(50176, 512, 2048, 8)),
     ((8, 64, 16, 56, 56), (1, 1, 1), torch.float32, fill_scatter.Config(8192, 512, 1024, 4)),
     ((8, 64, 16, 56, 56), (7, 7, 7), torch.float16, fill_scatter.Config(50176, 512, 2048, 8)),
-    ((8, 64, 16, 56, 56), (7, 7, 7), torch.float32, fill_scatter.Config(8192, 512, 1024, 4)),
+    (  # a tile's outputs in one box (6272 elements, 98 outputs)
+        (8, 64, 16, 56, 56),
+        (7, 7, 7),
+        torch.float32,
+        fill_scatter.Config(8192, 128, 1024, 16, in_box=True),
+    ),
     ((8, 64, 16, 56, 56), (5, 9, 11), torch.float16, fill_scatter.Config(8192, 128, 1024, 4)),
     ((8, 64, 16, 56, 56), (5, 9, 11), torch.float32, fill_scatter.Config(8192, 128, 1024, 4)),
     ((4, 32, 32, 64, 64), (16, 32, 32), torch.bfloat16, disjoint.Config(64, 64, 8)),
@@ -738,7 +743,7 @@ H200_PLANS = [
         (4, 32, 32, 64, 64),
         (10, 20, 20),
         torch.float32,
-        fill_scatter.Config(16384, 256, 2048, 8, rows=16),
+        fill_scatter.Config(16384, 512, 2048, 16, rows=16, in_box=True),
     ),
     ((2, 64, 4, 6, 5), (4, 4, 9), torch.float32, fill_scatter.Config(120, 256, 1024, 4)),
     ((1, 2, 16, 11, 20), (7, 7, 7), torch.float16, zeroed_scatter.Config(512, 4)),
@@ -781,6 +786,41 @@ def test_edge_tiles_split_no_window(
             for o in range(axis_out):
                 start, end = window_start(o, axis_in, axis_out), window_end(o, axis_in, axis_out)
                 assert start // band == (end - 1) // band, (o, start, end, band)
+
+
+@pytest.mark.parametrize(
+    ("in_dhw", "out_dhw", "dtype", "boxed"),
+    [
+        ((16, 56, 56), (7, 7, 7), torch.float32, True),  # 6272 elements, 128 lanes
+        ((16, 56, 56), (7, 7, 7), torch.float16, False),  # never in 2-byte dtypes
+        ((16, 56, 56), (5, 9, 11), torch.float32, False),  # 6272 elements, 256 lanes
+        ((32, 64, 64), (10, 20, 20), torch.float32, True),  # 16384 elements, 512 lanes
+        ((32, 64, 64), (8, 20, 20), torch.float32, True),  # two candidates along H and W only
+        ((16, 56, 56), (5, 5, 5), torch.float32, True),  # 6272 elements, 64 lanes
+        ((16, 56, 56), (8, 28, 28), torch.float32, False),  # no element with two candidates
+        ((16, 56, 5), (7, 7, 9), torch.float32, False),  # three candidates along W
+    ],
+    ids=str,
+)
+def test_h200_default_takes_one_box_where_a_lane_has_many_elements(
+    in_dhw: tuple[int, int, int], out_dhw: tuple[int, int, int], dtype: torch.dtype, boxed: bool
+) -> None:
+    """The H200's fill_scatter tiles hold their outputs in one box, with its warps, only in
+    4-byte dtypes where no element has more than two candidates along an axis and the tile
+    holds `fill_in_box` elements a box lane; the interpreter's never."""
+    p = meta_problem((8, 64, *in_dhw), out_dhw, dtype)
+    chosen = fill_scatter.default(p, H200)
+    walked = fill_scatter.tiles(p, H200, *fill_scatter.default_tile(p, H200))
+    assert chosen.in_box == boxed
+    if boxed:
+        assert chosen == dataclasses.replace(
+            fill_scatter.in_one_box(p, walked), num_warps=H200.fill_in_box_warps
+        )
+        depths, rows_ = fill_scatter.sides(p, chosen.tile, chosen.rows)
+        assert depths * rows_ * in_dhw[2] >= H200.fill_in_box[1] * chosen.box
+    else:
+        assert chosen == walked
+    assert not fill_scatter.default(p, HEURISTICS["interpreter"]).in_box
 
 
 @pytest.mark.parametrize(("shape", "output_size", "dtype", "config"), H200_PLANS, ids=str)

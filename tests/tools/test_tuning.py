@@ -63,6 +63,29 @@ def test_one_box_variants_hold_every_output_a_tile_meets_where_windows_overlap()
     assert not any("inbox" in name for name in no_overlap)
 
 
+def test_where_the_default_takes_one_box_the_walk_is_swept_beside_it() -> None:
+    """On an H200, fp32 (7,7,7)'s default holds a tile's outputs in one box; the sweep's
+    tile, box and warp variants stay walks and `fill_scatter/walk` is the default's tiles
+    walked, so the sweep still compares the two."""
+    from types import SimpleNamespace
+
+    from kernels.backends._nvidia.heuristics import for_device
+
+    h200 = for_device(SimpleNamespace(multi_processor_count=132))
+    x = torch.empty((8, 64, 16, 56, 56), dtype=torch.float32, device="meta")
+    out = torch.empty((8, 64, 7, 7, 7), dtype=torch.float32, device="meta")
+    p = problem(out, x, out.long())
+    variants = backward_variants(p, h200)
+    assert fill_scatter.default(p, h200).in_box
+    walk = variants["fill_scatter/walk"]
+    assert walk == fill_scatter.tiles(p, h200, *fill_scatter.default_tile(p, h200))
+    assert not walk.in_box and not variants["fill_scatter/w8"].in_box
+    assert variants["fill_scatter/inbox"] == fill_scatter.in_one_box(p, walk)  # its 4 warps
+    assert variants["fill_scatter/inbox-w16"] == fill_scatter.default(p, h200)
+    fp16 = problem(out.half(), x.half(), out.long())
+    assert "fill_scatter/walk" not in backward_variants(fp16, h200)  # its default walks
+
+
 def test_global_pooling_sweeps_both_global_kernels() -> None:
     variants = forward_variants((8, 64, 16, 56, 56), (1, 1, 1))
     assert isinstance(variants["global_groups/8x256-w4"], global_groups.Config)

@@ -120,6 +120,15 @@ def for_device(properties: Any) -> Heuristics:
         # (7,7,7)'s planes: 1.50x the floor against 1.57 with four a thread).
         fill_box_per_warp=(128, 64, 32),
         fill_box=None,
+        # A tile's outputs in one box, each output's neighbouring candidates gathered from it
+        # (one trip to memory a program, not two a walked box), with 16 warps, in two sweeps
+        # (x the floor): fp32 (7,7,7) 1.29 against 1.34 (6272 elements, a box of 128 lanes),
+        # (10,20,20) 1.52-1.53 against 1.60 (16384, 512); not where a lane has fewer elements:
+        # fp32 (5,9,11) (6272, 256) 1.35 at best against 1.32. In 2-byte dtypes the best box
+        # lost or tied: (7,7,7) 1.54 against 1.49, (5,9,11) 1.62 against 1.57, (10,20,20) 2.11
+        # against 2.14 (a plane or 64 KB tile, 16 warps: 2.78).
+        fill_in_box=(0, 32),
+        fill_in_box_warps=16,
         fill_zero_per_warp=256,
         fill_zero_block=None,
         zeroed_block=512,

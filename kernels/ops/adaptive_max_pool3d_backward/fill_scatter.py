@@ -10,7 +10,7 @@ with a few instructions per output instead of per input element. Overlapping win
 summed once (`_scatter.sum_once`). With `Config.in_box` one box holds every output a tile
 meets, and each output's neighbouring candidates are read from the box's registers
 (`_scatter.sum_in_box`) instead of loaded once its own index arrives: one trip to memory a
-program instead of two a box (an option the device sweeps time, not a rule yet).
+program instead of two a box (the default where a tile has many elements a box lane).
 """
 
 from __future__ import annotations
@@ -333,8 +333,17 @@ def in_one_box(p: Backward, cfg: Config) -> Config:
 
 
 def default(p: Backward, h: Heuristics) -> Config:
-    """`tiles` of the default tile."""
-    return tiles(p, h, *default_tile(p, h))
+    """`tiles` of the default tile; its outputs in one box (`in_one_box`) with
+    `h.fill_in_box_warps` warps where some element has two candidates along an axis, none
+    more, and the tile holds at least `h.fill_in_box` elements (by dtype) a box lane."""
+    cfg = tiles(p, h, *default_tile(p, h))
+    least = h.narrow(h.fill_in_box, p.gin.element_size())
+    if least and max(p.candidates) == 2:
+        boxed = in_one_box(p, cfg)
+        td, th = sides(p, cfg.tile, cfg.rows)
+        if td * th * p.in_dhw[2] >= least * boxed.box:
+            return dataclasses.replace(boxed, num_warps=h.fill_in_box_warps)
+    return cfg
 
 
 def plan(p: Backward, cfg: Config, h: Heuristics) -> Launch:
