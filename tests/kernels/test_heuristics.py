@@ -57,6 +57,8 @@ def test_an_h200_gets_the_values_its_sweeps_chose() -> None:
         "fill_elements": None,
         "fill_box_per_warp": (128, 64, 32),
         "fill_box": None,
+        "fill_in_box": (0, 32),
+        "fill_in_box_warps": 16,
         "fill_zero_per_warp": 256,
         "fill_zero_block": None,
         "zeroed_block": 512,
