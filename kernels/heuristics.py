@@ -44,10 +44,11 @@ class Heuristics:
     # depth once (a warp) where the D windows read at least this many times the input
     column_carry_run: int  # column_max: windows a carrying program walks in turn (0: all of
     # its row's)
-    column_two_pass: bool  # column_max: an unrolled walk in two passes (the columns' maxima,
-    # then the first step holding each)
-    column_per_thread: tuple[int, int, int]  # column_max: columns a thread, as warps are
-    # set (2-byte dtypes with the walk unrolled, 2-byte rolled, 4- and 8-byte)
+    column_two_pass: tuple[int, int]  # column_max: an unrolled walk of at most this many rows
+    # in two passes (the columns' maxima, then the first step holding each; 0: never)
+    column_short_walk: int  # column_max: unrolled walks of at most this many rows are short
+    column_per_thread: tuple[int, int, int, int]  # column_max: columns a thread, as warps are
+    # set (2-byte dtypes: short unrolled walks, longer unrolled ones, rolled; 4- and 8-byte)
     chunk_elements: int  # chunked: window elements a step
     tile_elements: int  # window_tile: elements a load
     tile_warps: int | None  # window_tile: warps (None: one per 512 elements, up to 8)

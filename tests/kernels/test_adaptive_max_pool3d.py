@@ -520,6 +520,11 @@ H200_PLANS = [
         torch.float32,
         column_max.Config(4, 4, True, two_pass=True),
     ),
+    # walks of 64 and 128 rows unrolled: two passes but for fp32's 128; 2-byte 4 warps
+    ((4, 32, 32, 64, 64), (4, 8, 16), torch.float16, column_max.Config(4, 4, True, two_pass=True)),
+    ((8, 64, 16, 56, 56), (2, 7, 7), torch.float32, column_max.Config(4, 4, True, two_pass=True)),
+    ((4, 32, 32, 64, 64), (2, 8, 16), torch.float32, column_max.Config(4, 4, True)),
+    ((4, 32, 32, 64, 64), (2, 8, 16), torch.bfloat16, column_max.Config(4, 4, True, two_pass=True)),
     ((8, 64, 16, 56, 56), (16, 28, 20), torch.float16, lane_window.Config(256, 8)),  # 2 rows
     ((8, 64, 16, 64, 64), (4, 2, 16), torch.float16, window_tile.Config(1, 1, 32, 16, 4, 1)),
     ((8, 64, 16, 96, 64), (8, 4, 16), torch.float16, lane_window.Config(256, 8)),  # 192

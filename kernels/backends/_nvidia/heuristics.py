@@ -54,10 +54,15 @@ def for_device(properties: Any) -> Heuristics:
         # thread in 4-byte dtypes (1.74-1.86x the floor, best or within 2% of 4 and 8 rows,
         # 2 and 4 warps, rolled or not) and 4 in 2-byte ones (2.24-2.46x, against 2.41-2.59x
         # for the earlier rule: 8 rows, the depth walk rolled past 16 rows).
-        # Windows of more rows walk the depth rolled (not swept with these tiles).
+        # Walks of 56-128 rows ((8,64,16,56,56) -> (4,4,14), (2,7,7); (4,32,32,64,64) ->
+        # (4,8,16), (2,8,16)) unrolled too, with 4 warps: fp32 1.48-1.77x the floor against
+        # 1.68-3.75 rolled (the rule before: rolled past 32 rows); fp16/bf16 1.81-2.39 in two
+        # passes with 2 columns a thread, against 1.83-2.81 rolled (4 a thread) and 1.99-2.76
+        # unrolled with 4. Past 128 rows (not swept) the depth walk stays rolled.
         column_elements=(256, 256),
-        column_unroll_steps=(32, 32),
-        column_per_thread=(4, 4, 2),
+        column_unroll_steps=(128, 128),
+        column_short_walk=32,
+        column_per_thread=(4, 2, 4, 2),
         # Carrying the depth two D windows share (each depth read once) pays in fp32 where
         # the windows read 1.38x the input: (7,7,7) a row and a warp a program, in runs of two
         # windows (a run's first reads its shared depth again, for 4x the programs): 1.55x
@@ -71,8 +76,9 @@ def for_device(properties: Any) -> Heuristics:
         # kept), then each one's first step, the rows kept in registers from the first pass.
         # Over the one-pass walk, x the row's reach: fp16/bf16 (5,9,11) 1.37-1.42 -> 1.24-1.25,
         # (10,20,20) 1.35-1.38 -> 1.21-1.22; fp32 1.22-1.23 -> 1.08-1.18 (sm_90 fp16 (5,9,11):
-        # 1512 -> 1184 instructions, 128 -> 96 registers).
-        column_two_pass=True,
+        # 1512 -> 1184 instructions, 128 -> 96 registers). Not on fp32 walks of 128 rows,
+        # whose kept rows no longer fit registers: (2,8,16) 2.12x the floor against 1.77.
+        column_two_pass=(128, 64),
         chunk_elements=2048,
         # (8,64,16,56,56) -> (7,7,7): about 2048 elements a load and one warp (3.4x the floor
         # in fp16 and 2.2x in fp32, against 6.7x and 3.3x for lane_window).

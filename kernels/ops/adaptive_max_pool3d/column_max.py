@@ -408,8 +408,9 @@ def default(p: Forward, h: Heuristics) -> Config:
     where the D windows read at least `h.column_carry` times the input; else rows a program
     and warps for rows of W columns and windows of KD·KH rows: a program holds
     `h.column_elements` input elements a step; the depth walk is unrolled up to
-    `h.column_unroll_steps` rows, in two passes where `h.column_two_pass`; warps keep each
-    thread near `h.column_per_thread` columns (at most one warp a row: see `plan`)."""
+    `h.column_unroll_steps` rows, in two passes up to `h.column_two_pass`; warps keep each
+    thread near `h.column_per_thread` columns, by dtype and walk (at most one warp a row: see
+    `plan`)."""
     columns = next_pow2(p.x.shape[-1])
     size = p.x.element_size()
     if depth_reads(p.x.shape[2], p.out[0]) >= h.narrow(h.column_carry, size):
@@ -419,10 +420,16 @@ def default(p: Forward, h: Heuristics) -> Config:
     rows = max(1, h.narrow(h.column_elements, size) // columns)
     if h.pack_rows:  # no more rows than the output has
         rows = min(rows, next_pow2(p.x.shape[0] * p.x.shape[1] * p.out[0] * p.out[1]))
-    narrow_unrolled, narrow_rolled, wide = h.column_per_thread
-    per_thread = wide if size >= 4 else narrow_unrolled if unroll_d else narrow_rolled
+    short, long_, rolled, wide = h.column_per_thread
+    if size >= 4:
+        per_thread = wide
+    elif unroll_d:
+        per_thread = short if steps <= h.column_short_walk else long_
+    else:
+        per_thread = rolled
     warps = max(1, min(h.max_warps, rows, rows * columns // (32 * per_thread)))
-    return Config(rows, warps, unroll_d, two_pass=unroll_d and h.column_two_pass)
+    two_pass = unroll_d and steps <= h.narrow(h.column_two_pass, size)
+    return Config(rows, warps, unroll_d, two_pass=two_pass)
 
 
 def plan(p: Forward, cfg: Config, h: Heuristics) -> Launch:
