@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ncu counters of one case, our kernels, PyTorch's and the row's mover (tools/profile_case.py),
 # appended to $OUT/ncu.txt. Arguments: operator, input shape, output size, dtype, e.g.
-# backward 4,32,32,64,64 10,20,20 float32.
+# backward 4,32,32,64,64 10,20,20 float32; a fifth, a config instead of the default plan's
+# (tools/profile_case.py).
 #   SOURCE=REGEX  instead, the first kernel whose name matches REGEX (e.g. column_, fill_scatter,
 #                 _move for the mover) with `--set full` and its source: the report and its
 #                 per-instruction CSV under $OUT/source/, summarized by tools/sass_stalls.py
