@@ -269,6 +269,7 @@ def test_fill_scatter_writes_every_element(
         ((1, 2, 7, 8, 6), (3, 2, 4), 10**6, 0, torch.float32),  # a plane
         ((1, 2, 6, 16, 5), (4, 10, 3), 100, 5, torch.bfloat16),  # five rows: windows cut
         ((2, 2, 7, 9, 4), (3, 4, 3), 40, 3, torch.float32),  # every axis overlapping
+        ((1, 2, 9, 8, 7), (4, 3, 3), 112, 0, torch.float64),  # the fp32 rule's dtype too
     ],
     ids=str,
 )
