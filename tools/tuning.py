@@ -159,7 +159,7 @@ def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any
         if scatter and (not tiny or tile == 8192):
             variants[f"fill_scatter/{tile // 1024}k"] = fill_scatter.tiles(p, h, tile)
     if scatter and not tiny:
-        base = fill_scatter.tiles(p, h, *fill_scatter.default_tile(p, h))  # walked
+        base = fill_scatter.walked(p, h)
         if fill_scatter.default(p, h).in_box:  # "fill_scatter/walk": the default tiles walked
             variants["fill_scatter/walk"] = base
         for per_thread in (1, 2, 4):  # "fill_scatter/boxN": the default tiles, N outputs a walk
@@ -183,7 +183,7 @@ def backward_variants(p: Backward, h: Heuristics | None = None) -> dict[str, Any
             variants[f"fill_scatter/plane-box{per_thread * 256}"] = dataclasses.replace(
                 plane, box=per_thread * 256
             )
-        if 1 < max(p.candidates) <= 2:  # "fill_scatter/inbox[-wN]": the default tiles, one box
+        if fill_scatter.pairs_overlap(p):  # "fill_scatter/inbox[-wN]": the default tiles, one box
             # holding every output a tile meets, neighbours gathered from it (N warps);
             # "fill_scatter/<tiles>-inbox": the tile variants above so
             tiled = {"inbox": base} | {

@@ -332,13 +332,25 @@ def in_one_box(p: Backward, cfg: Config) -> Config:
     return dataclasses.replace(cfg, box=next_pow2(tile_outputs(p, td, th)), in_box=True)
 
 
+def pairs_overlap(p: Backward) -> bool:
+    """Whether some element has two candidate outputs along an axis and none more: where one
+    box of a tile's outputs holds every neighbour a sum checks (`Config.in_box`) and has
+    neighbours to check."""
+    return max(p.candidates) == 2
+
+
+def walked(p: Backward, h: Heuristics) -> Config:
+    """`tiles` of the default tile, its outputs walked a box at a time."""
+    return tiles(p, h, *default_tile(p, h))
+
+
 def default(p: Backward, h: Heuristics) -> Config:
-    """`tiles` of the default tile; its outputs in one box (`in_one_box`) with
-    `h.fill_in_box_warps` warps where some element has two candidates along an axis, none
-    more, and the tile holds at least `h.fill_in_box` elements (by dtype) a box lane."""
-    cfg = tiles(p, h, *default_tile(p, h))
+    """`walked`, or its outputs in one box (`in_one_box`) with `h.fill_in_box_warps` warps
+    where `pairs_overlap` and the tile holds at least `h.fill_in_box` elements (by dtype) a
+    box lane."""
+    cfg = walked(p, h)
     least = h.narrow(h.fill_in_box, p.gin.element_size())
-    if least and max(p.candidates) == 2:
+    if least and pairs_overlap(p):
         boxed = in_one_box(p, cfg)
         td, th = sides(p, cfg.tile, cfg.rows)
         if td * th * p.in_dhw[2] >= least * boxed.box:
