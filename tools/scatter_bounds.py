@@ -8,6 +8,8 @@ one process with the benchmark's timer (`DeviceTimer`, the 1 GiB zero flush):
   at its argmax; wrong where two windows chose one element): what the checks cost;
 - `no-stores`: `no-dedup` with every index -1 (the same loads and zeros, no scattered store):
   what the scattered stores cost;
+- `inbox-…`: the three above with every output a tile meets in one box (`fill_scatter.
+  in_one_box`), where the default walks boxes and one box can hold the neighbours;
 - `zeros`: only the plan's zeros, in its tiles and steps (`_zero_tile`, the same grid and
   warps), and `zeros-full` the same tiles in unmasked steps of one run of a tile's rows;
 - `torch-zero`: PyTorch's `zero_` of the gradient;
@@ -26,6 +28,7 @@ import kernels  # noqa: F401
 # isort: split
 import argparse
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +39,7 @@ import triton.language as tl
 from kernels.benchmark.bandwidth import Split, backward_split
 from kernels.benchmark.harness import DeviceTimer
 from kernels.benchmark.reach import fastest
+from kernels.heuristics import current
 from kernels.launch import Launch
 from kernels.ops._adaptive import unflatten3
 from kernels.ops.adaptive_max_pool3d_backward import fill_scatter as fs
@@ -91,11 +95,17 @@ def variants(grad: torch.Tensor, x: torch.Tensor, idx: torch.Tensor) -> dict[str
         "torch-zero": gin.zero_,
     }
     if route.name == "fill_scatter":
-        alone = {"CD": 1, "CH": 1, "CW": 1}
-        bare = Launch(launch.kernel, launch.grid, launch.scalars, launch.constants | alone)
-        parts["no-dedup"] = lambda: bare(p.grad, p.idx, gin)
+        plans = {"": launch}
+        if fs.pairs_overlap(p) and not cfg.in_box:
+            plans["inbox-"] = fs.plan(p, fs.in_one_box(p, cfg), current())
         nobody = torch.full_like(p.idx, -1)  # the same loads, no output's argmax in any tile
-        parts["no-stores"] = lambda: bare(p.grad, nobody, gin)
+        alone = {"CD": 1, "CH": 1, "CW": 1}
+        for prefix, made in plans.items():
+            bare = Launch(made.kernel, made.grid, made.scalars, made.constants | alone)
+            if prefix:
+                parts[f"{prefix}ours"] = functools.partial(made, p.grad, p.idx, gin)
+            parts[f"{prefix}no-dedup"] = functools.partial(bare, p.grad, p.idx, gin)
+            parts[f"{prefix}no-stores"] = functools.partial(bare, p.grad, nobody, gin)
         zeros = zeros_only(launch)
         parts["zeros"] = lambda: zeros(gin)
         td, th = fs.sides(p, cfg.tile, cfg.rows)
@@ -137,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             label = f"{str(dtype).removeprefix('torch.')} {shape}->{out}"
             table.append((label, made["route"], ok, times))
             print(label, made["route"], "correct" if ok else "WRONG", flush=True)
-    names = ["ours", "no-dedup", "no-stores", "zeros", "zeros-full", "torch-zero"]
-    names += ["write-mover", "mover"]
+    names = ["ours", "no-dedup", "no-stores", "inbox-ours", "inbox-no-dedup", "inbox-no-stores"]
+    names += ["zeros", "zeros-full", "torch-zero", "write-mover", "mover"]
     print("\n| row | " + " | ".join(names) + " | ours/mover | no-dedup/mover | zeros/mover |")
     print("|---|" + "---:|" * (len(names) + 3))
     for label, _, _, t in table:

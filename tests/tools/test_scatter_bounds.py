@@ -22,8 +22,11 @@ def test_the_parts_zero_the_whole_gradient_and_skip_only_the_neighbour_checks() 
         parts[name]()
         assert (gin == 0).all(), name
 
+    assert {"inbox-ours", "inbox-no-dedup", "inbox-no-stores"} <= parts.keys()
     gin.fill_(7.0)
-    parts["no-dedup"]()
+    parts["inbox-ours"]()
+    assert torch.allclose(gin, want, atol=1e-6)
+
     # Each output's own gradient at its argmax, with no sum: right wherever one window chose
     # an element, wrong (one of the gradients) where several did.
     flat_idx, flat_grad = idx.flatten(2), grad.flatten(2)
@@ -31,10 +34,13 @@ def test_the_parts_zero_the_whole_gradient_and_skip_only_the_neighbour_checks() 
     chosen.scatter_add_(2, flat_idx, torch.ones_like(flat_grad))
     single = (chosen == 1).view_as(want)
     assert (chosen > 1).any()  # the case has shared argmaxes to get wrong
-    assert torch.equal(gin[single], want[single])
-    assert (gin[chosen.view_as(want) == 0] == 0).all()
-    assert not torch.allclose(gin, want)
+    for prefix in ("", "inbox-"):
+        gin.fill_(7.0)
+        parts[f"{prefix}no-dedup"]()
+        assert torch.equal(gin[single], want[single]), prefix
+        assert (gin[chosen.view_as(want) == 0] == 0).all(), prefix
+        assert not torch.allclose(gin, want), prefix
 
-    gin.fill_(7.0)
-    parts["no-stores"]()
-    assert (gin == 0).all()  # zeros only: no index lands in a tile
+        gin.fill_(7.0)
+        parts[f"{prefix}no-stores"]()
+        assert (gin == 0).all(), prefix  # zeros only: no index lands in a tile
