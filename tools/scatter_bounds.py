@@ -1,6 +1,6 @@
 """Where a fill_scatter row's time goes beyond its reach, by taking parts of the kernel away.
 
-For each backward row (default: the overlapping rows still over 1.25× their mover), times in
+For each backward row (default: the benchmark's large rows whose windows overlap), times in
 one process with the benchmark's timer (`DeviceTimer`, the 1 GiB zero flush):
 
 - `ours`: the operator's plan;
@@ -11,7 +11,8 @@ one process with the benchmark's timer (`DeviceTimer`, the 1 GiB zero flush):
 - `inbox-…`: the three above with every output a tile meets in one box (`fill_scatter.
   in_one_box`), where the default walks boxes and one box can hold the neighbours;
 - `zeros`: only the plan's zeros, in its tiles and steps (`_zero_tile`, the same grid and
-  warps), and `zeros-full` the same tiles in unmasked steps of one run of a tile's rows;
+  warps), and `zeros-full` the same tiles in steps of a whole run of a tile's rows (at most
+  4096 elements);
 - `torch-zero`: PyTorch's `zero_` of the gradient;
 - `mover`: the row's reach (`kernels.benchmark.reach.fastest`), and `write-mover` the fastest
   mover of the gradient's bytes alone (no reads): any zeros' floor.
@@ -72,7 +73,7 @@ def zeros_kernel(
 def zeros_only(launch: Launch, zero_block: int | None = None) -> Launch:
     """A launch of `zeros_kernel` over `launch`'s (a fill_scatter launch's) tiles."""
     s, k = launch.scalars, launch.constants
-    _, _, d, h, _, _, _, _, _, hw_vec, w_vec, _, _, n_d, n_h = s
+    _, _, d, h, _, _, _, _, _, hw_vec, w_vec, _, _, n_d, n_h = s  # fill_scatter.plan's order
     constants = {
         "TD": k["TD"],
         "TH": k["TH"],
