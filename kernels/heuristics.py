@@ -49,6 +49,8 @@ class Heuristics:
     column_short_walk: int  # column_max: unrolled walks of at most this many rows are short
     column_per_thread: tuple[int, int, int, int]  # column_max: columns a thread, as warps are
     # set (2-byte dtypes: short unrolled walks, longer unrolled ones, rolled; 4- and 8-byte)
+    column_rolled_wide: tuple[int, int] | None  # column_max: (rows, warps) a program for 4-
+    # and 8-byte dtypes whose depth walk is rolled (None: the rules above)
     chunk_elements: int  # chunked: window elements a step
     tile_elements: int  # window_tile: elements a load
     tile_warps: int | None  # window_tile: warps (None: one per 512 elements, up to 8)

@@ -525,6 +525,11 @@ H200_PLANS = [
     ((8, 64, 16, 56, 56), (2, 7, 7), torch.float32, column_max.Config(4, 4, True, two_pass=True)),
     ((4, 32, 32, 64, 64), (2, 8, 16), torch.float32, column_max.Config(4, 4, True)),
     ((4, 32, 32, 64, 64), (2, 8, 16), torch.bfloat16, column_max.Config(4, 4, True, two_pass=True)),
+    # fp32 walks past 128 rows, rolled: four rows and warps whatever W (fp16 keeps the rule)
+    ((4, 32, 64, 32, 64), (2, 4, 64), torch.float32, column_max.Config(4, 4)),
+    ((4, 32, 64, 16, 32), (2, 1, 32), torch.float32, column_max.Config(4, 4)),
+    ((2, 16, 64, 32, 128), (1, 8, 128), torch.float32, column_max.Config(4, 4)),
+    ((4, 32, 64, 16, 32), (2, 1, 32), torch.float16, column_max.Config(8, 2)),
     ((8, 64, 16, 56, 56), (16, 28, 20), torch.float16, lane_window.Config(256, 8)),  # 2 rows
     ((8, 64, 16, 64, 64), (4, 2, 16), torch.float16, window_tile.Config(1, 1, 32, 16, 4, 1)),
     ((8, 64, 16, 96, 64), (8, 4, 16), torch.float16, lane_window.Config(256, 8)),  # 192

@@ -36,6 +36,7 @@ def test_an_h200_gets_the_values_its_sweeps_chose() -> None:
         "column_unroll_steps": (128, 128),
         "column_short_walk": 32,
         "column_per_thread": (4, 2, 4, 2),
+        "column_rolled_wide": (4, 4),
         "column_carry": (float("inf"), 1.3),
         "column_carry_run": 2,
         "column_two_pass": (128, 64),

@@ -34,6 +34,7 @@ INTERPRETER = Heuristics(
     column_unroll_steps=(0, 0),
     column_short_walk=0,
     column_per_thread=(1, 1, 1, 1),
+    column_rolled_wide=None,
     column_carry=(float("inf"), float("inf")),  # a program's windows in turn: Python time
     column_carry_run=0,
     column_two_pass=(0, 0),  # the interpreter compares bf16 as its bits

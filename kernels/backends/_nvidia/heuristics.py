@@ -63,6 +63,12 @@ def for_device(properties: Any) -> Heuristics:
         column_unroll_steps=(128, 128),
         column_short_walk=32,
         column_per_thread=(4, 2, 4, 2),
+        # fp32 walks rolled (past 128 rows; five shapes of 256-512 rows, W of 32-128): four
+        # rows and four warps, a warp a row, at or ahead of the rule above on every one
+        # (4.79 against 14.32 us, 12.01 against 53.96, 8.04 against 14.33; level where the rule
+        # gave the same). On W = 64 eight rows and two warps were faster still (3.54 against
+        # 6.94 us) but 2-3x slower on W = 32: no one columns-a-thread rule fits them.
+        column_rolled_wide=(4, 4),
         # Carrying the depth two D windows share (each depth read once) pays in fp32 where
         # the windows read 1.38x the input: (7,7,7) a row and a warp a program, in runs of two
         # windows (a run's first reads its shared depth again, for 4x the programs): 1.55x

@@ -410,13 +410,15 @@ def default(p: Forward, h: Heuristics) -> Config:
     `h.column_elements` input elements a step; the depth walk is unrolled up to
     `h.column_unroll_steps` rows, in two passes up to `h.column_two_pass`; warps keep each
     thread near `h.column_per_thread` columns, by dtype and walk (at most one warp a row: see
-    `plan`)."""
+    `plan`); rolled walks of 4- and 8-byte dtypes take `h.column_rolled_wide` where set."""
     columns = next_pow2(p.x.shape[-1])
     size = p.x.element_size()
     if depth_reads(p.x.shape[2], p.out[0]) >= h.narrow(h.column_carry, size):
         return Config(1, 1, carry=True, run=h.column_carry_run)
     steps = p.windows[0] * p.windows[1]
     unroll_d = steps <= h.narrow(h.column_unroll_steps, size)
+    if size >= 4 and not unroll_d and h.column_rolled_wide is not None:
+        return Config(*h.column_rolled_wide)
     rows = max(1, h.narrow(h.column_elements, size) // columns)
     if h.pack_rows:  # no more rows than the output has
         rows = min(rows, next_pow2(p.x.shape[0] * p.x.shape[1] * p.out[0] * p.out[1]))
