@@ -67,7 +67,7 @@ def for_device(properties: Any) -> Heuristics:
         # rows and four warps, a warp a row, at or ahead of the rule above on every one
         # (4.79 against 14.32 us, 12.01 against 53.96, 8.04 against 14.33; level where the rule
         # gave the same). On W = 64 eight rows and two warps were faster still (3.54 against
-        # 6.94 us) but 2-3x slower on W = 32: no one columns-a-thread rule fits them.
+        # 6.94 us) but 1.9-2.8x slower on W = 32: no one columns-a-thread rule fits them.
         column_rolled_wide=(4, 4),
         # Carrying the depth two D windows share (each depth read once) pays in fp32 where
         # the windows read 1.38x the input: (7,7,7) a row and a warp a program, in runs of two
