@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from runner import compile_cache, layouts, parallel, results
+from runner import comparison, compile_cache, layouts, parallel, results, stats
 from runner.compile_cache import CompileCache
 from runner.parallel import default_workers
 from runner.probe import environment_info
@@ -253,7 +253,13 @@ class _Job:
     # -- steps -------------------------------------------------------------------------------
 
     def run(
-        self, step: Step, checkout: Path, python: Path, env: dict[str, str], artifacts: Path
+        self,
+        step: Step,
+        checkout: Path,
+        python: Path,
+        env: dict[str, str],
+        artifacts: Path,
+        extra: dict[str, str] | None = None,
     ) -> tuple[StepOutcome, dict[str, str]]:
         give(artifacts, self.owner)
         values = {
@@ -263,6 +269,10 @@ class _Job:
             "workspace": str(checkout),
             "sha": self.spec.sha,
             "backend": self.spec.backend,
+            "base": "",
+            "budget_s": f"{step.compare.budget_s:g}",
+            "target": f"{step.compare.target:g}",
+            **(extra or {}),
         }
         lists = {
             "op_tests": layouts.test_files(checkout, self.spec.op),
@@ -386,9 +396,10 @@ class _Job:
         env: dict[str, str],
         name: str,
         artifacts: Path,
+        extra: dict[str, str] | None = None,
     ) -> tuple[StepOutcome, BenchmarkResult | None, str | None]:
         """Run a benchmark; (outcome, result or None, why not)."""
-        outcome, values = self.run(step, checkout, python, env, artifacts)
+        outcome, values = self.run(step, checkout, python, env, artifacts, extra)
         self.interrupted(name, outcome, step.timeout_s)
         if outcome.exit_code != 0:
             return outcome, None, f"exited {outcome.exit_code}"
@@ -428,14 +439,15 @@ class _Job:
         ]
         return results.close_matches(self.spec.op, markers)
 
-    def compare(self, step: Step, sha_tree: Path, current: BenchmarkResult) -> BenchmarkResult:
-        """The current benchmark with the merge base's numbers, when the op exists there."""
+    def base_tree(self, step: Step) -> tuple[str, Path] | None:
+        """The merge base's commit and checkout to compare with, or None (no base, or it is
+        the pull request's own commit, or it could not be checked out: said as a skipped
+        step)."""
         spec = self.spec
-        name = f"{step.name} (merge base)"
-        started = _now()
         base = spec.base_sha or spec.base_ref
         if not base:
-            return current
+            return None
+        started = _now()
         try:
             mirror = self.worktrees[0][0]
             if spec.base_sha:
@@ -445,31 +457,147 @@ class _Job:
             merge_base = self.ctx.workspaces.merge_base(mirror, spec.sha, base)
             if merge_base is None or merge_base == spec.sha:
                 self.log(f"no merge base with {base} to compare with")
-                return current
-            tree = self.checkout(merge_base, "base")
-            python, env = self.environ(tree)
-        except (WorkspaceError, PythonEnvError) as exc:
+                return None
+            return merge_base, self.checkout(merge_base, "base")
+        except WorkspaceError as exc:
             self.steps.append(
                 StepResult(
-                    name=name,
+                    name=f"{step.name} (merge base)",
                     status=StepStatus.skipped,
                     duration_s=(_now() - started).total_seconds(),
                     message=f"could not prepare the merge base: {exc}",
                 )
             )
-            return current
-        outcome, before, why = self.benchmark_step(
-            step, tree, python, env, name, self.ctx.job_dir / "artifacts" / "base"
+            return None
+
+    def benchmark_compared(
+        self, step: Step, checkout: Path, python: Path, env: dict[str, str]
+    ) -> BenchmarkResult:
+        """The step's benchmark, compared with the merge base where there is one: in one
+        process where the workflow's harness can (`compare.argv`), else in rounds of separate
+        processes (runner.comparison); each row's change is judged from its rounds
+        (runner.stats). A failed run of the pull request's benchmark stops the job."""
+        artifacts = self.ctx.job_dir / "artifacts"
+        base = self.base_tree(step) if self.spec.options.compare else None
+        if base is not None and step.compare.argv:
+            together = self.in_process(step, checkout, python, env, base)
+            if together is not None:
+                return stats.judged(together)
+        outcome, bench, why = self.benchmark_step(
+            step, checkout, python, env, step.name, artifacts
         )
-        if before is None or not before.rows:
-            why = why or "no rows"
-            message = f"no benchmark of {spec.op} on the merge base {merge_base[:10]} ({why})"
-            self.steps.append(self.result_of(name, outcome, StepStatus.skipped, message))
-            return current
+        if bench is None:
+            verdict = StepStatus.failed if outcome.exit_code == 1 else StepStatus.errored
+            message = f"benchmark {why}"
+            self.steps.append(self.result_of(step.name, outcome, verdict, message))
+            job = JobStatus.failed if verdict is StepStatus.failed else JobStatus.errored
+            raise _Stop(job, step.name, message)
+        self.steps.append(self.result_of(step.name, outcome, StepStatus.succeeded, None))
+        if base is None:
+            return bench
+        return stats.judged(self.in_rounds(step, checkout, python, env, base, bench))
+
+    def in_process(
+        self,
+        step: Step,
+        checkout: Path,
+        python: Path,
+        env: dict[str, str],
+        base: tuple[str, Path],
+    ) -> BenchmarkResult | None:
+        """The pull request's harness timing both trees in one process; None where it cannot
+        (exit 2 or 3: said in the log, and the rounds go to separate processes)."""
+        merge_base, tree = base
+        together = step.model_copy(update={"argv": step.compare.argv})
+        outcome, bench, why = self.benchmark_step(
+            together,
+            checkout,
+            python,
+            env,
+            step.name,
+            self.ctx.job_dir / "artifacts",
+            {"base": str(tree)},
+        )
+        if outcome.exit_code in (2, 3):
+            self.log(f"the harness cannot time both trees in one process (exit "
+                     f"{outcome.exit_code}): separate processes instead")  # fmt: skip
+            return None
+        if bench is None:
+            verdict = StepStatus.failed if outcome.exit_code == 1 else StepStatus.errored
+            message = f"benchmark {why}"
+            self.steps.append(self.result_of(step.name, outcome, verdict, message))
+            job = JobStatus.failed if verdict is StepStatus.failed else JobStatus.errored
+            raise _Stop(job, step.name, message)
+        rounds = comparison.rounds_of(bench.rows)
+        message = f"with merge base {merge_base[:10]} in one process: {rounds} rounds"
+        if not rounds:
+            message = f"merge base {merge_base[:10]}: no row of it to compare"
+        self.steps.append(self.result_of(step.name, outcome, StepStatus.succeeded, message))
+        return bench
+
+    def in_rounds(
+        self,
+        step: Step,
+        checkout: Path,
+        python: Path,
+        env: dict[str, str],
+        base: tuple[str, Path],
+        first: BenchmarkResult,
+    ) -> BenchmarkResult:
+        """The pull request's first run, then runs of each tree in turn
+        (`comparison.process_rounds`), merged into per-round samples."""
+        merge_base, tree = base
+        name = f"{step.name} (merge base)"
+        started = _now()
+        try:
+            base_python, base_env = self.environ(tree)
+        except PythonEnvError as exc:
+            message = f"could not prepare the merge base: {exc}"
+            self.steps.append(StepResult(name=name, status=StepStatus.skipped, message=message))
+            return first
+        artifacts = self.ctx.job_dir / "artifacts"
+        last: list[StepOutcome] = []
+
+        def measure(tree_: Path, python_: Path, env_: dict[str, str], where: str) -> Any:
+            def run() -> BenchmarkResult | None:
+                _clear_records(step, tree_)
+                outcome, bench, why = self.benchmark_step(
+                    step, tree_, python_, env_, name, artifacts / where
+                )
+                last.append(outcome)
+                if bench is None:
+                    self.log(f"{name}: a run in {where} gave no rows ({why})")
+                return bench
+
+            return run
+
+        runs = comparison.process_rounds(
+            first,
+            measure(checkout, python, env, "after"),
+            measure(tree, base_python, base_env, "base"),
+            budget_s=step.compare.budget_s,
+            target=step.compare.target,
+            max_rounds=step.compare.max_rounds,
+        )
+        elapsed = (_now() - started).total_seconds()
+        if not runs.rounds:
+            message = f"no benchmark of {self.spec.op} on the merge base {merge_base[:10]}"
+            outcome = last[-1] if last else None
+            self.steps.append(
+                self.result_of(name, outcome, StepStatus.skipped, message)
+                if outcome is not None
+                else StepResult(name=name, status=StepStatus.skipped, message=message)
+            )
+            return first
+        message = comparison.describe(runs, elapsed, merge_base)
+        self.log(f"{name}: {message}")
         self.steps.append(
-            self.result_of(name, outcome, StepStatus.succeeded, f"merge base {merge_base[:10]}")
-        )
-        return results.with_before(current, before)
+            StepResult(
+                name=name, status=StepStatus.succeeded, duration_s=round(elapsed, 3),
+                message=message,
+            )
+        )  # fmt: skip
+        return comparison.merged(runs)
 
     # -- the job -----------------------------------------------------------------------------
 
@@ -501,19 +629,7 @@ class _Job:
                         StepResult(name=step.name, status=StepStatus.skipped, message="--no-bench")
                     )
                     continue
-                outcome, bench, why = self.benchmark_step(
-                    step, checkout, python, env, step.name, self.ctx.job_dir / "artifacts"
-                )
-                if bench is None:
-                    verdict = StepStatus.failed if outcome.exit_code == 1 else StepStatus.errored
-                    message = f"benchmark {why}"
-                    self.steps.append(self.result_of(step.name, outcome, verdict, message))
-                    job = JobStatus.failed if verdict is StepStatus.failed else JobStatus.errored
-                    raise _Stop(job, step.name, message)
-                self.steps.append(self.result_of(step.name, outcome, StepStatus.succeeded, None))
-                if spec.options.compare:
-                    bench = self.compare(step, checkout, bench)
-                self.benchmark = bench
+                self.benchmark = self.benchmark_compared(step, checkout, python, env)
             else:
                 outcome, _ = self.run(step, checkout, python, env, self.ctx.job_dir / "artifacts")
                 self.interrupted(step.name, outcome, step.timeout_s)
@@ -526,6 +642,13 @@ class _Job:
         if any(s.status is StepStatus.failed for s in self.steps):
             return JobStatus.failed
         return JobStatus.succeeded
+
+
+def _clear_records(step: Step, tree: Path) -> None:
+    """Remove a foreign harness's records of an earlier run in `tree` (they are globbed)."""
+    if step.format is BenchmarkFormat.flaggems and step.results:
+        for stale in tree.glob(step.results):
+            stale.unlink(missing_ok=True)
 
 
 def execute(spec: JobSpec, workflow: WorkflowSpec, ctx: JobContext) -> JobResult:

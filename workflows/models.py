@@ -119,6 +119,30 @@ class AccuracyResult(_Model):
         return self.passed + self.failed + self.errors + self.skipped
 
 
+class Rounds(_Model):
+    """One side of a row over the rounds of a comparison: how many rounds it was timed in, the
+    median of its per-round latencies and that median's distribution-free 95 % interval."""
+
+    rounds: int = Field(ge=1)
+    median: float
+    low: float | None = Field(description="None: too few rounds to bound it")
+    high: float | None
+
+
+class Change(_Model):
+    """A row's kernel latency after (the pull request) over before (its merge base), from
+    rounds that timed both in turn: the median of the rounds' ratios and its 95 % interval
+    (low, high; None where too few rounds bound it). 1.12 is 12 % slower."""
+
+    rounds: int = Field(ge=1)
+    ratio: float
+    low: float | None
+    high: float | None
+
+
+MAX_SAMPLES = 1000  # per-round latencies kept per side of a row
+
+
 class BenchmarkRow(_Model):
     dtype: str
     size: list[int] = Field(description="input shape")
@@ -140,6 +164,15 @@ class BenchmarkRow(_Model):
     # Filled when the operator also exists on the merge base: the same row measured there.
     before_kernel_ms: float | None = None
     before_speedup: float | None = None
+    # A comparison's rounds (docs/benchmark-json.md): each side's latency per round, paired by
+    # index (round i timed the reference, the merge base and the pull request in turn), their
+    # summaries, and the change with its interval, which is what the report judges.
+    reference_samples_ms: list[float] | None = Field(default=None, max_length=MAX_SAMPLES)
+    kernel_samples_ms: list[float] | None = Field(default=None, max_length=MAX_SAMPLES)
+    before_kernel_samples_ms: list[float] | None = Field(default=None, max_length=MAX_SAMPLES)
+    kernel_rounds: Rounds | None = None
+    before_rounds: Rounds | None = None
+    change: Change | None = None
 
 
 class BenchmarkResult(_Model):
@@ -148,6 +181,13 @@ class BenchmarkResult(_Model):
     arithmetic_mean_speedup: float | None = None
     geometric_mean_speedup: float | None = None
     before_arithmetic_mean_speedup: float | None = None
+    # Over the rounds of a comparison: the geometric-mean speedup of each side, per round,
+    # summarised (median and 95 % interval); None without rounds.
+    geometric_mean_rounds: Rounds | None = None
+    before_geometric_mean_rounds: Rounds | None = None
+    compare_mode: str | None = Field(
+        default=None, description="how before and after were timed: in_process or processes"
+    )
     device: str | None = None
     performance: bool = Field(
         default=True, description="False when timed under the Triton interpreter: not performance"

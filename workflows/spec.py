@@ -28,6 +28,7 @@ from pydantic import (
 WORKFLOWS_DIR = Path(__file__).resolve().parent
 PLACEHOLDERS = frozenset(
     {"op", "artifacts", "python", "workspace", "sha", "backend", "op_tests", "xdist"}
+    | {"base", "budget_s", "target"}  # a comparison's: the merge base's checkout, its limits
 )
 # Placeholders that stand for several argv elements: each must be a whole element.
 # {op_tests}: the test files that can hold the operator's tests (the layout decides).
@@ -69,6 +70,40 @@ class ProofLog(BaseModel):
     logger: str = Field(default="", max_length=200, description="a logger name; '' is the root")
 
 
+def _check_placeholders(argv: list[str]) -> list[str]:
+    for arg in argv:
+        for name in _PLACEHOLDER.findall(arg):
+            if name not in PLACEHOLDERS:
+                raise ValueError(
+                    f"unknown placeholder {{{name}}} in {arg!r}; "
+                    f"known: {', '.join(sorted(PLACEHOLDERS))}"
+                )
+            if name in LIST_PLACEHOLDERS and arg != f"{{{name}}}":
+                raise ValueError(f"{{{name}}} stands for several arguments: alone in {arg!r}")
+    return argv
+
+
+class Compare(BaseModel):
+    """How a benchmark step compares the pull request with its merge base: in rounds that time
+    both in turn, until every row's change is known within `target` either side or `budget_s`
+    is spent. With `argv`, one run times both trees itself (`{base}`: the merge base's
+    checkout, `{budget_s}`, `{target}`); it exits 2 or 3 where it cannot (an older harness, a
+    tree it cannot load), and the rounds then alternate processes of each tree, as they always
+    do without `argv` (ABBA: each round's order the reverse of the last)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    argv: list[str] | None = Field(default=None, min_length=1)
+    budget_s: float = Field(default=60.0, gt=0, le=3600)
+    target: float = Field(default=0.025, gt=0, lt=1)
+    max_rounds: int = Field(default=12, ge=1, le=100, description="rounds of processes at most")
+
+    @field_validator("argv")
+    @classmethod
+    def _known_placeholders(cls, argv: list[str] | None) -> list[str] | None:
+        return None if argv is None else _check_placeholders(argv)
+
+
 class Step(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -84,6 +119,7 @@ class Step(BaseModel):
     )
     format: BenchmarkFormat = BenchmarkFormat.kernels
     proof: ProofLog | None = None
+    compare: Compare = Field(default_factory=Compare)
 
     @model_validator(mode="after")
     def _proof_on_accuracy(self) -> Step:
@@ -94,16 +130,7 @@ class Step(BaseModel):
     @field_validator("argv")
     @classmethod
     def _known_placeholders(cls, argv: list[str]) -> list[str]:
-        for arg in argv:
-            for name in _PLACEHOLDER.findall(arg):
-                if name not in PLACEHOLDERS:
-                    raise ValueError(
-                        f"unknown placeholder {{{name}}} in {arg!r}; "
-                        f"known: {', '.join(sorted(PLACEHOLDERS))}"
-                    )
-                if name in LIST_PLACEHOLDERS and arg != f"{{{name}}}":
-                    raise ValueError(f"{{{name}}} stands for several arguments: alone in {arg!r}")
-        return argv
+        return _check_placeholders(argv)
 
     def render(
         self, values: Mapping[str, str], lists: Mapping[str, Sequence[str]] | None = None

@@ -1,7 +1,12 @@
 """`python -m kernels.benchmark --op OP`: verify, time and tabulate one operator.
 
+With `--baseline TREE` (a checkout of the merge base), that tree's kernels are loaded beside
+ours and every row's reference, merge-base kernel and our kernel are timed in alternating
+rounds until each row's change is known or `--budget-s` is spent (`rounds.py`).
+
 Exit status: 0 measured; 1 a kernel result differed from PyTorch's or a case raised (no JSON
-is written then); 2 bad arguments.
+is written then); 2 bad arguments; 3 the baseline's kernels cannot be loaded here or lack the
+operator (time the two trees in separate processes instead).
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -16,7 +22,7 @@ from pathlib import Path
 
 # Importing this package ran kernels/__init__.py first, which sets up the Triton interpreter
 # on a machine without a GPU before anything loads triton.
-from kernels.benchmark import implementations
+from kernels.benchmark import baseline, implementations, rounds
 from kernels.benchmark.bandwidth import copy_bandwidth_gbps
 from kernels.benchmark.definition import KNOWN_OPS, Case, KernelMismatch, load
 from kernels.benchmark.harness import (
@@ -88,6 +94,31 @@ def build_parser() -> argparse.ArgumentParser:
         "minimum bytes, with the same timer (twenty more timings a row: on a GPU up to 2 s "
         "a row at the default budget)",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="TREE",
+        help="a checkout (e.g. the merge base) whose kernels are timed beside ours, in rounds",
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=rounds.Plan.budget_s,
+        help="with --baseline: seconds the rounds may take (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--target",
+        type=_fraction,
+        default=rounds.TARGET,
+        help="with --baseline: a row is done once its change is known within this fraction "
+        "either side (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--round-ms",
+        type=_positive_int,
+        default=10,
+        help="with --baseline, on a GPU: ms of timed runs of one side in one round",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
@@ -130,6 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
 
+    if args.baseline is not None and args.reach:
+        parser.error("--reach and --baseline: one at a time")
+
     bench = load(args.op)
     try:
         implementations.check_reference_is_pytorch()
@@ -139,27 +173,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     timer = _timer_for(target, args)
     copy_gbps = copy_bandwidth_gbps(target.device, timer) if target.performance else None
     cases = [Case(dtype, size, out) for dtype in dtypes for size, out in shapes(size_set)]
+    host_calls = max(0, args.host_calls) if target.performance else 0
+    synchronize = implementations.synchronizer(target.device)
 
     show = not args.no_progress and sys.stderr.isatty()
+    scratch = tempfile.TemporaryDirectory(prefix="kernels-baseline-")
     try:
+        before_fn = None
+        if args.baseline is not None:
+            package = baseline.load(args.baseline, Path(scratch.name))
+            before_fn = baseline.function(package, args.op, args.impl)
         with _progress(len(cases), show) as advance:
-            rows = run_cases(
-                bench,
-                cases,
-                kernel_fn,
-                target.device,
-                timer,
-                copy_gbps,
-                advance,
-                host_calls=max(0, args.host_calls) if target.performance else 0,
-                synchronize=implementations.synchronizer(target.device),
-                reach=args.reach,
-            )
+            if before_fn is None:
+                rows = run_cases(
+                    bench,
+                    cases,
+                    kernel_fn,
+                    target.device,
+                    timer,
+                    copy_gbps,
+                    advance,
+                    host_calls=host_calls,
+                    synchronize=synchronize,
+                    reach=args.reach,
+                )
+            else:
+                plan = rounds.Plan(budget_s=args.budget_s, target=args.target)
+                rows = rounds.compare_cases(
+                    bench,
+                    cases,
+                    kernel_fn,
+                    before_fn,
+                    target.device,
+                    _round_timer_for(target, args),
+                    copy_gbps,
+                    plan,
+                    advance,
+                    host_calls=host_calls,
+                    synchronize=synchronize,
+                )
+    except baseline.BaselineError as exc:
+        print(f"error: baseline: {exc}", file=sys.stderr)
+        return 3
     except BenchmarkError as exc:
         if exc.__cause__ is not None and not isinstance(exc.__cause__, KernelMismatch):
             traceback.print_exception(exc.__cause__, file=sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    finally:
+        scratch.cleanup()
 
     env = Environment(
         impl=args.impl,
@@ -172,7 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         timing=timer.description,
         copy_bandwidth_gbps=copy_gbps,
     )
-    report = Report(op=args.op, env=env, rows=rows)
+    mode = "in_process" if args.baseline is not None else None
+    report = Report(op=args.op, env=env, rows=rows, compare_mode=mode)
     markdown = report.to_markdown()
     sys.stdout.write(markdown)
     if args.markdown:
@@ -201,6 +264,13 @@ def _timer_for(target: Target, args: argparse.Namespace) -> Timer:
     if target.performance:
         return DeviceTimer(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, precision=args.precision)
     return HostTimer(reps=args.host_reps, synchronize=implementations.synchronizer(target.device))
+
+
+def _round_timer_for(target: Target, args: argparse.Namespace) -> Timer:
+    """One side's timing in one round: short, since the rounds repeat it."""
+    if target.performance:
+        return DeviceTimer(warmup_ms=1, rep_ms=args.round_ms, precision=0)
+    return HostTimer(reps=1, synchronize=implementations.synchronizer(target.device))
 
 
 def _write(path: Path, text: str) -> None:

@@ -48,10 +48,20 @@ class Row:
     kernel_runs: int | None = None
     reach_ms: float | None = None  # the fastest mover of the row's minimum traffic (--reach)
     reach_layout: str | None = None
+    # With --baseline (rounds.py): the merge base's kernel beside ours, each side's per-round
+    # latencies (paired by index) and their summaries (rounds, median, low, high).
+    before_kernel_ms: float | None = None
+    before_speedup: float | None = None
+    reference_samples_ms: list[float] | None = None
+    kernel_samples_ms: list[float] | None = None
+    before_kernel_samples_ms: list[float] | None = None
+    kernel_rounds: dict[str, Any] | None = None
+    before_rounds: dict[str, Any] | None = None
 
 
 HOST_COLUMNS: tuple[str, ...] = ("Torch Host (µs/call)", "Kernel Host (µs/call)")
 REACH_COLUMNS: tuple[str, ...] = ("Reach (ms)", "Kernel / Reach")
+BEFORE_COLUMNS: tuple[str, ...] = ("Before (ms)", "After / Before", "Rounds")
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,7 @@ class Report:
     op: str
     env: Environment
     rows: list[Row] = field(default_factory=list)
+    compare_mode: str | None = None  # "in_process" when the rows carry a merge base's side
 
     def means(self) -> tuple[float | None, float | None]:
         return means([row.speedup for row in self.rows])
@@ -95,6 +106,7 @@ class Report:
             "rows": [asdict(row) for row in self.rows],
             "arithmetic_mean_speedup": arithmetic,
             "geometric_mean_speedup": geometric,
+            "compare_mode": self.compare_mode,
         }
 
     def to_markdown(self) -> str:
@@ -113,11 +125,22 @@ class Report:
             lines += [f"**{NOT_PERFORMANCE}**", ""]
         host = any(row.kernel_host_us is not None for row in self.rows)
         reach = any(row.reach_ms is not None for row in self.rows)
-        columns = COLUMNS + (HOST_COLUMNS if host else ()) + (REACH_COLUMNS if reach else ())
+        before = any(row.kernel_samples_ms for row in self.rows)
+        columns = (
+            COLUMNS
+            + (HOST_COLUMNS if host else ())
+            + (REACH_COLUMNS if reach else ())
+            + (BEFORE_COLUMNS if before else ())
+        )
         lines.append(_table_line(columns))
         lines.append(_table_line(("---",) * 2 + ("---:",) * (len(columns) - 2)))
         lines += [
-            _table_line(_cells(row) + (_host(row) if host else ()) + (_reach(row) if reach else ()))
+            _table_line(
+                _cells(row)
+                + (_host(row) if host else ())
+                + (_reach(row) if reach else ())
+                + (_before(row) if before else ())
+            )
             for row in self.rows
         ]
         arithmetic, geometric = self.means()
@@ -166,6 +189,13 @@ def _reach(row: Row) -> tuple[str, str]:
     if row.reach_ms is None:
         return "—", "—"
     return f"{row.reach_ms:.6f}", f"{row.kernel_ms / row.reach_ms:.2f}x"
+
+
+def _before(row: Row) -> tuple[str, str, str]:
+    rounds = str(len(row.kernel_samples_ms or ()))
+    if row.before_kernel_ms is None:
+        return "—", "—", rounds
+    return f"{row.before_kernel_ms:.6f}", f"{row.kernel_ms / row.before_kernel_ms:.3f}", rounds
 
 
 def _gbps(value: float | None) -> str:

@@ -26,6 +26,14 @@ from service.render.markdown import (
     short_sha,
     utc,
 )
+from service.render.verdicts import (
+    Judged,
+    Verdict,
+    band_text,
+    judged_rows,
+    of,
+    percent,
+)
 from service.render.views import CheckRunUpdate, JobView, StatusUpdate
 from workflows.models import (
     AccuracyResult,
@@ -42,10 +50,11 @@ MAX_COMMENT_CHARS = 65536
 COMMENT_BUDGET = 60000  # headroom: GitHub may count some characters (emoji) twice
 MAX_STATUS_DESCRIPTION = 140
 INTERPRETER_NOTE = "Timed under the Triton interpreter: not performance."
-# A row is slower than before when its kernel takes this much longer than on the merge base:
-# below it, the difference is within what two runs of the same code vary by.
+# A kernel slower than the framework's overall, beyond this, is a performance drop too.
 NOISE = 0.10
 SLOWER = "📉"  # next to the accuracy verdict: the performance got worse
+FASTER = "📈"
+NOISY = "〰️"
 
 EMOJI = {
     JobStatus.queued: "⏳",
@@ -130,20 +139,41 @@ def summary(view: JobView) -> str:
     if status in (JobStatus.errored, JobStatus.timed_out):
         return _error_text(view)
     words = _counts(result.accuracy) if result and result.accuracy else status.value
-    speed = _speed_words(result.benchmark, view.compare) if result and view.bench else None
-    return f"{words} · {speed}" if speed else words
+    speed = _speed_words(view) if result and view.bench else None
+    text = f"{words} · {speed}" if speed else words
+    if gate_failed(view):  # first: the status description keeps 140 characters
+        return f"regression gate failed · {text}"
+    if regression_accepted(view):
+        return f"regression accepted by @{view.accepted_by} · {text}"
+    return text
 
 
-def slower_rows(bench: BenchmarkResult) -> list[BenchmarkRow]:
-    """Rows whose kernel got slower than on the merge base beyond the noise, worst first."""
-    rows = [
-        r
-        for r in bench.rows
-        if r.before_kernel_ms is not None
-        and r.before_kernel_ms > 0
-        and r.kernel_ms > r.before_kernel_ms * (1 + NOISE)
-    ]
-    return sorted(rows, key=lambda r: r.before_kernel_ms / r.kernel_ms)  # type: ignore[operator]
+def compared(view: JobView) -> list[Judged]:
+    """The rows compared with the merge base and their verdicts at the view's threshold
+    (none under the interpreter, or with `--no-compare`)."""
+    result = view.result
+    if not view.bench or not view.compare or result is None or result.benchmark is None:
+        return []
+    if not result.benchmark.performance:
+        return []
+    return judged_rows(result.benchmark, view.threshold)
+
+
+def slower_rows(view: JobView) -> list[Judged]:
+    """Rows slower than on the merge base beyond the noise, slowest first."""
+    return of(compared(view), Verdict.slower)
+
+
+def gate_failed(view: JobView) -> bool:
+    """The repository's gate fails the job: `gate: fail`, a significant regression, and no
+    maintainer has accepted it."""
+    if view.gate != "fail" or view.accepted_by or view.status is not JobStatus.succeeded:
+        return False
+    return bool(slower_rows(view))
+
+
+def regression_accepted(view: JobView) -> bool:
+    return bool(view.accepted_by) and view.gate == "fail" and bool(slower_rows(view))
 
 
 def performance_dropped(view: JobView) -> bool:
@@ -155,7 +185,7 @@ def performance_dropped(view: JobView) -> bool:
     bench = result.benchmark
     if not bench.performance or not bench.rows:
         return False
-    if view.compare and slower_rows(bench):
+    if slower_rows(view):
         return True
     _, geo = _mean(bench)
     return geo is not None and geo < 1 - NOISE
@@ -165,9 +195,10 @@ def _row_label(row: BenchmarkRow) -> str:
     return f"{row.dtype} [{', '.join(str(n) for n in row.size)}]"
 
 
-def _speed_words(bench: BenchmarkResult | None, compare: bool) -> str | None:
-    """`geomean 0.82x · slowest 0.09x (float16 [1, 2]) · 3 rows slower than before (worst
-    float32 [4]: 0.50 → 0.90 ms)`; under the interpreter, that only latencies were taken."""
+def _speed_words(view: JobView) -> str | None:
+    """`geomean 0.82x · slowest 0.09x (float16 [1, 2]) · 📉 3 rows slower beyond noise (worst
+    float32 [4]: +25.0 % ±2.0 %)`; under the interpreter, that only latencies were taken."""
+    bench = view.result.benchmark if view.result else None
     if bench is None or not bench.rows:
         return None
     if not bench.performance:
@@ -179,15 +210,37 @@ def _speed_words(bench: BenchmarkResult | None, compare: bool) -> str | None:
     slowest = min(bench.rows, key=lambda r: r.speedup)
     if len(bench.rows) > 1:
         parts.append(f"slowest {slowest.speedup:.2f}x ({_row_label(slowest)})")
-    slower = slower_rows(bench) if compare else []
+    change = _change_words(compared(view))
+    if change:
+        parts.append(change)
+    return " · ".join(parts) or None
+
+
+def _change_words(judged: Sequence[Judged]) -> str | None:
+    """Before → after in a few words: rows slower and faster beyond noise, or no significant
+    change; how many were too noisy to judge."""
+    if not judged:
+        return None
+    slower, faster = of(judged, Verdict.slower), of(judged, Verdict.faster)
+    noisy = of(judged, Verdict.noisy)
+    words = []
     if slower:
         worst = slower[0]
-        count = plural(len(slower), "row")
-        parts.append(
-            f"{SLOWER} {count} slower than before (worst {_row_label(worst)}: "
-            f"{worst.before_kernel_ms:.4f} → {worst.kernel_ms:.4f} ms)"
+        words.append(
+            f"{SLOWER} {plural(len(slower), 'row')} slower beyond noise (worst "
+            f"{_row_label(worst.row)}: {percent(worst.change)} {band_text(worst.change)})"
         )
-    return " · ".join(parts) or None
+    if faster:
+        best = faster[0]
+        words.append(
+            f"{FASTER} {plural(len(faster), 'row')} faster (best {_row_label(best.row)}: "
+            f"{percent(best.change)} {band_text(best.change)})"
+        )
+    if not slower and not faster:
+        words.append("no significant change" if len(noisy) < len(judged) else "")
+    if noisy:
+        words.append(f"{len(noisy)} of {plural(len(judged), 'row')} too noisy to judge")
+    return " · ".join(w for w in words if w)
 
 
 def _progress_words(view: JobView) -> str:
@@ -211,8 +264,12 @@ def headline(view: JobView) -> str:
     """`⏳ `op` on `backend`: queued, …` as one markdown line."""
     unknown = view.result is not None and view.result.unknown_op and view.status.final
     emoji = "⚠️" if unknown else EMOJI[view.status]
+    if gate_failed(view):
+        emoji = EMOJI[JobStatus.failed]
     if performance_dropped(view):
         emoji += f" {SLOWER}"
+    elif of(compared(view), Verdict.faster):
+        emoji += f" {FASTER}"
     return f"{emoji} `{view.op}` on `{view.backend}`: {escape_text(summary(view), 400)}"
 
 
@@ -220,6 +277,8 @@ def render_status(view: JobView) -> StatusUpdate:
     """The commit status of a job: context `ondemand/<op>:<backend>`, target the job page."""
     unknown = view.result is not None and view.result.unknown_op and view.status.final
     state = "error" if unknown else STATUS_STATE[view.status]
+    if gate_failed(view):
+        state = "failure"
     return StatusUpdate(
         state=state,
         description=one_line(summary(view), MAX_STATUS_DESCRIPTION),
@@ -250,6 +309,10 @@ def render_check(view: JobView) -> CheckRunUpdate:
         status, conclusion = "in_progress", None
     else:
         status, conclusion = "completed", CHECK_CONCLUSION[view.status]
+        if gate_failed(view):
+            conclusion = "failure"
+        elif regression_accepted(view):
+            conclusion = "neutral"
     report = render_comment(view)
     body = report.split("\n", 1)[1].lstrip("\n")  # without the hidden marker
     summary_parts = [f"### {headline(view)}", _facts(view)]
@@ -496,19 +559,20 @@ def _performance(bench: BenchmarkResult | None, view: JobView, limits: Limits) -
     parts = ["#### Performance"]
     if not bench.performance:
         parts.append(f"_{INTERPRETER_NOTE} Latencies only; no speedups._")
-    slower = slower_rows(bench) if view.compare and bench.performance else []
-    if slower:
-        parts.append(
-            f"{SLOWER} **{plural(len(slower), 'row')} slower than on the merge base** "
-            f"(kernel latency up more than {NOISE:.0%}): marked {SLOWER} below."
-        )
+    judged = compared(view)
+    if judged:
+        parts.append(_comparison_note(view, bench, judged))
     if bench.rows:
-        parts.append(_table(bench.rows, limits, view.compare, bench.performance, slower))
+        verdicts = {id(j.row): j for j in judged}
+        parts.append(_table(bench.rows, limits, view.compare, bench.performance, verdicts))
     else:
         parts.append("The benchmark reported no rows.")
     arith, geo = _mean(bench)
     if bench.performance and geo is not None:
         means = f"Geometric mean speedup: **{geo:.2f}x**"
+        interval = bench.geometric_mean_rounds
+        if interval is not None and interval.low is not None and interval.high is not None:
+            means += f" (95 % {interval.low:.2f}–{interval.high:.2f}x)"
         if bench.rows:
             slowest = min(bench.rows, key=lambda r: r.speedup)
             label = escape_text(_row_label(slowest), 200)
@@ -524,51 +588,77 @@ def _performance(bench: BenchmarkResult | None, view: JobView, limits: Limits) -
     return parts
 
 
+def _comparison_note(view: JobView, bench: BenchmarkResult, judged: Sequence[Judged]) -> str:
+    """How before → after was measured and judged, what it found, and the gate."""
+    rounds = sorted(j.change.rounds for j in judged)
+    span = f"{rounds[0]}" if rounds[0] == rounds[-1] else f"{rounds[0]}–{rounds[-1]}"
+    how = {
+        "in_process": "in one process, their rounds interleaved row by row",
+        "processes": "in separate processes of each, taken in turn",
+    }.get(bench.compare_mode or "", "once each, in separate processes")
+    threshold = f"{view.threshold * 100:g} %"
+    lines = [
+        f"**Before → after:** the merge base and this commit timed {how} ({span} rounds a "
+        f"row). A row is slower or faster only when the whole 95 % interval of its change "
+        f"lies beyond ±{threshold}; a row whose interval is wider than that is too noisy to "
+        f"judge."
+    ]
+    found = _change_words(judged)
+    if found:
+        lines.append(f"**{escape_text(found, 400)}**")
+    if gate_failed(view):
+        lines.append(
+            f"**Regression gate: failed.** This repository's gate fails a significant "
+            f"regression; a maintainer can accept it with `/test accept-regression {view.op}`."
+        )
+    elif regression_accepted(view):
+        who = escape_text(view.accepted_by or "", 40)
+        lines.append(f"Regression gate: the regression was accepted by @{who}.")
+    return "\n\n".join(lines)
+
+
 def _table(
     rows: Sequence[BenchmarkRow],
     limits: Limits,
     compare: bool,
     performance: bool = True,
-    slower: Sequence[BenchmarkRow] = (),
+    verdicts: dict[int, Judged] | None = None,
 ) -> str:
     """The seed's table (`dtype | Size | Torch Latency (ms) | Kernel Latency (ms) | Speedup`,
     the output size in the Size cell as `in → out`), then GB/s and % of copy bandwidth when
-    measured on a device, and before → after when the merge base was benchmarked too. Under
-    the interpreter the speedup column is left out: its latencies say nothing of a device."""
+    measured on a device; with the merge base compared, the kernel latency before → after
+    and, on a device, the change with its noise band (📉 slower, 📈 faster beyond it, 〰️ too
+    noisy to judge) and the rounds it took. Under the interpreter the speedup column is left
+    out: its latencies say nothing of a device."""
+    verdicts = verdicts or {}
     has_gbps = performance and any(r.gbps is not None for r in rows)
     has_frac = performance and any(r.bandwidth_fraction is not None for r in rows)
-    has_before = compare and any(
-        r.before_kernel_ms is not None or r.before_speedup is not None for r in rows
-    )
+    has_before = compare and any(r.before_kernel_ms is not None for r in rows)
+    has_change = has_before and bool(verdicts)
     header = ["dtype", "Size", "Torch Latency (ms)", "Kernel Latency (ms)"]
+    if has_before:
+        header[-1] = "Kernel Latency (ms) before → after"
+    if has_change:
+        header += ["Change (95 %)", "Rounds"]
     if performance:
         header.append("Speedup")
-    if has_before:
-        header[header.index("Kernel Latency (ms)")] = "Kernel Latency (ms) before → after"
-        if performance:
-            header[-1] = "Speedup before → after"
     if has_gbps:
         header.append("GB/s")
     if has_frac:
         header.append("% of copy bandwidth")
-    flagged = {id(r) for r in slower}
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows[: limits.rows]:
         size = _shape(row.size)
         if row.output_size:
             size += f" → {_shape(row.output_size)}"
-        cells = [escape_text(row.dtype, 40), size]
-        cells.append(_ms(row.reference_ms))
-        if has_before:
-            cells.append(_arrow(row.before_kernel_ms, row.kernel_ms, _ms))
-            if performance:
-                cells.append(_arrow(row.before_speedup, row.speedup, _x))
-        else:
-            cells.append(_ms(row.kernel_ms))
-            if performance:
-                cells.append(_x(row.speedup))
-        if id(row) in flagged:
-            cells[-1] += f" {SLOWER}"
+        cells = [escape_text(row.dtype, 40), size, _ms(row.reference_ms)]
+        before = row.before_kernel_ms if has_before else None
+        cells.append(_arrow(before, row.kernel_ms, _ms))
+        if has_change:
+            judged = verdicts.get(id(row))
+            cells += [_change_cell(judged), str(judged.change.rounds) if judged else "–"]
+        if performance:
+            cells.append(_x(row.speedup))
         if has_gbps:
             cells.append(f"{row.gbps:.1f}" if row.gbps is not None else "–")
         if has_frac:
@@ -580,6 +670,19 @@ def _table(
     if more > 0:
         table += f"\n\n{ELLIPSIS} {more} more rows on the job page."
     return table
+
+
+_MARK = {Verdict.slower: f" {SLOWER}", Verdict.faster: f" {FASTER}", Verdict.same: ""}
+
+
+def _change_cell(judged: Judged | None) -> str:
+    """`+23.1 % ±2.0 % 📉`, `-0.4 % ±1.1 %`, `+8.0 % ±31.0 % 〰️ too noisy`."""
+    if judged is None:
+        return "–"
+    text = f"{percent(judged.change)} {band_text(judged.change)}"
+    if judged.verdict is Verdict.noisy:
+        return f"{text} {NOISY} too noisy"
+    return text + _MARK[judged.verdict]
 
 
 def _shape(size: Sequence[int]) -> str:

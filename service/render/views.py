@@ -43,6 +43,12 @@ class JobView:
     progress: Progress | None = None
     estimate_s: float | None = None
     now: datetime | None = None
+    # The repository's regression gate for this operator (its settings file on the base):
+    # a change beyond `threshold` is significant; with gate "fail" a significant regression
+    # fails the status, unless a maintainer accepted it (`accepted_by`).
+    threshold: float = 0.10
+    gate: str = "inform"
+    accepted_by: str | None = None
 
 
 @dataclass(frozen=True)

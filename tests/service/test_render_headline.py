@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from service.render.comment import SLOWER, render_comment, render_status
+from service.render.comment import FASTER, SLOWER, render_check, render_comment, render_status
 from tests.service.test_report import T0, seed_result, seed_rows, view
-from workflows.models import BenchmarkResult, JobStatus, Progress
+from workflows.models import BenchmarkResult, Change, JobStatus, Progress
 
 
 def _bench(rows: list, **changes: object) -> BenchmarkResult:  # type: ignore[type-arg]
@@ -35,43 +35,101 @@ def test_a_few_fast_rows_do_not_hide_slow_ones() -> None:
     assert "0.55x" in render_status(view(result=seed_result(benchmark=bench))).description
 
 
-def test_rows_slower_than_the_merge_base_beyond_the_noise_are_flagged() -> None:
-    rows = seed_rows()
-    changed = []
-    for i, row in enumerate(rows):
-        # Row 0 got 2x slower, row 1 1.5x slower, row 2 5% slower (noise), the rest faster.
-        factor = {0: 2.0, 1: 1.5, 2: 1.05}.get(i, 0.5)
-        changed.append(
+def _compared(factors: dict[int, tuple[float, float, float]], rounds: int = 8) -> list:  # type: ignore[type-arg]
+    """The seed rows compared with a merge base: row i's change (ratio, low, high) where
+    given, else a steady 1.0 (0.99-1.01)."""
+    out = []
+    for i, row in enumerate(seed_rows()):
+        ratio, low, high = factors.get(i, (1.0, 0.99, 1.01))
+        change = Change(rounds=rounds, ratio=ratio, low=low, high=high)
+        out.append(
             row.model_copy(
                 update={
-                    "before_kernel_ms": row.kernel_ms / factor,
-                    "before_speedup": row.speedup * factor,
+                    "before_kernel_ms": row.kernel_ms / ratio,
+                    "before_speedup": row.speedup * ratio,
+                    "change": change,
                 }
             )
         )
-    bench = _bench(changed)
-    job = view(result=seed_result(benchmark=bench))
+    return out
+
+
+def test_rows_slower_than_the_merge_base_beyond_the_noise_are_flagged() -> None:
+    # Row 0 is 2x slower (tight), row 1 25 % slower, row 2 5 % slower (within the threshold),
+    # row 3 30 % slower but with an interval wider than the threshold: too noisy to judge.
+    rows = _compared(
+        {
+            0: (2.0, 1.95, 2.05),
+            1: (1.25, 1.2, 1.3),
+            2: (1.05, 1.03, 1.07),
+            3: (1.3, 0.9, 1.9),
+        }
+    )
+    job = view(result=seed_result(benchmark=_bench(rows)))
     text = render_comment(job)
     headline = text.split("\n")[2]
     assert headline.startswith(f"### ✅ {SLOWER} ")
-    assert "2 rows slower than before" in headline
-    assert "worst float16 \\[1, 1, 4, 4, 4\\]: 0.0022 → 0.0044 ms" in headline
-    assert "2 rows slower than on the merge base" in text
-    assert text.count(f"x {SLOWER} |") == 2  # the two rows, marked in the table
+    assert "2 rows slower beyond noise" in headline
+    assert "worst float16 \\[1, 1, 4, 4, 4\\]: \\+100.0 % ±2.5 %" in headline
+    assert "1 of 12 rows too noisy to judge" in headline
+    assert text.count(f"{SLOWER} |") == 2  # the two rows, marked in the table's change cell
+    assert "| +5.0 % ±1.9 % | 8 |" in text  # within the threshold: not flagged
+    assert "+30.0 % ±45.3 % 〰️ too noisy | 8 |" in text
     # The commit status carries it too, within GitHub's 140 characters.
     description = render_status(job).description
-    assert len(description) <= 140 and "slower than before" in description
+    assert len(description) <= 140 and "slower beyond noise" in description
+    assert render_status(job).state == "success"  # gate: inform (the default)
     # --no-compare: nothing to compare with, nothing flagged.
-    assert "slower than" not in render_comment(view(compare=False, result=job.result))
+    assert "slower" not in render_comment(view(compare=False, result=job.result))
+    # A stricter threshold flags row 2 (+5 %) but finds rows 0 and 1 too noisy for it (bands
+    # of ±2.5 % and ±4.1 %); a looser one only flags row 0.
+    strict = render_comment(view(threshold=0.025, result=job.result)).split("\n")[2]
+    assert "1 row slower" in strict and "3 of 12 rows too noisy" in strict
+    assert "+5.0 % ±1.9 %" in strict
+    assert "1 row slower" in render_comment(view(threshold=0.5, result=job.result))
 
 
-def test_no_slowdown_no_flag() -> None:
+def test_faster_rows_and_no_significant_change() -> None:
+    rows = _compared({5: (0.8, 0.78, 0.82)})
+    text = render_comment(view(result=seed_result(benchmark=_bench(rows))))
+    headline = text.split("\n")[2]
+    assert headline.startswith(f"### ✅ {FASTER} ") and "1 row faster" in headline
+    assert SLOWER not in text
+    steady = render_comment(view(result=seed_result(benchmark=_bench(_compared({})))))
+    assert "no significant change" in steady.split("\n")[2]
+    assert SLOWER not in steady and FASTER not in steady
+
+
+def test_one_sample_a_side_is_never_judged() -> None:
+    # An older job: one run of each side, no rounds. A 2x difference is not a verdict.
     rows = [
-        r.model_copy(update={"before_kernel_ms": r.kernel_ms * 1.05, "before_speedup": 1.0})
+        r.model_copy(update={"before_kernel_ms": r.kernel_ms / 2, "before_speedup": 1.0})
         for r in seed_rows()
     ]
     text = render_comment(view(result=seed_result(benchmark=_bench(rows))))
     assert SLOWER not in text
+    assert "12 of 12 rows too noisy to judge" in text.split("\n")[2]
+    assert "+100.0 % ±? 〰️ too noisy | 1 |" in text
+
+
+def test_a_failed_gate_fails_the_status_and_check_until_accepted() -> None:
+    rows = _compared({0: (1.4, 1.35, 1.45)})
+    result = seed_result(benchmark=_bench(rows))
+    gated = view(gate="fail", result=result)
+    assert render_status(gated).state == "failure"
+    assert render_check(gated).conclusion == "failure"
+    text = render_comment(gated)
+    assert text.split("\n")[2].startswith(f"### ❌ {SLOWER} ")
+    assert "regression gate failed" in text.split("\n")[2]
+    assert "`/test accept-regression adaptive_max_pool3d_backward`" in text
+    accepted = view(gate="fail", accepted_by="maint", result=result)
+    assert render_status(accepted).state == "success"
+    assert render_check(accepted).conclusion == "neutral"
+    assert "accepted by @maint" in render_status(accepted).description
+    # Nothing slower: the gate passes.
+    steady = view(gate="fail", result=seed_result(benchmark=_bench(_compared({}))))
+    assert render_status(steady).state == "success"
+    assert render_check(steady).conclusion == "success"
 
 
 def test_interpreter_runs_show_latencies_without_speedups() -> None:

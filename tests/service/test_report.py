@@ -545,15 +545,15 @@ def test_before_after_bandwidth_and_output_size_columns() -> None:
     text = render_comment(view(result=result.model_copy(update={"benchmark": bench})))
     header = (
         "| dtype | Size | Torch Latency (ms) | Kernel Latency (ms) before → after "
-        "| Speedup before → after | GB/s | % of copy bandwidth |"
+        "| Change (95 %) | Rounds | Speedup | GB/s | % of copy bandwidth |"
     )
     assert header in text
     assert (
         "| float16 | 1, 1, 4, 4, 4 → 2, 2, 2 | 0.008640 | 0.008880 → 0.004440 "
-        "| 0.973x → 1.946x | 812.3 | 83% |"
+        "| -50.0 % ±? 〰️ too noisy | 1 | 1.946x | 812.3 | 83% |"
     ) in text
     assert "Arithmetic mean speedup: 2.34x (before: 1.17x)" in text
-    assert "📉" not in text  # every row got faster
+    assert "📉" not in text and "📈" not in text  # one run a side: nothing judged
     assert_well_formed(text)
     # --no-compare drops the before columns even when the runner sent them
     plain = render_comment(

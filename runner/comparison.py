@@ -1,0 +1,164 @@
+"""Before → after in separate processes: a benchmark run in each tree in turn, round after
+round (ABBA: each round's order the reverse of the last, so a drift over the job cancels),
+until every row's change is known within the target or another round would not fit in the
+budget. For a harness that cannot load both trees itself (a foreign one, or an older tree).
+
+`process_rounds` is the loop over two callables that each run one benchmark process and
+return its rows (or None when it could not); `merged` pairs the runs by round into the
+rows' samples, which `runner.stats.judged` then reads.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from runner import stats
+from workflows.models import BenchmarkResult, BenchmarkRow
+
+Measure = Callable[[], BenchmarkResult | None]
+RowKey = tuple[str, tuple[int, ...], tuple[int, ...] | None]
+MIN_ROUNDS = 6  # stats: fewer bound no median at 95 %
+
+
+def row_key(row: BenchmarkRow) -> RowKey:
+    out = tuple(row.output_size) if row.output_size is not None else None
+    return row.dtype, tuple(row.size), out
+
+
+@dataclass
+class Runs:
+    """The benchmark runs of each side, in the order taken; round i is after[i], before[i]."""
+
+    after: list[BenchmarkResult] = field(default_factory=list)
+    before: list[BenchmarkResult] = field(default_factory=list)
+    stopped: str = ""  # why the rounds ended
+
+    @property
+    def rounds(self) -> int:
+        return min(len(self.after), len(self.before))
+
+
+def process_rounds(
+    first_after: BenchmarkResult,
+    measure_after: Measure,
+    measure_before: Measure,
+    *,
+    budget_s: float,
+    target: float,
+    max_rounds: int,
+    clock: Callable[[], float] = time.monotonic,
+) -> Runs:
+    """Runs of both sides in ABBA order, the pull request's first run given: after, before |
+    before, after | after, before ... Stops once every row is settled (at least MIN_ROUNDS
+    rounds), at `max_rounds`, when the next run would overrun `budget_s`, or when a run fails
+    (the rounds so far stand)."""
+    runs = Runs(after=[first_after])
+    started = clock()
+    longest = 0.0
+    order = ("before", "before", "after", "after")  # after the first run: B | B A | A B | …
+    step = 0
+    while True:
+        if len(runs.after) == len(runs.before):  # a round ends here: another?
+            if runs.rounds >= max_rounds:
+                runs.stopped = f"{max_rounds} rounds"
+                break
+            if _all_settled(runs, target):
+                runs.stopped = "every row settled"
+                break
+            if clock() - started + 2 * longest > budget_s:
+                runs.stopped = f"budget of {budget_s:g} s"
+                break
+        side = order[step % len(order)]
+        begun = clock()
+        result = (measure_before if side == "before" else measure_after)()
+        longest = max(longest, clock() - begun)
+        if result is None or not result.rows:
+            which = "merge base" if side == "before" else "pull request"
+            runs.stopped = f"a run of the {which} failed"
+            break
+        (runs.before if side == "before" else runs.after).append(result)
+        step += 1
+    return runs
+
+
+def _all_settled(runs: Runs, target: float) -> bool:
+    if runs.rounds < MIN_ROUNDS:
+        return False
+    return all(
+        row.before_kernel_samples_ms is not None
+        and stats.settled(row.before_kernel_samples_ms, row.kernel_samples_ms or [], target)
+        for row in merged(runs).rows
+    )
+
+
+def merged(runs: Runs) -> BenchmarkResult:
+    """The pull request's first run with every row's per-round samples of both sides (rounds
+    where either side lacks the row are left out of its pairs) and the medians as its
+    latencies; rows the merge base never had keep their single run."""
+    first = runs.after[0]
+    rounds = runs.rounds
+    after_rows = [_by_key(r) for r in runs.after[:rounds]]
+    before_rows = [_by_key(r) for r in runs.before[:rounds]]
+    rows = []
+    for row in first.rows:
+        key = row_key(row)
+        pairs = [
+            (a[key], b[key])
+            for a, b in zip(after_rows, before_rows, strict=True)
+            if key in a and key in b
+        ]
+        if not pairs:
+            rows.append(row)
+            continue
+        reference = [a.reference_ms for a, _ in pairs]
+        kernel = [a.kernel_ms for a, _ in pairs]
+        before = [b.kernel_ms for _, b in pairs]
+        before_reference = statistics.median(b.reference_ms for _, b in pairs)
+        kernel_ms, before_ms = statistics.median(kernel), statistics.median(before)
+        reference_ms = statistics.median(reference)
+        rows.append(
+            row.model_copy(
+                update={
+                    "reference_ms": reference_ms,
+                    "kernel_ms": kernel_ms,
+                    "speedup": reference_ms / kernel_ms,
+                    "before_kernel_ms": before_ms,
+                    "before_speedup": before_reference / before_ms,
+                    "reference_samples_ms": reference,
+                    "kernel_samples_ms": kernel,
+                    "before_kernel_samples_ms": before,
+                }
+            )
+        )
+    mean, geo = BenchmarkResult.means([r.speedup for r in rows])
+    before_means = BenchmarkResult.means([r.before_speedup for r in rows if r.before_speedup])
+    return first.model_copy(
+        update={
+            "rows": rows,
+            "arithmetic_mean_speedup": mean,
+            "geometric_mean_speedup": geo,
+            "before_arithmetic_mean_speedup": before_means[0],
+            "compare_mode": "processes",
+        }
+    )
+
+
+def _by_key(result: BenchmarkResult) -> dict[RowKey, BenchmarkRow]:
+    return {row_key(row): row for row in result.rows}
+
+
+def describe(runs: Runs, elapsed_s: float, merge_base: str) -> str:
+    """The comparison step's message."""
+    return (
+        f"merge base {merge_base[:10]}: {runs.rounds} rounds of separate processes in "
+        f"{elapsed_s:.0f} s ({runs.stopped})"
+    )
+
+
+def rounds_of(rows: Sequence[BenchmarkRow]) -> int:
+    """The most rounds any row was compared over."""
+    compared = [len(r.kernel_samples_ms or ()) for r in rows if r.before_kernel_samples_ms]
+    return max(compared, default=0)
