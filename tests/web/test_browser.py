@@ -1,7 +1,9 @@
 """The pages in a real browser (headless Chromium through Playwright), under the service's own
 content security policy: the dashboard and its filter, the rendered report (no raw Markdown, no
-marker, hostile text shown as text and never run), and a job page following its job with no
-reload by the test (live.js: state, steps, log tail, then the report)."""
+marker, hostile text shown as text and never run), a job page following its job with no
+reload by the test (live.js: state, steps, log tail, then the report), and the HTML GitHub keeps
+in a result comment (its `<sub>` footer) rendered as elements on the job page and on the
+sandbox's pull-request page."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.service.helpers import LiveService, live_service, service_settings
+from tests.service.test_flow import BOT, REPO, make_flow
 from tests.web.support import finish_job, new_job, result, run_job
 
 pytestmark = pytest.mark.timeout(120)
@@ -111,3 +114,34 @@ def test_job_page_follows_its_job(live: LiveService, page: Any) -> None:
     expect(page.locator("#state")).to_have_text("succeeded", timeout=10_000)
     expect(page.locator("#report h3")).to_contain_text("add")
     expect(page.locator('#timeline li[data-step="benchmark"]')).to_have_class("succeeded")
+
+
+def test_footer_is_rendered_as_github_renders_it(tmp_path: Any, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    footer = "Arithmetic mean speedup: 1.64x, as FlagGems reports it."
+    with make_flow(tmp_path) as flow:
+        flow.comment("/test add:cpu")
+        flow.wait_until(lambda: len(flow.jobs()) == 1)
+        job = flow.jobs()[0]
+        runner = flow.svc.register("gpu-one", ["cpu"])
+        run_job(flow.svc, runner, job.id)
+        done = result(flow.head, (1.5, 1.78))
+        assert done.benchmark is not None and done.benchmark.performance
+        finish_job(flow.svc, runner, job.id, done)
+        flow.wait_until(lambda: f"<sub>{footer}</sub>" in flow.bot_comments()[0]["body"])
+        flow.wait_until(flow.quiet)
+
+        pages = {
+            f"{flow.svc.url}/jobs/{job.id}": "#report",
+            f"{flow.admin.base_url}/{REPO}/pull/{flow.pr}": f'.comment[data-user="{BOT}"] .body',
+        }
+        for url, report in pages.items():
+            page.goto(url)
+            expect(page.locator(report).locator("sub", has_text=footer)).to_have_text(footer)
+            expect(page.locator("sub")).to_have_count(1)
+            text = page.locator("body").inner_text()
+            assert footer in text and "<sub>" not in text and "</sub>" not in text, url
+            assert "<script>alert('owned')</script>" in text, url  # the hostile message, as text
+            assert page.locator(report).locator("script, img").count() == 0, url
+            assert page.evaluate("typeof window.owned") == "undefined"
