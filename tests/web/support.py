@@ -12,6 +12,7 @@ from workflows.models import (
     BenchmarkRow,
     JobResult,
     JobStatus,
+    Rounds,
     StepResult,
     StepStatus,
     TestFailure,
@@ -27,6 +28,7 @@ def new_job(
     sha: str = "a" * 40,
     pr: int = 1,
     private: bool = False,
+    base_sha: str | None = None,
 ) -> NewJob:
     return NewJob(
         repo=repo,
@@ -36,6 +38,7 @@ def new_job(
         op=op,
         backend=backend,
         private=private,
+        base_sha=base_sha,
     )
 
 
@@ -44,9 +47,12 @@ def result(
     speedups: tuple[float, ...] = (1.5, 0.8),
     performance: bool = True,
     failed: bool = True,
+    rounds: Rounds | None = None,
+    before: Rounds | None = None,
 ) -> JobResult:
     """A finished run: three tests (one failure whose message is hostile HTML when `failed`),
-    a benchmark with a row per speedup."""
+    a benchmark with a row per speedup and, from a comparison, the geometric mean's `rounds`
+    of the pull request and those of its merge base (`before`)."""
     now = datetime.now(UTC)
     failures = [TestFailure(test_id="tests/test_add.py::test_bad", message=HOSTILE)]
     rows = [
@@ -71,6 +77,8 @@ def result(
             op="add",
             rows=rows,
             geometric_mean_speedup=BenchmarkResult.means(list(speedups))[1],
+            geometric_mean_rounds=rounds,
+            before_geometric_mean_rounds=before,
             performance=performance,
         ),
         started_at=now - timedelta(seconds=20),
