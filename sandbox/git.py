@@ -125,3 +125,72 @@ def changed_files(git_path: str | Path, base: str, head: str) -> list[tuple[str,
 def diff(git_path: str | Path, base: str, head: str, limit: int = 200_000) -> str:
     """The unified diff of `head` against `base`, cut at `limit` characters."""
     return _git(git_path, "diff", "--end-of-options", base, head)[:limit]
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """One entry of a tree: `kind` blob, tree or commit (a submodule); `size` for blobs."""
+
+    mode: str
+    kind: str
+    sha: str
+    size: int | None
+    name: str
+
+    @property
+    def is_symlink(self) -> bool:
+        return self.mode == "120000"
+
+
+def _git_bytes(git_path: str | Path, *args: str) -> bytes:
+    proc = subprocess.run(
+        ["git", "-C", str(git_path), *args], capture_output=True, check=False, timeout=30
+    )
+    if proc.returncode != 0:
+        why = proc.stderr.decode("utf-8", "replace").strip() or proc.returncode
+        raise GitError(f"git {' '.join(args)}: {why}")
+    return proc.stdout
+
+
+def tree_entries(git_path: str | Path, tree: str) -> list[TreeEntry]:
+    """The entries of the tree object `tree` (a SHA), names as git stores them (undecodable
+    bytes replaced)."""
+    if not SHA_RE.match(tree):
+        raise GitError(f"not a tree SHA: {tree!r}")
+    out = _git_bytes(git_path, "ls-tree", "-z", "--long", "--end-of-options", tree)
+    entries = []
+    for record in out.split(b"\0"):
+        if not record:
+            continue
+        meta, _, name = record.partition(b"\t")
+        mode, kind, sha, size = meta.decode().split()
+        entries.append(
+            TreeEntry(mode, kind, sha, int(size) if size.isdigit() else None,
+                      name.decode("utf-8", "replace"))
+        )  # fmt: skip
+    return entries
+
+
+def entry_at(git_path: str | Path, commit: str, path: str) -> TreeEntry | None:
+    """The entry at `path` in `commit`'s tree, walked one exact name at a time (no pathspec,
+    no `..`), or None; the root ("") is the commit's tree, named ""."""
+    parts = [p for p in path.split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        return None
+    root = _git(git_path, "rev-parse", "--verify", "--end-of-options", f"{commit}^{{tree}}")
+    entry = TreeEntry("040000", "tree", root.strip(), None, "")
+    for part in parts:
+        if entry.kind != "tree":
+            return None
+        found = [e for e in tree_entries(git_path, entry.sha) if e.name == part]
+        if not found:
+            return None
+        entry = found[0]
+    return entry
+
+
+def blob(git_path: str | Path, sha: str) -> bytes:
+    """The bytes of the blob `sha`."""
+    if not SHA_RE.match(sha):
+        raise GitError(f"not a blob SHA: {sha!r}")
+    return _git_bytes(git_path, "cat-file", "blob", sha)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Request, Response
 from fastapi.responses import JSONResponse
 
-from sandbox import git, shapes
+from sandbox import contents, git, shapes
 from sandbox.auth import Caller, resolve
 from sandbox.state import Comment, Pull, Repo, SandboxError, SandboxState, Team, now
 from sandbox.webhooks import (
@@ -644,6 +644,25 @@ def get_commit(owner: str, name: str, ref: str, request: Request) -> Json:
         raise SandboxError(422, f"No commit found for SHA: {ref}") from exc
     with c.state.lock:
         return shapes.commit_json(c.base, c.state, repo, info)
+
+
+@router.get("/repos/{owner}/{name}/contents")
+def get_root_contents(owner: str, name: str, request: Request) -> Json | list[Json]:
+    """The repository's root directory (`contents` with no path)."""
+    return get_contents(owner, name, "", request)
+
+
+@router.get("/repos/{owner}/{name}/contents/{path:path}")
+def get_contents(owner: str, name: str, path: str, request: Request) -> Json | list[Json]:
+    """A file (base64 content), a directory (its entries), a symlink or a submodule at `ref`
+    (branch, tag or SHA; the default branch when not given), read from the git repository."""
+    c = ctx(request)
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+    try:
+        return contents.contents(c.base, repo, path, request.query_params.get("ref"))
+    except git.GitError as exc:
+        raise SandboxError(404, "Not Found") from exc
 
 
 # -- permissions and teams -----------------------------------------------------------------

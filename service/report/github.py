@@ -9,13 +9,14 @@ it, and whatever waits goes out within seconds of its return. Each outage is log
 
 from __future__ import annotations
 
+import base64
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import requests
 from github import Auth, Github, GithubException, GithubIntegration
@@ -62,6 +63,19 @@ class GitHubError(Exception):
         if self.rate_limited:
             return False
         return self.status in PERMANENT_STATUSES or self.status == 403
+
+
+class FileTooLarge(GitHubError):
+    """A file whose content GitHub's contents API leaves out (over 1 MB): `size` in bytes.
+    Permanent: the same file reads the same way again."""
+
+    def __init__(self, message: str, size: int) -> None:
+        super().__init__(message, 413)
+        self.size = size
+
+    @property
+    def permanent(self) -> bool:
+        return True
 
 
 @dataclass(frozen=True)
@@ -296,6 +310,28 @@ class GitHubClient:
         requester = self._gh(repo).requester
         _, data = self._call(lambda: requester.requestJsonAndCheck(verb, path, input=body))
         return data
+
+    def file_at(self, repo: str, path: str, ref: str) -> str | None:
+        """The text of the file at `path` on `ref` (a branch, tag or SHA), decoded as UTF-8
+        with replacement; None when GitHub answers 404 (no such path or ref) or `path` is not
+        a file (a directory, a submodule). A file over 1 MB, whose content GitHub leaves out,
+        raises FileTooLarge with its size; other failures are GitHubError as for every call."""
+        url = f"/repos/{repo}/contents/{quote(path)}?{urlencode({'ref': ref})}"
+        try:
+            data = self._request(repo, "GET", url)
+        except GitHubError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        if not isinstance(data, dict) or data.get("type") != "file":
+            return None
+        if data.get("encoding") != "base64":  # "none": GitHub leaves out content past 1 MB
+            size = int(data.get("size") or 0)
+            raise FileTooLarge(
+                f"{path} on {ref} is {size:,} bytes: GitHub's contents API returns up to 1 MB",
+                size,
+            )
+        return base64.b64decode(str(data.get("content") or "")).decode("utf-8", "replace")
 
     def add_reaction(self, repo: str, comment_id: int, content: str) -> None:
         path = f"/repos/{repo}/issues/comments/{comment_id}/reactions"
