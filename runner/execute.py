@@ -482,7 +482,7 @@ class _Job:
         if base is not None and step.compare.argv:
             together = self.in_process(step, checkout, python, env, base)
             if together is not None:
-                return stats.judged(together)
+                return stats.judged(together).model_copy(update={"merge_base": base[0]})
         outcome, bench, why = self.benchmark_step(
             step, checkout, python, env, step.name, artifacts
         )
@@ -495,7 +495,8 @@ class _Job:
         self.steps.append(self.result_of(step.name, outcome, StepStatus.succeeded, None))
         if base is None:
             return bench
-        return stats.judged(self.in_rounds(step, checkout, python, env, base, bench))
+        rounds = self.in_rounds(step, checkout, python, env, base, bench)
+        return stats.judged(rounds).model_copy(update={"merge_base": base[0]})
 
     def in_process(
         self,

@@ -188,6 +188,7 @@ class BenchmarkResult(_Model):
     compare_mode: str | None = Field(
         default=None, description="how before and after were timed: in_process or processes"
     )
+    merge_base: str | None = Field(default=None, description="the commit the before side ran")
     device: str | None = None
     performance: bool = Field(
         default=True, description="False when timed under the Triton interpreter: not performance"

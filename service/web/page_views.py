@@ -262,10 +262,11 @@ def charts(jobs: Sequence[Job]) -> list[Chart]:
         rounds = _rounded(bench.geometric_mean_rounds)
         series.setdefault(key, []).append(_point(job.id, job.sha, speedup, rounds))
         before = _rounded(bench.before_geometric_mean_rounds)
-        if before is not None and job.base_sha:
+        base_sha = bench.merge_base or job.base_sha  # the commit measured, where it was said
+        if before is not None and base_sha:
             measured = bases.setdefault(key, {})
-            measured.pop(job.base_sha, None)  # a later job's measurement, in its place
-            measured[job.base_sha] = _point(job.id, job.base_sha, before.median, before)
+            measured.pop(base_sha, None)  # a later job's measurement, in its place
+            measured[base_sha] = _point(job.id, base_sha, before.median, before)
     out = []
     for (op, backend), points in sorted(series.items()):
         base = list(bases.get((op, backend), {}).values())
