@@ -1,5 +1,6 @@
 """`ondemand run OP:BACKEND`: one workflow run right here, on a repository's commit, with no
-service; prints the report as the bot would post it. Exit status 0 passed, 1 failed, 2 errored.
+service; prints the report as the bot would post it. Exit status 0 passed, 1 failed (or the
+repository's regression gate failed), 2 errored.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from runner.compile_cache import CompileCache
 from runner.daemon import runner_version
@@ -24,6 +26,7 @@ from runner.sandboxing import JailError, jail_for_host
 from runner.warmup import warm
 from runner.workspace import WorkspaceError, Workspaces, git
 from workflows.models import JobOptions, JobResult, JobSpec, JobStatus
+from workflows.repo_config import CONFIG_PATH, DEFAULTS, ComparePolicy, parse_repo_config
 from workflows.spec import WorkflowError, WorkflowSpec, backend_names, load_workflows
 
 EXIT = {JobStatus.succeeded: 0, JobStatus.failed: 1}
@@ -51,14 +54,47 @@ def default_cache() -> Path:
     return Path(base) / "ondemand"
 
 
-def render(spec: JobSpec, result: JobResult, log_path: Path) -> str:
+def settings(repo: Path, ref: str | None, op: str) -> ComparePolicy:
+    """The comparison's threshold and gate for `op` from the repository's settings file at
+    `ref` (the base, as the service reads it), the defaults without one; its problems are
+    said on stderr (the defaults then apply)."""
+    if ref is None:
+        return DEFAULTS.for_op(op)
+    try:
+        text = git(["show", f"{ref}:{CONFIG_PATH}"], cwd=repo)
+    except WorkspaceError:
+        return DEFAULTS.for_op(op)
+    reading = parse_repo_config(text)
+    for problem in reading.problems:
+        print(f"ondemand run: {CONFIG_PATH} at {ref}: {problem}", file=sys.stderr)
+    if reading.problems:
+        print(f"ondemand run: the defaults apply ({DEFAULTS.for_op(op)})", file=sys.stderr)
+    return reading.config.for_op(op)
+
+
+def gate_failed(spec: JobSpec, result: JobResult, policy: ComparePolicy) -> bool:
+    """Whether the repository's gate fails this result (a significant regression)."""
+    try:
+        from service.render.comment import gate_failed as failed
+    except ImportError:
+        return False
+    return failed(job_view(spec, result, Path("."), policy))
+
+
+def render(spec: JobSpec, result: JobResult, log_path: Path, policy: ComparePolicy) -> str:
     """The report as the bot posts it (`service.render`), or a plain summary without it."""
     try:
         from service.render.comment import render_comment
-        from service.render.views import JobView
     except ImportError:
         return plain_summary(spec, result, log_path)
-    view = JobView(
+    return render_comment(job_view(spec, result, log_path, policy))
+
+
+def job_view(spec: JobSpec, result: JobResult, log_path: Path, policy: ComparePolicy) -> Any:
+    """The service's view of this run, as its renderer takes it."""
+    from service.render.views import JobView
+
+    return JobView(
         id=spec.id,
         repo=spec.repo,
         pr_number=spec.pr_number,
@@ -75,12 +111,13 @@ def render(spec: JobSpec, result: JobResult, log_path: Path) -> str:
         runner_name=result.environment.runner_name,
         queue_position=None,
         runners_online=1,
-        job_url=log_path.parent.as_uri(),
-        log_url=log_path.as_uri(),
+        job_url=log_path.resolve().parent.as_uri(),
+        log_url=log_path.resolve().as_uri(),
         result=result,
         reason=None,
+        threshold=policy.threshold,
+        gate=policy.gate,
     )
-    return render_comment(view)
 
 
 def plain_summary(spec: JobSpec, result: JobResult, log_path: Path) -> str:
@@ -114,7 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("target", help="OP:BACKEND, e.g. adaptive_max_pool3d_backward:cpu")
     parser.add_argument("--repo", type=Path, default=Path.cwd(), help="git repository (default .)")
     parser.add_argument("--ref", default="HEAD", help="commit to test (default HEAD)")
-    parser.add_argument("--base", help="compare the benchmark with the merge base of this ref")
+    parser.add_argument(
+        "--base",
+        help="compare the benchmark with the merge base of this ref, judged by the "
+        f"repository's {CONFIG_PATH} there",
+    )
     parser.add_argument("--no-bench", action="store_true", help="skip the benchmark step")
     parser.add_argument("--json", type=Path, help="also write the JobResult as JSON here")
     parser.add_argument("--workflows", type=Path, help="directory of workflow YAML files")
@@ -212,10 +253,13 @@ def run_main(argv: list[str]) -> int:
         stream.close()
     if args.json:
         args.json.write_text(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
-    print(render(spec, result, log_path), flush=True)
+    policy = settings(repo, args.base, op)
+    print(render(spec, result, log_path, policy), flush=True)
     # After the verdict: the trusted build that warms the next run (runner/warmup.py).
     quiet = replace(context, on_output=lambda data: None if args.quiet else on_stderr(data))
     warm(spec, workflows[backend], replace(quiet, job_dir=run_dir / "trusted"), local=True)
+    if gate_failed(spec, result, policy):
+        return 1
     return EXIT.get(result.status, 2)
 
 
