@@ -10,6 +10,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -118,6 +119,11 @@ class Job(Base):
     progress: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # its runner's latest
     progress_noticed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # comment paced
     check_run_id: Mapped[int | None] = mapped_column(BigInteger)  # as a GitHub App
+    # The repository's regression gate for the operator, from its settings file on the base.
+    threshold: Mapped[float] = mapped_column(Float, default=0.1, server_default="0.1")
+    gate: Mapped[str] = mapped_column(String(16), default="inform", server_default="inform")
+    accepted_by: Mapped[str | None] = mapped_column(String(200))  # a maintainer's acceptance
+    accepted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     log_size: Mapped[int] = mapped_column(Integer, default=0)
     private: Mapped[bool] = mapped_column(Boolean, default=False)  # its repository's
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -65,6 +65,8 @@ class NewJob:
     requested_by: str | None = None
     command_comment_id: int | None = None
     private: bool = False
+    threshold: float = 0.1
+    gate: str = "inform"
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,8 @@ class JobQueue:
                     requested_by=new.requested_by,
                     command_comment_id=new.command_comment_id,
                     private=new.private,
+                    threshold=new.threshold,
+                    gate=new.gate,
                     status=JobStatus.queued,
                     attempt=1,
                     created_at=utcnow(),
@@ -403,6 +407,21 @@ class JobQueue:
                 affected.append(job)
                 self._changed(session, pending, job)
         return affected
+
+    def accept_regression(self, job_ids: Sequence[int], login: str) -> list[Job]:
+        """Record that `login` accepted the regression of these finished jobs (their gate then
+        passes); the listener hears of each, so its comment and status say so."""
+        now = utcnow()
+        accepted: list[Job] = []
+        with self._tx() as (session, pending):
+            for job_id in job_ids:
+                job = session.get(Job, job_id)
+                if job is None or job.accepted_by:
+                    continue
+                job.accepted_by, job.accepted_at = login, now
+                accepted.append(job)
+                self._changed(session, pending, job)
+        return accepted
 
     def supersede(self, repo: str, pr_number: int, new_sha: str) -> list[Job]:
         """The PR moved to `new_sha`: its jobs for other SHAs are superseded (queued) or

@@ -5,6 +5,7 @@ Grammar:
     /test [|] SPEC [SPEC ...] [--no-bench] [--no-compare] [--new-op]
     SPEC := OPS [":" BACKENDS]     OPS := OP ("," OP)*     BACKENDS := BACKEND ("," BACKEND)*
     /test help | /test ?           /test cancel [SPEC ...]           /retest
+    /test accept-regression [SPEC ...]
 
 A command starts a line of text as GitHub renders the comment (leading whitespace is fine,
 unless it makes the line an indented code block). Code (fenced, indented or in a code span),
@@ -41,10 +42,12 @@ MAX_COMMANDS = 20  # command lines read from one comment; the rest get one line 
 OP_PATTERN = re.compile(r"[a-z_][a-z0-9_]*")
 FLAGS = ("--no-bench", "--no-compare", "--new-op")
 HELP_WORDS = ("help", "?", "--help", "-h")
-SUBCOMMANDS = ("help", "cancel")
+ACCEPT = "accept-regression"
+SUBCOMMANDS = ("help", "cancel", ACCEPT)
 USAGE = (
     "`/test OP[,OP...][:BACKEND[,BACKEND...]] ... [--no-bench] [--no-compare] [--new-op]`, "
-    "`/test help`, `/test cancel [OP[:BACKEND]...]`, `/retest`"
+    "`/test help`, `/test cancel [OP[:BACKEND]...]`, "
+    "`/test accept-regression [OP[:BACKEND]...]`, `/retest`"
 )
 
 _COMMAND_WORD = re.compile(r"/(test|retest)(?=$|[\s|])", re.IGNORECASE)
@@ -99,6 +102,14 @@ class CancelCommand:
 
 
 @dataclass(frozen=True)
+class AcceptCommand:
+    """`/test accept-regression [SPEC...]`: a maintainer accepts the significant regression
+    that failed the gate of this PR's latest jobs (those matching; all without selectors)."""
+
+    selectors: tuple[Selector, ...] = ()
+
+
+@dataclass(frozen=True)
 class RetestCommand:
     """`/retest`: run again the PR's jobs whose last run failed or errored."""
 
@@ -112,7 +123,9 @@ class CommandError:
     suggestions: tuple[str, ...] = ()
 
 
-Command = TestCommand | HelpCommand | CancelCommand | RetestCommand | CommandError
+Command = (
+    TestCommand | HelpCommand | CancelCommand | AcceptCommand | RetestCommand | CommandError
+)
 
 
 class _Invalid(Exception):
@@ -260,6 +273,10 @@ def format_command(cmd: Command) -> str:
         return " ".join(
             ["/test", "cancel", *_format_specs([(s.op, s.backend) for s in cmd.selectors])]
         )
+    if isinstance(cmd, AcceptCommand):
+        return " ".join(
+            ["/test", ACCEPT, *_format_specs([(s.op, s.backend) for s in cmd.selectors])]
+        )
     if isinstance(cmd, RetestCommand):
         return "/retest"
     return cmd.line
@@ -340,7 +357,13 @@ def _parse_line(line: str, table: _BackendTable, defaults: tuple[str, ...]) -> C
     if head in HELP_WORDS:
         return HelpCommand()
     if head == "cancel":
-        return _parse_cancel(words[1:], table)
+        return CancelCommand(
+            _selectors(words[1:], table, "cancel", "cancels all of this PR's jobs")
+        )
+    if head == ACCEPT:
+        return AcceptCommand(
+            _selectors(words[1:], table, ACCEPT, "accepts every failed gate of this PR")
+        )
     if len(words) == 1 and not _is_flag(head) and ":" not in head and "," not in head:
         near = _close(head, SUBCOMMANDS, cutoff=0.75)
         if near and head not in table.folded:
@@ -408,14 +431,16 @@ def _fan_out(found: list[_Item], items: Iterable[_Item], too_many: str) -> None:
                 raise _Invalid(too_many)
 
 
-def _parse_cancel(words: list[str], table: _BackendTable) -> CancelCommand:
+def _selectors(
+    words: list[str], table: _BackendTable, sub: str, alone: str
+) -> tuple[Selector, ...]:
+    """The `OP[:BACKEND]` selectors of `/test cancel` or `/test accept-regression`."""
     selectors: list[Selector] = []
     for word in words:
         if _is_flag(word):
             raise _Invalid(
-                f"`/test cancel` takes no flags (got `{_clip(word)}`). "
-                "Accepted: `/test cancel` (all of this PR's jobs) "
-                "or `/test cancel OP[:BACKEND]...`."
+                f"`/test {sub}` takes no flags (got `{_clip(word)}`). "
+                f"Accepted: `/test {sub}` (it {alone}) or `/test {sub} OP[:BACKEND]...`."
             )
         ops, backend_words = _split_spec(word)
         backends: list[str | None] = (
@@ -424,10 +449,10 @@ def _parse_cancel(words: list[str], table: _BackendTable) -> CancelCommand:
         _fan_out(
             selectors,
             [Selector(op, backend) for op in ops for backend in backends],
-            f"too many selectors: at most {MAX_TARGETS} per `/test cancel`; "
-            "`/test cancel` alone cancels all of this PR's jobs.",
+            f"too many selectors: at most {MAX_TARGETS} per `/test {sub}`; "
+            f"`/test {sub}` alone {alone}.",
         )
-    return CancelCommand(selectors=tuple(selectors))
+    return tuple(selectors)
 
 
 def _split_spec(word: str) -> tuple[list[str], list[str]]:

@@ -18,6 +18,7 @@ from service.queue.jobs import JobQueue, NewJob
 from service.queue.operators import OperatorCatalog
 from service.receive.approval import Approval, approved_head
 from service.receive.commands import (
+    AcceptCommand,
     CancelCommand,
     Command,
     CommandError,
@@ -32,8 +33,11 @@ from service.receive.gate import Gate
 from service.receive.heads import PullHeads
 from service.receive.payloads import CheckRunPayload, CommentPayload, PullRequestPayload
 from service.receive.trust import Commenter, is_bot
+from service.render.comment import gate_failed
+from service.render.config_replies import render_problems
 from service.render.replies import (
     join_replies,
+    render_accept_summary,
     render_cancel_summary,
     render_command_error,
     render_duplicate,
@@ -44,10 +48,16 @@ from service.render.replies import (
     render_unknown_operator,
 )
 from service.render.views import JobView
-from service.report.github import GitHubClient, PullInfo
+from service.report.github import FileTooLarge, GitHubClient, PullInfo
 from service.report.job_views import JobViews
 from service.report.notices import enqueue_reaction, enqueue_reply
 from workflows.models import JobStatus
+from workflows.repo_config import (
+    CONFIG_PATH,
+    ConfigReading,
+    parse_repo_config,
+    too_large_reading,
+)
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +209,8 @@ class DeliveryHandler:
                 base_sha=pull.base_sha,
                 requested_by=data.sender.login,
                 private=old.private,
+                threshold=old.threshold,
+                gate=old.gate,
             )
         )
         again = "" if new else " (it was still queued or running)"
@@ -240,13 +252,18 @@ class DeliveryHandler:
                 return f"not allowed: {decision.reason}"
         pull: PullInfo | None = None
         approval: Approval | None = None
+        settings: ConfigReading | None = None
+        replies: list[str] = []
         if any(isinstance(c, TestCommand | RetestCommand) for c in commands):
             pull = self.github.pull(ev.repo, ev.pr_number)
             approval = self._approval(ev, pull, received_at)
-        replies: list[str] = []
+            settings = self._settings(ev.repo, pull)
+            problems = render_problems(settings.problems, CONFIG_PATH, pull.base_ref)
+            if problems:
+                replies.append(problems)
         outcomes: list[str] = []
         for command in commands:
-            text, outcome = self._one(ev, command, pull, approval)
+            text, outcome = self._one(ev, command, pull, approval, settings)
             outcomes.append(outcome)
             if text:
                 replies.append(text)
@@ -273,12 +290,22 @@ class DeliveryHandler:
             )
         return approval
 
+    def _settings(self, repo: str, pull: PullInfo) -> ConfigReading:
+        """The repository's settings file as its base has it (never the pull request's head:
+        a pull request cannot loosen its own gate); the defaults where there is none."""
+        try:
+            text = self.github.file_at(repo, CONFIG_PATH, pull.base_sha)
+        except FileTooLarge as exc:
+            return too_large_reading(exc.size)
+        return parse_repo_config(text or "")
+
     def _one(
         self,
         ev: CommentEvent,
         command: Command,
         pull: PullInfo | None,
         approval: Approval | None,
+        settings: ConfigReading | None = None,
     ) -> tuple[str, str]:
         if isinstance(command, CommandError):
             return render_command_error(command, self.views.backends()), "command error"
@@ -287,20 +314,30 @@ class DeliveryHandler:
             return render_help(self.views.backends(), self.default_backends, known), "help"
         if isinstance(command, CancelCommand):
             return self._cancel(ev, command)
+        if isinstance(command, AcceptCommand):
+            return self._accept(ev, command)
         assert pull is not None and approval is not None  # read for every test and retest
+        assert settings is not None
         if pull.state != "open":
             return f"#{ev.pr_number} is {pull.state}: nothing runs.", "pull request not open"
         if approval.sha is None:
             return render_not_approved(command, approval.head, approval.why), "head moved"
         if isinstance(command, TestCommand):
-            return self._test(ev, command, pull, approval.sha)
+            return self._test(ev, command, pull, approval.sha, settings)
         if isinstance(command, RetestCommand):
-            return self._retest(ev, pull, approval.sha)
+            return self._retest(ev, pull, approval.sha, settings)
         return "", "unknown command"
 
     def _new_job(
-        self, ev: CommentEvent, pull: PullInfo, sha: str, target: Target, cmd: TestCommand
+        self,
+        ev: CommentEvent,
+        pull: PullInfo,
+        sha: str,
+        target: Target,
+        cmd: TestCommand,
+        settings: ConfigReading,
     ) -> NewJob:
+        policy = settings.config.for_op(target.op)
         return NewJob(
             repo=ev.repo,
             clone_url=pull.clone_url or ev.clone_url,
@@ -315,6 +352,8 @@ class DeliveryHandler:
             requested_by=ev.login,
             command_comment_id=ev.comment_id,
             private=ev.private,
+            threshold=policy.threshold,
+            gate=policy.gate,
         )
 
     def _unknown_operator(self, repo: str, sha: str, target: Target, new_op: bool) -> str | None:
@@ -336,7 +375,7 @@ class DeliveryHandler:
         return render_unknown_operator(target.op, target.backend, close, None)
 
     def _test(
-        self, ev: CommentEvent, cmd: TestCommand, pull: PullInfo, sha: str
+        self, ev: CommentEvent, cmd: TestCommand, pull: PullInfo, sha: str, settings: ConfigReading
     ) -> tuple[str, str]:
         answers: list[str] = []
         created = 0
@@ -345,21 +384,23 @@ class DeliveryHandler:
             if unknown is not None:
                 answers.append(unknown)
                 continue
-            job, new = self.jobs.create_job(self._new_job(ev, pull, sha, target, cmd))
+            job, new = self.jobs.create_job(self._new_job(ev, pull, sha, target, cmd, settings))
             if new or job.command_comment_id == ev.comment_id:
                 created += 1  # (the second case: this very comment, processed again)
                 continue
             answers.append(render_duplicate(target, self._view(job)))
         return "\n\n".join(answers), f"{created} job(s) queued, {len(answers)} not queued"
 
-    def _retest(self, ev: CommentEvent, pull: PullInfo, sha: str) -> tuple[str, str]:
+    def _retest(
+        self, ev: CommentEvent, pull: PullInfo, sha: str, settings: ConfigReading
+    ) -> tuple[str, str]:
         again: list[Job] = []
         for last in self.jobs.latest_per_target(ev.repo, ev.pr_number):
             if last.status not in RETEST_STATUSES:
                 continue
             cmd = TestCommand((Target(last.op, last.backend),), last.bench, last.compare)
             job, _ = self.jobs.create_job(
-                self._new_job(ev, pull, sha, Target(last.op, last.backend), cmd)
+                self._new_job(ev, pull, sha, Target(last.op, last.backend), cmd, settings)
             )
             again.append(job)
         views = [self._view(job) for job in again]
@@ -372,6 +413,19 @@ class DeliveryHandler:
         jobs = self.jobs.cancel(ev.repo, ev.pr_number, f"cancelled by @{ev.login}", match=match)
         views = [self._view(job) for job in jobs]
         return render_cancel_summary(views, cmd), f"cancelled {len(jobs)} job(s)"
+
+    def _accept(self, ev: CommentEvent, cmd: AcceptCommand) -> tuple[str, str]:
+        """A maintainer accepts the regressions that failed the gate of this PR's latest jobs
+        (those the selectors match): their comments and statuses then say so."""
+        failed = [
+            job
+            for job in self.jobs.latest_per_target(ev.repo, ev.pr_number)
+            if (not cmd.selectors or any(_selects(s, job) for s in cmd.selectors))
+            and gate_failed(self._view(job))
+        ]
+        accepted = self.jobs.accept_regression([job.id for job in failed], ev.login)
+        views = [self._view(job) for job in accepted]
+        return render_accept_summary(views, cmd, ev.login), f"accepted {len(accepted)} job(s)"
 
     def _view(self, job: Job) -> JobView:
         with self.db.reads() as session:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from service.receive.commands import (
     USAGE,
+    AcceptCommand,
     CancelCommand,
     Command,
     CommandError,
@@ -67,6 +68,8 @@ def render_help(
         "| `/test OP:BACKEND --new-op` | an operator this pull request adds (not known yet) |",
         "| `/test cancel` | cancel this pull request's queued and running jobs |",
         "| `/test cancel OP[:BACKEND]` | cancel only the matching ones |",
+        "| `/test accept-regression [OP[:BACKEND]]` | a maintainer accepts the regression that "
+        "failed the gate of this pull request's latest jobs (the check turns neutral) |",
         "| `/retest` | run again the jobs whose last run failed or errored |",
         "| `/test help` or `/test ?` | this message |",
         "",
@@ -153,6 +156,29 @@ def render_cancel_summary(cancelled: Sequence[JobView], requested: CancelCommand
     lines += [_job_line(v) for v in cancelled[:50]]
     if len(cancelled) > 50:
         lines.append(f"- … {len(cancelled) - 50} more")
+    return "\n".join(lines) + "\n"
+
+
+def render_accept_summary(
+    accepted: Sequence[JobView], requested: AcceptCommand, login: str
+) -> str:
+    """Which failed gates `/test accept-regression` accepted, or that none matched."""
+    scope = (
+        " matching " + ", ".join(f"`{_selector(s)}`" for s in requested.selectors)
+        if requested.selectors
+        else ""
+    )
+    if not accepted:
+        return (
+            f"Nothing to accept: no latest job of this pull request{scope} failed its "
+            "regression gate.\n"
+        )
+    who = escape_text(login, 40)
+    lines = [
+        f"✅ @{who} accepted the regression of {plural(len(accepted), 'job')}{scope} "
+        f"(`{format_command(requested)}`): their checks no longer fail.",
+    ]
+    lines += [_job_line(v) for v in accepted[:50]]
     return "\n".join(lines) + "\n"
 
 

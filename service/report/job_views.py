@@ -60,6 +60,9 @@ class JobViews:
             result=result,
             reason=job.reason,
             attempt=job.attempt,
+            threshold=job.threshold,
+            gate=job.gate,
+            accepted_by=job.accepted_by,
             **_running(session, job),
         )
 
