@@ -9,7 +9,8 @@ be flagged, and the median after/before over all rows must lie within ±1 % (no 
 noise band is under the threshold must be flagged slower. `untouched` runs are of an
 operator that pull request does not touch: no row may be flagged. Each row's smallest
 detectable change is listed (threshold plus its noise band). Cost: a run's time to its
-verdict (the job's duration) against `--cost-s`. Gate: the commit status each run would get
+verdict (the job's duration; the first full job, which compiles, aside when there are more)
+against `--cost-s`. Gate: the commit status each run would get
 with `gate: fail` (failure exactly where a row is slower). Prints a table of bars with
 yes/no last; exit 0 when every bar is met.
 """
@@ -149,10 +150,12 @@ def report(runs: Sequence[Run], threshold: float, cost_s: float, name: str) -> t
             known = [v for v in values if v is not None]
             text = f"+{statistics.median(known) * 100:.1f} %" if known else "–"
             lines.append(f"  {row}: {text} ({len(known)} of {len(values)} runs judgeable)")
-    timed = [r for r in runs if r.result.duration_s is not None and r.result.accuracy is not None]
-    if timed:
-        worst = max(r.result.duration_s or 0 for r in timed)
-        bars.append(("cost: full job to verdict", f"{worst:.1f} s (≤ {cost_s:g})", worst <= cost_s))
+    full = [r for r in runs if r.result.duration_s is not None and r.result.accuracy is not None]
+    warm = full[1:] or full  # the first full job of a host compiles; the cost bar is a warm one
+    if warm:
+        worst = max(r.result.duration_s or 0 for r in warm)
+        said = ", ".join(f"{r.path.stem} {r.result.duration_s:.1f} s" for r in full)
+        bars.append(("cost: warm full job to verdict", f"{said} (≤ {cost_s:g})", worst <= cost_s))
     gate_ok = all(
         status_with_gate(r, threshold)
         == (

@@ -5,8 +5,9 @@
 #   PART=repo      this repository: A/A on AA pull requests (the first two full jobs, the
 #                  second warm: the cost bar), the rest and the power runs benchmark-only
 #   PART=flaggems  a FlagGems checkout (.device/flaggems.tar.xz, .device/wheelhouse/):
-#                  FLAGGEMS_AA comment-only pull requests (the first a full job) and one
-#                  that slows its backward, benchmark-only
+#                  FLAGGEMS_AA comment-only pull requests and one that slows its backward;
+#                  FG_RUNS picks the runs, REF:full or REF:bench (default "aa1:full
+#                  aa2:bench aa3:bench power:bench")
 # Needs .whl/ (the runner's pure-Python packages; SKIP_WHEELS=1: the host has them). A dry
 # run here: BACKEND=cpu AA=2 SKIP_WHEELS=1. Results under $OUT (default ./gpu-out).
 set -uo pipefail
@@ -19,6 +20,9 @@ export PYTHONPATH="$PWD:$site" PYTHONUNBUFFERED=1
 unset ONDEMAND_INDEX_URL ONDEMAND_WHEELHOUSE PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_FIND_LINKS
 tools=$PWD
 summary="$OUT/summary.txt"
+runs=/tmp/compare-runs  # every run's JSON, packed into $OUT/runs.tar.gz at the end
+rm -rf "$runs" && mkdir -p "$runs"
+trap 'tar -czf "$OUT/runs.tar.gz" -C "$runs" .' EXIT
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$summary"
 
 # Workflow copies: no extra installed (the image is offline), and one with the benchmark only.
@@ -40,7 +44,7 @@ run() {  # name, op, workflows dir, then the arguments of `ondemand run`
   local name=$1 op=$2 wf=$3 start
   shift 3
   start=$(date +%s%N)
-  timeout 400 python3 -m ondemand run "$op:${BACKEND:-nvidia}" --workflows "$wf" -q --json "$OUT/$name.json" \
+  timeout 400 python3 -m ondemand run "$op:${BACKEND:-nvidia}" --workflows "$wf" -q --json "$runs/$name.json" \
     "$@" >"/tmp/$name.md" 2>"/tmp/$name.stderr"
   local code=$?
   echo "$name: exit $code in $(( ($(date +%s%N) - start) / 1000000 )) ms" | tee -a "$summary"
@@ -92,10 +96,10 @@ open(p, "w").write(s)'
   run power "$op" /tmp/wf-bench --repo "$repo" --ref power --base main
   cp "/tmp/power.md" "$OUT/power.md"
   run untouched adaptive_max_pool3d /tmp/wf-bench --repo "$repo" --ref power --base main
-  args=(aa:"$OUT"/aa1.json aa:"$OUT"/aa2.json)
-  for i in $(seq 3 "${AA:-10}"); do args+=(aa:"$OUT/aa$i.json"); done
-  cd "$tools" && python3 -m tools.compare_bars "${args[@]}" power:"$OUT/power.json" \
-    untouched:"$OUT/untouched.json" --cost-s 45 --name "this repository" --json "$OUT/verdicts.json" \
+  args=()
+  for i in $(seq 1 "${AA:-10}"); do args+=(aa:"$runs/aa$i.json"); done
+  cd "$tools" && python3 -m tools.compare_bars "${args[@]}" power:"$runs/power.json" \
+    untouched:"$runs/untouched.json" --cost-s 45 --name "this repository" --json "$OUT/verdicts.json" \
     | tee -a "$summary"
 else
   op=adaptive_max_pool3d_backward
@@ -124,14 +128,16 @@ def adaptive_max_pool3d_backward(*args, **kwargs):  # noqa: F811
 """
 open(p, "w").write(s)'
   export XDG_CACHE_HOME=/tmp/compare-cache-fg
-  run fg-aa1 "$op" /tmp/wf-full --repo "$repo" --ref aa1 --base main --wheelhouse .device/wheelhouse
-  cp "/tmp/fg-aa1.md" "$OUT/fg-aa1.md"
-  for i in $(seq 2 "${FLAGGEMS_AA:-3}"); do
-    run "fg-aa$i" "$op" /tmp/wf-bench --repo "$repo" --ref "aa$i" --base main --wheelhouse .device/wheelhouse
-  done
-  run fg-power "$op" /tmp/wf-bench --repo "$repo" --ref power --base main --wheelhouse .device/wheelhouse
+  # No trusted build after each run (--no-compile-cache): a job's rounds share its own cache.
   args=()
-  for i in $(seq 1 "${FLAGGEMS_AA:-3}"); do args+=(aa:"$OUT/fg-aa$i.json"); done
-  cd "$tools" && python3 -m tools.compare_bars "${args[@]}" power:"$OUT/fg-power.json" \
-    --cost-s 270 --name FlagGems --json "$OUT/fg-verdicts.json" | tee -a "$summary"
+  for item in ${FG_RUNS:-aa1:full aa2:bench aa3:bench power:bench}; do
+    ref=${item%%:*} kind=${item#*:}
+    wf=/tmp/wf-bench && [ "$kind" = full ] && wf=/tmp/wf-full
+    run "fg-$ref" "$op" "$wf" --repo "$repo" --ref "$ref" --base main \
+      --wheelhouse .device/wheelhouse --no-compile-cache
+    cp "/tmp/fg-$ref.md" "$OUT/" 2>/dev/null
+    case $ref in power) args+=(power:"$runs/fg-$ref.json") ;; *) args+=(aa:"$runs/fg-$ref.json") ;; esac
+  done
+  cd "$tools" && python3 -m tools.compare_bars "${args[@]}" --cost-s 270 --name FlagGems \
+    --json "$OUT/fg-verdicts.json" | tee -a "$summary"
 fi
