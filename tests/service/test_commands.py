@@ -14,6 +14,7 @@ from markdown_it import MarkdownIt
 from service.receive.commands import (
     MAX_COMMANDS,
     MAX_TARGETS,
+    AcceptCommand,
     CancelCommand,
     Command,
     CommandError,
@@ -137,6 +138,36 @@ def test_cancel_all_and_selected() -> None:
     assert one("/test cancel add mul:cuda,cpu add") == CancelCommand(
         (Selector("add", None), Selector("mul", "nvidia"), Selector("mul", "cpu"))
     )
+
+
+def test_accept_regression_all_and_selected() -> None:
+    assert one("/test accept-regression") == AcceptCommand(())
+    assert one("  /Test Accept-Regression  ") == AcceptCommand(())
+    assert one("/test accept-regression op,op2:cpu") == AcceptCommand(
+        (Selector("op", "cpu"), Selector("op2", "cpu"))
+    )
+    assert one("/test accept-regression op:cuda op2 op:nvidia") == AcceptCommand(
+        (Selector("op", "nvidia"), Selector("op2", None))
+    )
+
+
+def test_accept_regression_selectors_follow_the_grammar() -> None:
+    """`op:cpu,op2` is one operator on two backends, and `op2` is no backend."""
+    err = error("/test accept-regression op:cpu,op2")
+    assert "unknown backend `op2`" in err.message
+
+
+def test_accept_regression_takes_no_flags() -> None:
+    err = error("/test accept-regression add --no-bench")
+    assert "`/test accept-regression` takes no flags (got `--no-bench`)" in err.message
+    assert "`/test accept-regression OP[:BACKEND]...`" in err.message
+
+
+@pytest.mark.parametrize("typo", ["accept-regresion", "accept_regression", "acceptregression"])
+def test_misspelt_accept_regression_gets_did_you_mean(typo: str) -> None:
+    err = error(f"/test {typo}")
+    assert err.suggestions == ("accept-regression",)
+    assert "did you mean `/test accept-regression`?" in err.message
 
 
 def test_retest() -> None:
@@ -317,6 +348,9 @@ def test_format_command_is_canonical() -> None:
     assert format_command(HelpCommand()) == "/test help"
     assert format_command(RetestCommand()) == "/retest"
     assert format_command(CancelCommand(())) == "/test cancel"
+    assert format_command(AcceptCommand(())) == "/test accept-regression"
+    accept = one("/test ACCEPT-REGRESSION add:cuda , musa mul")
+    assert format_command(accept) == "/test accept-regression add:nvidia,mthreads mul"
     assert format_command(error("/test add:tpu")) == "/test add:tpu"
 
 
@@ -385,6 +419,7 @@ SELECTORS = st.lists(
 VALID = st.one_of(
     st.builds(TestCommand, TARGETS.map(tuple), st.booleans(), st.booleans(), st.booleans()),
     st.builds(CancelCommand, SELECTORS.map(tuple)),
+    st.builds(AcceptCommand, SELECTORS.map(tuple)),
     st.just(HelpCommand()),
     st.just(RetestCommand()),
 )

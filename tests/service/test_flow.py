@@ -6,7 +6,7 @@ runner (played here over HTTP) claims and completes the job. Outbox retries thro
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,18 +98,28 @@ class World:
 
 
 @contextmanager
-def sandbox_world(tmp_path: Path, *, app: bool = False, private: bool = False) -> Iterator[World]:
+def sandbox_world(
+    tmp_path: Path,
+    *,
+    app: bool = False,
+    private: bool = False,
+    base_files: Mapping[str, str] | None = None,
+    head_files: Mapping[str, str] | None = None,
+) -> Iterator[World]:
     """The sandbox under uvicorn with its users, repository and pull request; the bot is a token
-    user, or a GitHub App when `app`."""
+    user, or a GitHub App when `app`. `base_files` are committed on main (the PR's base),
+    `head_files` in the PR's head commit."""
     repo = tmp_path / "kernels"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     (repo / "README.md").write_text("kernels\n")
-    git(repo, "add", "README.md")
+    _write_files(repo, base_files or {})
+    git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "initial")
     git(repo, "checkout", "-q", "-b", "feature")
     (repo / "op.py").write_text("x = 1\n")
-    git(repo, "add", "op.py")
+    _write_files(repo, head_files or {})
+    git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "op")
     head = git(repo, "rev-parse", "HEAD")
     (repo / "op.py").write_text("x = 2\n")
@@ -137,6 +147,13 @@ def sandbox_world(tmp_path: Path, *, app: bool = False, private: bool = False) -
         yield World(gh_url, admin, auth, int(pr["number"]), head, next_head)
 
 
+def _write_files(repo: Path, files: Mapping[str, str]) -> None:
+    """Write each file (a path relative to `repo`: its text), making its folders."""
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+
+
 @contextmanager
 def make_flow(
     tmp_path: Path,
@@ -144,11 +161,15 @@ def make_flow(
     app: bool = False,
     db_url: str | None = None,
     private: bool = False,
+    base_files: Mapping[str, str] | None = None,
+    head_files: Mapping[str, str] | None = None,
     **overrides: Any,
 ) -> Iterator[Flow]:
     """The sandbox world, the service wired to it (settings compressed for tests, `overrides`
     on top), and the sandbox's webhook pointing at the service."""
-    with sandbox_world(tmp_path, app=app, private=private) as world:
+    with sandbox_world(
+        tmp_path, app=app, private=private, base_files=base_files, head_files=head_files
+    ) as world:
         compressed: dict[str, Any] = {
             "lease_seconds": 30,
             "retry_max_backoff_s": 0.5,
