@@ -1,0 +1,89 @@
+"""`python -m kernels.benchmark --baseline TREE`: another tree's kernels timed beside ours in
+one process, round by round, under Triton's interpreter (the mechanics, not performance)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernels.benchmark import baseline
+from runner import stats
+from runner.results import read_benchmark
+
+ROOT = Path(__file__).resolve().parents[2]
+OP = "adaptive_max_pool3d_backward"
+SLOWER_BASE = '''
+
+import time as _time
+
+_exact = adaptive_max_pool3d_backward
+
+
+def adaptive_max_pool3d_backward(grad_output, input, indices, *, config=None):  # noqa: F811
+    _time.sleep(0.03)
+    return _exact(grad_output, input, indices, config=config)
+'''
+
+
+def _tree(tmp_path: Path, slower: bool) -> Path:
+    tree = tmp_path / ("slow" if slower else "same")
+    shutil.copytree(ROOT / "kernels", tree / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
+    if slower:
+        module = tree / "kernels" / "ops" / OP / "__init__.py"
+        module.write_text(module.read_text() + SLOWER_BASE)
+    return tree
+
+
+def _bench(tmp_path: Path, tree: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kernels.benchmark", "--op", OP, "--dtypes", "float32",
+         "--json", str(tmp_path / "out.json"), "--baseline", str(tree), "--budget-s", "3",
+         "--no-progress", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_a_slower_merge_base_is_measured_slower_round_by_round(tmp_path: Path) -> None:
+    done = _bench(tmp_path, _tree(tmp_path, slower=True))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((tmp_path / "out.json").read_text())
+    assert doc["compare_mode"] == "in_process"
+    result = stats.judged(read_benchmark(tmp_path / "out.json"))
+    assert len(result.rows) == 4
+    for row in result.rows:
+        assert row.kernel_samples_ms and row.before_kernel_samples_ms and row.reference_samples_ms
+        rounds = len(row.kernel_samples_ms)
+        assert rounds >= 6 and len(row.before_kernel_samples_ms) == rounds
+        # The base sleeps 30 ms a call: every round's before is the slower side.
+        assert all(b > a + 20 for a, b in zip(row.kernel_samples_ms, row.before_kernel_samples_ms))
+        assert row.before_kernel_ms is not None and row.before_kernel_ms > row.kernel_ms
+        assert row.change is not None and row.change.high is not None and row.change.high < 1
+        assert row.kernel_rounds is not None and row.kernel_rounds.rounds == rounds
+    # The harness's own summary of a side agrees with the runner's.
+    first = doc["rows"][0]["kernel_rounds"]
+    assert first["median"] == pytest.approx(result.rows[0].kernel_rounds.median)
+
+
+def test_the_same_tree_twice_is_no_change_and_a_missing_baseline_exits_3(tmp_path: Path) -> None:
+    done = _bench(tmp_path, _tree(tmp_path, slower=False))
+    assert done.returncode == 0, done.stderr
+    result = stats.judged(read_benchmark(tmp_path / "out.json"))
+    ratios = [row.change.ratio for row in result.rows if row.change is not None]
+    assert len(ratios) == 4 and all(0.5 < r < 2 for r in ratios)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    missing = _bench(tmp_path, empty)
+    assert missing.returncode == 3 and "no kernels package" in missing.stderr
+
+
+def test_a_baseline_without_the_operator_is_refused(tmp_path: Path) -> None:
+    package = baseline.load(_tree(tmp_path, slower=False), tmp_path / "scratch", "kernels_other")
+    assert package.__name__ == "kernels_other"
+    assert package.runtime.__name__ == "kernels_other.runtime"  # its own, not ours
+    with pytest.raises(baseline.BaselineError, match="no_such_op"):
+        baseline.function(package, "no_such_op", "active")

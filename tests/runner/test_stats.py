@@ -1,0 +1,145 @@
+"""The comparison's statistics on samples with known answers: no change, a 20 % shift, a
+bimodal row, too few rounds; and the rounds of separate processes (ABBA, budget, stop)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from runner import comparison, stats
+from service.render.verdicts import Verdict, detectable, judge, noise_band
+from workflows.models import BenchmarkResult, BenchmarkRow
+
+RNG = np.random.default_rng(20261203)
+
+
+def _noisy(center: float, n: int, spread: float = 0.01) -> list[float]:
+    return (center * np.exp(RNG.normal(0, spread, n))).tolist()
+
+
+def test_no_change_is_same_and_its_interval_holds_one() -> None:
+    before, after = _noisy(0.05, 20), _noisy(0.05, 20)
+    change = stats.change(before, after)
+    assert change is not None and change.rounds == 20
+    assert change.low is not None and change.high is not None
+    assert change.low < 1 < change.high
+    assert judge(change, 0.10) is Verdict.same
+
+
+def test_a_twenty_percent_slowdown_is_slower_and_its_interval_excludes_the_threshold() -> None:
+    before, after = _noisy(0.05, 12), _noisy(0.06, 12)
+    change = stats.change(before, after)
+    assert change is not None and 1.15 < change.ratio < 1.25
+    assert change.low is not None and change.low > 1.10
+    assert judge(change, 0.10) is Verdict.slower
+    faster = stats.change(after, before)
+    assert faster is not None and judge(faster, 0.10) is Verdict.faster
+    # The smallest slowdown it could flag: the threshold and its band.
+    band = noise_band(change)
+    assert band is not None and detectable(change, 0.10) == pytest.approx(1.1 * (1 + band) - 1)
+
+
+def test_a_bimodal_row_is_too_noisy_to_judge() -> None:
+    # A process's state: each side's latency is 0.13 or 0.33 ms by chance, round by round.
+    states = RNG.integers(0, 2, size=(2, 10))
+    before = [0.13 if s else 0.33 for s in states[0]]
+    after = [0.13 if s else 0.33 for s in states[1]]
+    change = stats.change(before, after)
+    assert change is not None
+    band = noise_band(change)
+    assert band is None or band > 0.10
+    assert judge(change, 0.10) is Verdict.noisy
+
+
+def test_fewer_than_six_rounds_bound_nothing() -> None:
+    change = stats.change([1.0] * 5, [1.5] * 5)  # every round says +50 %: still not enough
+    assert change is not None and change.low is None and change.high is None
+    assert judge(change, 0.10) is Verdict.noisy
+    six = stats.change([1.0] * 6, [1.5] * 6)
+    assert six is not None and six.low == pytest.approx(1.5) and judge(six, 0.10) is Verdict.slower
+    summary = stats.summarize([2.0, 1.0, 3.0])
+    assert (summary.rounds, summary.median, summary.low) == (3, 2.0, None)
+
+
+def test_rounds_are_paired_by_index_and_unpaired_tails_dropped() -> None:
+    change = stats.change([1.0, 2.0, 4.0, 1.0, 2.0, 4.0, 9.0], [1.1, 2.2, 4.4, 1.1, 2.2, 4.4])
+    assert change is not None and change.rounds == 6
+    assert change.ratio == pytest.approx(1.1) and change.low == pytest.approx(1.1)
+    assert stats.change([], [1.0]) is None
+
+
+def _row(kernel: float, reference: float = 1.0, dtype: str = "float16") -> BenchmarkRow:
+    return BenchmarkRow(
+        dtype=dtype, size=[1, 2], output_size=[1], reference_ms=reference, kernel_ms=kernel,
+        speedup=reference / kernel,
+    )  # fmt: skip
+
+
+def _run(kernels: dict[str, float]) -> BenchmarkResult:
+    return BenchmarkResult(op="op", rows=[_row(k, dtype=d) for d, k in kernels.items()])
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_process_rounds_alternate_abba_and_stop_once_every_row_is_settled() -> None:
+    clock = Clock()
+    order: list[str] = []
+
+    def measure(side: str, kernel: float) -> comparison.Measure:
+        def run() -> BenchmarkResult:
+            order.append(side)
+            clock.now += 1
+            return _run({"float16": kernel, "float32": kernel * 2})
+
+        return run
+
+    runs = comparison.process_rounds(
+        _run({"float16": 1.2, "float32": 2.4}),
+        measure("A", 1.2),
+        measure("B", 1.0),
+        budget_s=1000,
+        target=0.025,
+        max_rounds=20,
+        clock=clock,
+    )
+    assert "".join(order[:7]) == "BBAABBA"  # after the given first A: B | B A | A B | B A
+    assert runs.rounds == comparison.MIN_ROUNDS and runs.stopped == "every row settled"
+    merged = stats.judged(comparison.merged(runs))
+    assert merged.compare_mode == "processes"
+    row = merged.rows[0]
+    assert row.kernel_samples_ms == [1.2] * 6 and row.before_kernel_samples_ms == [1.0] * 6
+    assert row.change is not None and row.change.ratio == pytest.approx(1.2)
+    assert judge(row.change, 0.10) is Verdict.slower
+    assert merged.geometric_mean_rounds is not None
+    assert merged.geometric_mean_rounds.median == pytest.approx((1 / 1.2 + 1 / 2.4) / 2, rel=0.2)
+
+
+def test_process_rounds_keep_to_the_budget_and_stop_on_a_failed_run() -> None:
+    clock = Clock()
+
+    def slow(kernel: float) -> comparison.Measure:
+        def run() -> BenchmarkResult:
+            clock.now += 30  # a FlagGems process: half a minute
+            return _run({"float16": kernel})
+
+        return run
+
+    runs = comparison.process_rounds(
+        _run({"float16": 1.0}), slow(1.0), slow(1.0), budget_s=100, target=0.025,
+        max_rounds=20, clock=clock,
+    )  # fmt: skip
+    assert runs.rounds == 2 and runs.stopped == "budget of 100 s"  # B | B A, then 90 + 60 > 100
+    assert clock.now == 90
+    failing = comparison.process_rounds(
+        _run({"float16": 1.0}), lambda: None, slow(1.0), budget_s=1000, target=0.025,
+        max_rounds=20, clock=clock,
+    )  # fmt: skip
+    assert failing.rounds == 1 and "pull request failed" in failing.stopped
+    only_head = stats.judged(comparison.merged(failing))
+    assert only_head.rows[0].change is not None and only_head.rows[0].change.rounds == 1
