@@ -32,7 +32,8 @@ def adaptive_max_pool3d_backward(grad_output, input, indices, *, config=None):  
 
 def _tree(tmp_path: Path, slower: bool) -> Path:
     tree = tmp_path / ("slow" if slower else "same")
-    shutil.copytree(ROOT / "kernels", tree / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "kernels", tree / "kernels", ignore=skip)
     if slower:
         module = tree / "kernels" / "ops" / OP / "__init__.py"
         module.write_text(module.read_text() + SLOWER_BASE)
@@ -60,7 +61,8 @@ def test_a_slower_merge_base_is_measured_slower_round_by_round(tmp_path: Path) -
         rounds = len(row.kernel_samples_ms)
         assert rounds >= 6 and len(row.before_kernel_samples_ms) == rounds
         # The base sleeps 30 ms a call: every round's before is the slower side.
-        assert all(b > a + 20 for a, b in zip(row.kernel_samples_ms, row.before_kernel_samples_ms))
+        pairs = zip(row.kernel_samples_ms, row.before_kernel_samples_ms, strict=True)
+        assert all(b > a + 20 for a, b in pairs)
         assert row.before_kernel_ms is not None and row.before_kernel_ms > row.kernel_ms
         assert row.change is not None and row.change.high is not None and row.change.high < 1
         assert row.kernel_rounds is not None and row.kernel_rounds.rounds == rounds
