@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import NoReturn, TypeVar
 
 from runner import comparison, compile_cache, layouts, parallel, results, stats
 from runner.compile_cache import CompileCache
@@ -487,16 +487,21 @@ class _Job:
             step, checkout, python, env, step.name, artifacts
         )
         if bench is None:
-            verdict = StepStatus.failed if outcome.exit_code == 1 else StepStatus.errored
-            message = f"benchmark {why}"
-            self.steps.append(self.result_of(step.name, outcome, verdict, message))
-            job = JobStatus.failed if verdict is StepStatus.failed else JobStatus.errored
-            raise _Stop(job, step.name, message)
+            self.benchmark_failed(step.name, outcome, why)
         self.steps.append(self.result_of(step.name, outcome, StepStatus.succeeded, None))
         if base is None:
             return bench
         rounds = self.in_rounds(step, checkout, python, env, base, bench)
         return stats.judged(rounds).model_copy(update={"merge_base": base[0]})
+
+    def benchmark_failed(self, name: str, outcome: StepOutcome, why: str | None) -> NoReturn:
+        """Stop the job at a benchmark of the pull request that gave no result: failed where
+        the harness said a kernel was wrong (exit 1), errored otherwise."""
+        verdict = StepStatus.failed if outcome.exit_code == 1 else StepStatus.errored
+        message = f"benchmark {why}"
+        self.steps.append(self.result_of(name, outcome, verdict, message))
+        job = JobStatus.failed if verdict is StepStatus.failed else JobStatus.errored
+        raise _Stop(job, name, message)
 
     def in_process(
         self,
@@ -524,11 +529,7 @@ class _Job:
                      f"{outcome.exit_code}): separate processes instead")  # fmt: skip
             return None
         if bench is None:
-            verdict = StepStatus.failed if outcome.exit_code == 1 else StepStatus.errored
-            message = f"benchmark {why}"
-            self.steps.append(self.result_of(step.name, outcome, verdict, message))
-            job = JobStatus.failed if verdict is StepStatus.failed else JobStatus.errored
-            raise _Stop(job, step.name, message)
+            self.benchmark_failed(step.name, outcome, why)
         rounds = comparison.rounds_of(bench.rows)
         message = f"with merge base {merge_base[:10]} in one process: {rounds} rounds"
         if not rounds:
@@ -559,7 +560,9 @@ class _Job:
         artifacts = self.ctx.job_dir / "artifacts"
         last: list[StepOutcome] = []
 
-        def measure(tree_: Path, python_: Path, env_: dict[str, str], where: str) -> Any:
+        def measure(
+            tree_: Path, python_: Path, env_: dict[str, str], where: str
+        ) -> comparison.Measure:
             def run() -> BenchmarkResult | None:
                 _clear_records(step, tree_)
                 outcome, bench, why = self.benchmark_step(

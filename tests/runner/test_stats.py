@@ -143,3 +143,20 @@ def test_process_rounds_keep_to_the_budget_and_stop_on_a_failed_run() -> None:
     assert failing.rounds == 1 and "pull request failed" in failing.stopped
     only_head = stats.judged(comparison.merged(failing))
     assert only_head.rows[0].change is not None and only_head.rows[0].change.rounds == 1
+
+
+def test_a_change_the_harness_wrote_is_not_taken_on_trust() -> None:
+    # A pull request's harness writes a row that claims no change, with samples that say +50 %.
+    claimed = _row(1.5).model_copy(
+        update={
+            "change": stats.Change(rounds=50, ratio=1.0, low=0.99, high=1.01),
+            "kernel_samples_ms": [1.5] * 8,
+            "before_kernel_samples_ms": [1.0] * 8,
+        }
+    )
+    bare = _row(1.5).model_copy(
+        update={"change": stats.Change(rounds=50, ratio=1.0, low=0.99, high=1.01)}
+    )
+    rows = stats.judged(BenchmarkResult(op="op", rows=[claimed, bare])).rows
+    assert rows[0].change is not None and rows[0].change.ratio == pytest.approx(1.5)
+    assert rows[1].change is None
