@@ -143,3 +143,9 @@ class ServiceClient:
     def complete(self, job_id: int, result: JobResult) -> str:
         data = self._post(f"/api/v1/jobs/{job_id}/complete", result.model_dump(mode="json")).json()
         return str(data.get("status", ""))
+
+    def interrupt(self, job_id: int, reason: str) -> str:
+        """Hand back a started job this runner stopped for its own reasons (it is shutting
+        down); the service requeues it or, after its last attempt, errors it."""
+        data = self._post(f"/api/v1/jobs/{job_id}/interrupt", {"reason": reason}).json()
+        return str(data.get("status", ""))

@@ -12,9 +12,10 @@ backoff every wait uses).
   backend and is reported to the service (`/runners/health`).
 - During a job a heartbeat every third of the lease renews it; an answer saying cancel stops
   the steps; a 404 (the job is no longer ours) stops them and reports nothing.
-- First SIGTERM (or SIGINT): stop claiming, finish the current jobs, exit. Second: cancel them,
-  report them cancelled, exit. A crash leaves only the per-slot job directories, which the next
-  start removes; the service's lease brings the job back.
+- First SIGTERM (or SIGINT): stop claiming, finish the current jobs, exit. Second: stop them
+  and hand them back (`interrupt`): not the pull request's fault, so the service requeues each
+  for its next attempt on any runner; exit. A crash leaves only the per-slot job directories,
+  which the next start removes; the service's lease brings the job back.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
@@ -369,17 +370,24 @@ class Daemon:
             empty(job_dir)
             with self.lock:
                 self.cancels.pop(spec.id, None)
-        if result.status is JobStatus.cancelled:
-            why = beat.reason or f"runner stopped ({self.signal_name or 'stopping'})"
-            result = result.model_copy(update={"error_message": why})
+        # Stopped by this daemon's own second signal, not by anyone's cancel: an
+        # infrastructure stop, which the service requeues rather than blames on the PR.
+        stopped = result.status is JobStatus.cancelled and beat.reason is None
         if result.status is JobStatus.errored:
             self.health.invalidate(spec.backend)
         log.info("slot %d: job %s %s", slot, spec.id, result.status.value)
         if beat.lost:
             log.warning("job %s is no longer held by this runner; not reporting it", spec.id)
+        elif stopped:
+            why = f"stopped ({self.signal_name or 'stopping'})"
+            self.deliver(spec, "interrupt", lambda: self.client.interrupt(spec.id, why))
         else:
-            clean = redact_text(result.model_dump_json(), self.secrets())
-            self.report(spec, JobResult.model_validate_json(clean))
+            if result.status is JobStatus.cancelled:
+                result = result.model_copy(update={"error_message": beat.reason})
+            clean = JobResult.model_validate_json(
+                redact_text(result.model_dump_json(), self.secrets())
+            )
+            self.deliver(spec, "report", lambda: self.client.complete(spec.id, clean))
         self.prune_logs(logs)
         self.warm(context, spec, workflow)
 
@@ -401,15 +409,16 @@ class Daemon:
         """What must never leave the runner in a job's log or result."""
         return [self.client.token, self.config.registration_token]
 
-    def report(self, spec: JobSpec, result: JobResult) -> None:
-        """Upload the result; retried while the service is unreachable (about ten minutes,
-        a few tries once a second signal asked to stop now)."""
+    def deliver(self, spec: JobSpec, what: str, call: Callable[[], str]) -> None:
+        """Tell the service how the job ended (`call`: its result, or that this runner
+        stopped it); retried while the service is unreachable (about ten minutes, a few tries
+        once a second signal asked to stop now)."""
         backoff = Backoff(self.retry)
         deadline = time.monotonic() + REPORT_DEADLINE_S
         while True:
             try:
-                status = self.client.complete(spec.id, result)
-                log.info("job %s reported: %s", spec.id, status)
+                status = call()
+                log.info("job %s: %s: %s", spec.id, what, status)
                 return
             except NotHeld:
                 log.warning("job %s: not held any more; result dropped", spec.id)
@@ -420,10 +429,10 @@ class Daemon:
             except ServiceUnavailable as exc:
                 hurry = self.stop_now.is_set() and backoff.failures > REPORT_TRIES_WHEN_STOPPING
                 if time.monotonic() > deadline or hurry:
-                    log.error("job %s: giving up reporting: %s", spec.id, exc)
+                    log.error("job %s: giving up (%s): %s", spec.id, what, exc)
                     return
                 delay = backoff.next()
-                log.warning("job %s: report failed (%s); retrying in %.1fs", spec.id, exc, delay)
+                log.warning("job %s: %s failed (%s); retrying in %.1fs", spec.id, what, exc, delay)
                 time.sleep(delay)
 
     def prune_logs(self, logs: Path) -> None:

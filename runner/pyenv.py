@@ -201,6 +201,9 @@ class Plan:
     install: tuple[str, ...]
     notes: tuple[str, ...]
     refused: tuple[str, ...]
+    # Of `install`, those the runner itself can import from elsewhere (its PYTHONPATH), which
+    # no job imports from: "pydantic 2.14.4 in /opt/site".
+    outside: tuple[str, ...] = ()
 
 
 def _contains(req: Requirement, version: str) -> bool:
@@ -217,11 +220,21 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def plan_requirements(reqs: Sequence[str], *, strict: bool = False) -> Plan:
-    """Which of `reqs` the host satisfies, by name (or, with `strict`, by version too)."""
+def _installed(name: str, dirs: Sequence[str]) -> metadata.Distribution | None:
+    return next(iter(metadata.distributions(name=name, path=list(dirs))), None)
+
+
+def plan_requirements(
+    reqs: Sequence[str], *, strict: bool = False, dirs: Sequence[str] | None = None
+) -> Plan:
+    """Which of `reqs` the host satisfies, by name (or, with `strict`, by version too), in
+    exactly the directories a job imports from (`dirs`, default `host_site_dirs()`): a
+    distribution the runner sees only through its own PYTHONPATH is not the job's."""
+    where = host_site_dirs() if dirs is None else list(dirs)
     install: list[str] = []
     notes: list[str] = []
     refused: list[str] = []
+    outside: list[str] = []
     for text in reqs:
         try:
             req = Requirement(text)
@@ -231,17 +244,20 @@ def plan_requirements(reqs: Sequence[str], *, strict: bool = False) -> Plan:
         if req.marker is not None and not req.marker.evaluate():
             continue
         host_only = _canonical(req.name) in HOST_ONLY
-        try:
-            dist = metadata.distribution(req.name)
-        except metadata.PackageNotFoundError:
+        dist = _installed(req.name, where)
+        if dist is None:
             (refused if host_only else install).append(text)
+            seen = _installed(req.name, sys.path)
+            if seen is not None:
+                outside.append(f"{seen.metadata['Name'] or req.name} {seen.version} in "
+                               f"{seen.locate_file('')}")
             continue
         if req.specifier and not req.specifier.contains(dist.version, prereleases=True):
             if strict and not host_only:
                 install.append(text)
             else:
                 notes.append(f"{dist.metadata['Name'] or req.name} {dist.version} ({_asks(req)})")
-    return Plan(tuple(install), tuple(dict.fromkeys(notes)), tuple(refused))
+    return Plan(tuple(install), tuple(dict.fromkeys(notes)), tuple(refused), tuple(outside))
 
 
 def _asks(req: Requirement) -> str:
@@ -258,7 +274,10 @@ def env_key(
     checkout: Path, extras: Sequence[str], requirements_files: Sequence[str], strict: bool = False
 ) -> str:
     digest = hashlib.sha256()
-    digest.update(json.dumps([sys.version, sys.executable, sorted(extras), strict]).encode())
+    # The host's directories too: the environment's .pth lists them, and what they hold decides
+    # what is installed.
+    host = [sys.version, sys.executable, sorted(extras), strict, host_site_dirs()]
+    digest.update(json.dumps(host).encode())
     for name in (*DEPENDENCY_FILES, *requirements_files):
         path = checkout / name
         digest.update(name.encode() + b"\0")
@@ -302,6 +321,8 @@ def python_env(
             )
         for note in plan.notes:
             log(f"using the host's {note}")
+        for seen in plan.outside:
+            log(f"not for jobs: {seen} (the runner's own path, which a job does not import from)")
         shutil.rmtree(root, ignore_errors=True)
         env = build_env(cache / f"{key}.home")
         _run([sys.executable, "-m", "venv", "--without-pip", str(root)], "venv", 300, env)
@@ -324,7 +345,8 @@ def python_env(
                 _run(argv, "pip", pip_timeout_s, env)
             except PythonEnvError as exc:
                 shutil.rmtree(root, ignore_errors=True)
-                raise PythonEnvError(_not_installed(missing, sources, str(exc))) from exc
+                why = _not_installed(missing, sources, str(exc), plan.outside)
+                raise PythonEnvError(why) from exc
         prefix = env_bytecode(root, python, cache / f"{key}.home", log)
         ready.write_text(json.dumps({"installed": missing, "notes": list(plan.notes)}))
         log(f"python environment {key} built (installed: {', '.join(missing) or 'none'})")
@@ -387,9 +409,12 @@ def _compile_bytecode(
     return int(words[0])
 
 
-def _not_installed(missing: Sequence[str], sources: PackageSources, pip_output: str) -> str:
+def _not_installed(
+    missing: Sequence[str], sources: PackageSources, pip_output: str, outside: Sequence[str] = ()
+) -> str:
     """Why the environment step failed: the requirements no source holds, first, with the
-    runner setting that fixes it; then pip's own last lines."""
+    runner setting that fixes it (and where the runner alone sees them); then pip's own last
+    lines."""
     known = sources.lacking(missing)  # what the wheelhouse surely lacks, read before pip
     absent = known or tuple(_NOT_FOUND.findall(pip_output)) or tuple(missing)
     them = "it" if len(absent) == 1 else "them"
@@ -400,8 +425,15 @@ def _not_installed(missing: Sequence[str], sources: PackageSources, pip_output: 
         f"missing on this host and in {sources.describe()}: {', '.join(absent)}{also}. "
         f"Put {'its wheel' if len(absent) == 1 else 'their wheels'} in the runner's wheelhouse "
         f"(--wheelhouse DIR or ONDEMAND_WHEELHOUSE), or let it reach an index that has {them} "
-        f"(--index-url URL or ONDEMAND_INDEX_URL).\n{pip_output}"
+        f"(--index-url URL or ONDEMAND_INDEX_URL).{_outside(outside)}\n{pip_output}"
     )
+
+
+def _outside(seen: Sequence[str]) -> str:
+    if not seen:
+        return ""
+    return (f" The runner itself imports {', '.join(seen)} through its own path (PYTHONPATH), "
+            "which jobs do not see: install it into the host's site-packages, or give the wheel.")
 
 
 # What the environment build inherits from the runner: the way to an index (proxies, pip's own

@@ -35,6 +35,7 @@ RUNNER_REPORTABLE = frozenset(
     }
 )
 RUNNER_LOST = "runner lost"
+MAX_ATTEMPTS = 2  # a job whose runner is lost or stopped runs once more, on any runner
 CLAIM_ACK_S = 10  # a runner beats at once when it starts a job
 QUEUE_REFRESH = 10  # queued jobs whose comments show their new position after a claim
 
@@ -373,6 +374,30 @@ class JobQueue:
             self._changed(session, pending, job)
             return JobStatus(job.status)
 
+    def interrupt(self, runner_id: int, job_id: int, reason: str) -> JobStatus | None:
+        """A job `runner_id` started and stopped for its own reasons (its daemon was told to
+        stop): not the pull request's fault, so it is requeued for another attempt on any
+        runner, as a lost runner's is, and ends errored only after the last. A job someone
+        cancelled meanwhile stays cancelled. None when the runner does not hold it."""
+        now = utcnow()
+        with self._tx() as (session, pending):
+            job = self._held(session, runner_id, job_id)
+            if job is None:
+                return None
+            if job.status != JobStatus.running:
+                return JobStatus(job.status)
+            if job.cancel_requested:
+                job.status = JobStatus.cancelled
+                job.finished_at = now
+            else:
+                who = job.runner_name or f"runner {job.runner_id}"
+                why = f"{who} {reason}"  # "runner-a stopped (SIGTERM)"
+                _next_attempt(job, now, why, f"{why} on its last attempt")
+            job.lease_expires_at = None
+            pending.backends.add(job_channel(job.id))
+            self._changed(session, pending, job)
+            return JobStatus(job.status)
+
     def active_jobs(self, repo: str, pr_number: int) -> list[Job]:
         with self.db.reads() as session:
             return list(session.scalars(queries.active_of_pr(repo, pr_number)))
@@ -455,17 +480,8 @@ class JobQueue:
                     job.runner_name = None
                     job.started_at = None
                     job.reason = f"{lost} took it but never started it; requeued"
-                elif job.attempt < 2:
-                    job.status = JobStatus.queued
-                    job.attempt += 1
-                    job.runner_id = None
-                    job.runner_name = None
-                    job.started_at = None
-                    job.reason = f"{lost} lost; requeued"
                 else:
-                    job.status = JobStatus.errored
-                    job.finished_at = now
-                    job.reason = RUNNER_LOST
+                    _next_attempt(job, now, f"{lost} lost", RUNNER_LOST)
                 job.lease_expires_at = None
                 changed.append(job)
                 self._changed(session, pending, job)
@@ -492,3 +508,18 @@ class JobQueue:
         with self.db.reads() as session:
             return list(session.scalars(select(Job).order_by(Job.id.desc()).limit(limit)))
 
+
+def _next_attempt(job: Job, now: datetime, why: str, final: str) -> None:
+    """A started job its runner could not finish: back to the queue for its second attempt
+    (`why`; requeued), or, after that, errored with `final`."""
+    if job.attempt < MAX_ATTEMPTS:
+        job.status = JobStatus.queued
+        job.attempt += 1
+        job.runner_id = None
+        job.runner_name = None
+        job.started_at = None
+        job.reason = f"{why}; requeued"
+    else:
+        job.status = JobStatus.errored
+        job.finished_at = now
+        job.reason = final

@@ -758,12 +758,14 @@ def _history(earlier: Sequence[JobView], limits: Limits) -> str:
 
 def _queue_text(view: JobView) -> str:
     backend = view.backend
+    # A requeued attempt says why ("runner-a stopped (SIGTERM); requeued") before where it waits.
+    again = f"{view.reason} (attempt {view.attempt}): " if view.attempt > 1 and view.reason else ""
     if view.runners_online <= 0:
-        return f"no runner online for {backend}: the job waits"
+        return f"{again}no runner online for {backend}: the job waits"
     runners = plural(view.runners_online, "runner")
     if view.queue_position is not None:
-        return f"queued, position {view.queue_position} on {backend} ({runners} online)"
-    return f"queued on {backend} ({runners} online)"
+        return f"{again}queued, position {view.queue_position} on {backend} ({runners} online)"
+    return f"{again}queued on {backend} ({runners} online)"
 
 
 def _error_text(view: JobView) -> str:

@@ -72,6 +72,10 @@ class LogRequest(BaseModel):
     data: str
 
 
+class InterruptRequest(BaseModel):
+    reason: str = Field(min_length=1, max_length=200)  # what stopped it: "stopped (SIGTERM)"
+
+
 class OffsetResponse(BaseModel):
     offset: int
 
@@ -233,6 +237,15 @@ def runner_api_router(
             )
         code = 200 if appended.accepted else 409
         return JSONResponse({"offset": appended.offset}, status_code=code)
+
+    @router.post("/jobs/{job_id}/interrupt")
+    def interrupt(job_id: int, body: InterruptRequest, runner: RunnerDep) -> dict[str, str]:
+        """The runner stopped a job it started for its own reasons (it is shutting down):
+        the job is requeued for another attempt, or errored after its last."""
+        final = jobs.interrupt(runner.id, job_id, body.reason)
+        if final is None:
+            raise _not_held(job_id)
+        return {"status": str(final)}
 
     @router.post("/jobs/{job_id}/complete")
     def complete(job_id: int, result: JobResult, runner: RunnerDep) -> dict[str, str]:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,39 @@ def test_json_result_is_the_wire_format(tiny_repo: TinyRepo, runner_cache: Path,
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert data["status"] == "succeeded" and data["accuracy"]["passed"] == 3
+
+
+def test_a_requirement_only_the_runner_sees_errors_the_environment_step(
+    tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path
+) -> None:
+    """A distribution on the runner's PYTHONPATH is not in the job's environment: the job
+    errors in `environment`, naming it and where the runner saw it, not later in a test."""
+    only_here = tmp_path / "runner-path"
+    info = only_here / "ondemand_pathonly-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ondemand-pathonly\nVersion: 1.0\n")
+    (only_here / "ondemand_pathonly.py").write_text("VALUE = 1\n")
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", str(tiny_repo.path), str(repo)], check=True)
+    pyproject = repo / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace("dependencies = []", 'dependencies = ["ondemand-pathonly"]')
+    )
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "commit", "-qam", "needs a package"], check=True)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    env = {**os.environ, "XDG_CACHE_HOME": str(runner_cache), "PYTHONPATH": str(only_here)}
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "ondemand", "run", "good_op:cpu", "--repo", str(repo),
+         "--no-bench", "-q", "--wheelhouse", str(wheels), "--json", str(tmp_path / "r.json")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    took = time.monotonic() - started
+    result = JobResult.model_validate_json((tmp_path / "r.json").read_text())
+    assert result.status is JobStatus.errored, proc.stdout
+    assert result.error_step == "environment"
+    message = result.error_message or ""
+    assert "ondemand-pathonly" in message and str(only_here) in message and "PYTHONPATH" in message
+    assert proc.returncode != 0 and took < 60, took

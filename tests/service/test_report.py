@@ -19,6 +19,7 @@ from service.render.comment import (
     MAX_COMMENT_CHARS,
     render_comment,
     render_status,
+    summary,
 )
 from service.render.replies import (
     join_replies,
@@ -840,3 +841,19 @@ def test_replies_are_joined_within_githubs_comment_limit() -> None:
     kept = text.count("answer ")
     assert 0 < kept < 30 and f"… {30 - kept} more answers left out" in text
     assert join_replies(["a", "b"]) == "a\n\n---\n\nb"
+
+
+def test_a_requeued_attempt_says_why_while_it_waits() -> None:
+    waiting = view(
+        JobStatus.queued,
+        attempt=2,
+        reason="musa-01 stopped (SIGTERM); requeued",
+        queue_position=1,
+        runner_name=None,
+    )
+    assert summary(waiting) == (
+        "musa-01 stopped (SIGTERM); requeued (attempt 2): queued, position 1 on mthreads "
+        "(2 runners online)"
+    )
+    # A first attempt waits without a story.
+    assert summary(view(JobStatus.queued, queue_position=1)).startswith("queued, position 1")

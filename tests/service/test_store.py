@@ -155,6 +155,35 @@ def test_lapsed_lease_requeues_once_then_runner_lost(db_url: str) -> None:
         assert lost.finished_at is not None
 
 
+def test_a_runner_that_stops_its_job_hands_it_back_once(db_url: str) -> None:
+    """A runner told to stop (two SIGTERMs) interrupts its job: requeued for attempt 2 on any
+    runner, errored after the last attempt; a job someone cancelled stays cancelled."""
+    with open_queue(db_url, lease_seconds=5) as store:
+        r1, _ = store.runners.register("r1", ["cpu"])
+        r2, _ = store.runners.register("r2", ["cpu"])
+        job = store.jobs.create_job(new_job())[0]
+        assert store.jobs.claim(r1, ["cpu"]) is not None
+        assert store.jobs.heartbeat(r1, job.id) is not None
+        assert store.jobs.interrupt(r2, job.id, "stopped (SIGTERM)") is None  # not r2's
+        assert store.jobs.interrupt(r1, job.id, "stopped (SIGTERM)") == JobStatus.queued
+        requeued = store.jobs.get_job(job.id)
+        assert requeued.attempt == 2 and requeued.runner_id is None
+        assert requeued.reason == "r1 stopped (SIGTERM); requeued"
+        assert store.jobs.heartbeat(r1, job.id) is None  # r1 holds it no more
+        assert store.jobs.claim(r2, ["cpu"]).attempt == 2
+        assert store.jobs.heartbeat(r2, job.id) is not None
+        assert store.jobs.interrupt(r2, job.id, "stopped (SIGINT)") == JobStatus.errored
+        last = store.jobs.get_job(job.id)
+        assert last.reason == "r2 stopped (SIGINT) on its last attempt" and last.finished_at
+        # A maintainer's cancel that arrived first is what the job ends as.
+        other = store.jobs.create_job(new_job(pr=2))[0]
+        assert store.jobs.claim(r1, ["cpu"]).id == other.id
+        store.jobs.heartbeat(r1, other.id)
+        store.jobs.cancel(other.repo, other.pr_number, "cancelled by @maint")
+        assert store.jobs.interrupt(r1, other.id, "stopped (SIGTERM)") == JobStatus.cancelled
+        assert store.jobs.get_job(other.id).reason == "cancelled by @maint"
+
+
 def test_a_claim_no_runner_acknowledged_is_no_attempt(db_url: str) -> None:
     """A runner that died waiting for its claim's answer never heartbeats: the job goes back
     as it was, its attempt unspent; a stopping runner gives an unstarted claim back at once."""
