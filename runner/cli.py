@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from runner import local
-from runner.daemon import DaemonConfig, serve
-from runner.logstream import DEFAULT_LIMIT, MIN_LIMIT
-from runner.pyenv import PackageSources
+from runner.daemon.loop import DaemonConfig, serve
+from runner.environment.pyenv import PackageSources
+from runner.job.logstream import DEFAULT_LIMIT, MIN_LIMIT
 from workflows.spec import WorkflowError, backend_names, load_workflows
 
 REGISTRATION_TOKEN_ENV = "ONDEMAND_REGISTRATION_TOKEN"

@@ -16,15 +16,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runner.compile_cache import CompileCache
-from runner.daemon import runner_version
-from runner.execute import OP_NAME, JobContext, execute
-from runner.logstream import LogStream
-from runner.parallel import default_workers
-from runner.pyenv import PackageSources
-from runner.sandboxing import JailError, jail_for_host
-from runner.warmup import warm
-from runner.workspace import WorkspaceError, Workspaces, git
+from runner.daemon.loop import runner_version
+from runner.daemon.warmup import warm
+from runner.environment.compile_cache import CompileCache
+from runner.environment.parallel import default_workers
+from runner.environment.pyenv import PackageSources
+from runner.job.execute import OP_NAME, JobContext, execute
+from runner.job.logstream import LogStream
+from runner.job.sandboxing import JailError, jail_for_host
+from runner.job.workspace import WorkspaceError, Workspaces, git
 from workflows.models import JobOptions, JobResult, JobSpec, JobStatus
 from workflows.repo_config import CONFIG_PATH, DEFAULTS, ComparePolicy, parse_repo_config
 from workflows.spec import WorkflowError, WorkflowSpec, backend_names, load_workflows
@@ -255,7 +255,7 @@ def run_main(argv: list[str]) -> int:
         args.json.write_text(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
     policy = settings(repo, args.base, op)
     print(render(spec, result, log_path, policy), flush=True)
-    # After the verdict: the trusted build that warms the next run (runner/warmup.py).
+    # After the verdict: the trusted build that warms the next run (runner/daemon/warmup.py).
     quiet = replace(context, on_output=lambda data: None if args.quiet else on_stderr(data))
     warm(spec, workflows[backend], replace(quiet, job_dir=run_dir / "trusted"), local=True)
     if gate_failed(spec, result, policy):

@@ -40,12 +40,16 @@ for path in Path("workflows").glob("*.yaml"):
     Path("/tmp/wf-bench", path.name).write_text(yaml.safe_dump(doc, sort_keys=False))
 EOF
 
+# The job's environment sees only the host's site-packages, not this script's PYTHONPATH: what
+# the repository declares and the image lacks (pydantic) comes from the wheels, as on a runner.
+wheels=()
+[ -d .whl ] && wheels=(--wheelhouse "$PWD/.whl")
 run() {  # name, op, workflows dir, then the arguments of `ondemand run`
   local name=$1 op=$2 wf=$3 start
   shift 3
   start=$(date +%s%N)
   timeout 400 python3 -m ondemand run "$op:${BACKEND:-nvidia}" --workflows "$wf" -q --json "$runs/$name.json" \
-    "$@" >"/tmp/$name.md" 2>"/tmp/$name.stderr"
+    "${wheels[@]}" "$@" >"/tmp/$name.md" 2>"/tmp/$name.stderr"
   local code=$?
   echo "$name: exit $code in $(( ($(date +%s%N) - start) / 1000000 )) ms" | tee -a "$summary"
   [ "$code" -le 1 ] || tail -5 "/tmp/$name.stderr" | cut -c1-200 | tee -a "$summary"

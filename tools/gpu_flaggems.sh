@@ -59,7 +59,7 @@ run missing --ref pr --no-bench --wheelhouse /tmp/partial --cache /tmp/cache-b
 run no-source --ref pr --no-bench --cache /tmp/cache-c
 # 3. Our own Moore Threads specialization's proof log, forced on this GPU, counted by the
 #    runner's plugin over the backward suite's shape and proof cases.
-mkdir -p /tmp/proof && cp runner/pytest_proof.py /tmp/proof/
+mkdir -p /tmp/proof && cp runner/plugins/pytest_proof.py /tmp/proof/
 start=$(date +%s)
 KERNELS_VENDOR=mthreads TEST_PROOF_PREFIX=KERNELS_MTHREADS \
   TEST_PROOF_LOGGER=kernels.backends._mthreads TEST_PROOF_DIR=/tmp/proof \
@@ -69,7 +69,7 @@ KERNELS_VENDOR=mthreads TEST_PROOF_PREFIX=KERNELS_MTHREADS \
 echo "proof: exit $? in $(( $(date +%s) - start ))s" | tee -a "$OUT/summary.txt"
 python3 -c "
 from pathlib import Path
-from runner.results import read_proof
+from runner.report.results import read_proof
 for line in read_proof(Path('/tmp/proof'), 'KERNELS_MTHREADS').lines:
     print(f'{line.count:6d}  {line.message}')
 " | tee "$OUT/proof-counts.txt"

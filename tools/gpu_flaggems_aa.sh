@@ -20,7 +20,7 @@ git -C "$repo" init -q -b main && git -C "$repo" add -A \
 
 py=$(python3 -c "
 from pathlib import Path
-from runner.pyenv import PackageSources, python_env
+from runner.environment.pyenv import PackageSources, python_env
 env = python_env(Path('$repo'), Path('/tmp/envs'), sources=PackageSources(Path('.device/wheelhouse')))
 print(env.python)") || exit 1
 for run in 1 2 3; do
@@ -30,7 +30,7 @@ for run in 1 2 3; do
   python3 -c "
 import glob, sys
 from pathlib import Path
-from runner.layouts import read_flaggems_records
+from runner.job.layouts import read_flaggems_records
 rows = read_flaggems_records([Path(p) for p in glob.glob('$repo/result*.log')], '$op').rows
 print('run $run', ' '.join(f'{r.kernel_ms:.4f}' for r in rows))" | tee -a "$OUT/aa.txt"
 done

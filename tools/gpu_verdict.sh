@@ -43,7 +43,8 @@ for item in ${RUNS:-fresh: warm:}; do
   name=${item%%:*} extra=${item#*:}
   log=/tmp/$name.log
   start=$(date +%s%N)
-  python3 -m ondemand run "$op:nvidia" "${wf[@]}" ${extra//,/ } --json "$OUT/$name.json" \
+  # The job sees only the host's site-packages: what it lacks comes from the wheels.
+  python3 -m ondemand run "$op:nvidia" "${wf[@]}" ${extra//,/ } --wheelhouse "$PWD/.whl" --json "$OUT/$name.json" \
     >"/tmp/$name.md" 2>"$log"
   rc=$?
   echo "== ondemand run $op:nvidia ${extra//,/ } ($name) -> exit $rc; whole command" \

@@ -5,7 +5,7 @@ A workflow is data, not code: argv templates whose placeholders (`{op}`, `{artif
 
 A workflow's `steps` serve the default repository layout (this project's: `tests/kernels`
 marked by operator, `python -m kernels.benchmark`); `layouts` maps another layout's name
-(e.g. `flaggems`) to its own steps, chosen by `runner.layouts.detect` from the checkout.
+(e.g. `flaggems`) to its own steps, chosen by `runner.job.layouts.detect` from the checkout.
 """
 
 from __future__ import annotations

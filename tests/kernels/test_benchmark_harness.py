@@ -176,7 +176,7 @@ def test_json_validates_as_benchmark_result_once_the_extra_keys_are_dropped(
 
 
 def test_runner_drops_exactly_our_extra_keys(cli_run: Any) -> None:
-    from runner.results import BENCHMARK_EXTRA_KEYS, benchmark_from_document
+    from runner.report.results import BENCHMARK_EXTRA_KEYS, benchmark_from_document
 
     _, _, data, _ = cli_run
     assert set(EXTRA_KEYS) == set(BENCHMARK_EXTRA_KEYS)

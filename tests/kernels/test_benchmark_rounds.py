@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kernels.benchmark import baseline
-from runner import stats
-from runner.results import read_benchmark
+from runner.report import stats
+from runner.report.results import read_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 OP = "adaptive_max_pool3d_backward"

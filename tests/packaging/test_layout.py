@@ -1,5 +1,6 @@
 """The layout the architecture document promises: no import cycle inside any package, the
-stages of the service depending only forward, and the lab (`tools/`) out of what is installed."""
+stages of the service and of the runner depending only backwards, and the lab (`tools/`) out of
+what is installed."""
 
 from __future__ import annotations
 
@@ -123,6 +124,41 @@ def test_service_stages_depend_only_backwards(stage: str) -> None:
     # The renderer may name the command grammar's types (it renders replies to commands).
     bad = {(m, t) for m, t in bad if not (stage == "render" and t == "service.receive.commands")}
     assert bad == set()
+
+
+# The runner's stages, from the leaves (what runs in the job, the link, what results mean) to
+# the daemon; each may use only those before it. Its
+# entry points (`runner.cli`, `runner.local`) sit above them all.
+RUNNER_ORDER = ("plugins", "link", "report", "environment", "job", "daemon")
+
+
+def test_every_runner_module_is_in_a_stage() -> None:
+    loose = {
+        name
+        for name, _ in modules("runner")
+        if name.count(".") == 1 and name not in ("runner.cli", "runner.local")
+    }
+    assert loose == {f"runner.{stage}" for stage in RUNNER_ORDER}
+
+
+@pytest.mark.parametrize("stage", RUNNER_ORDER)
+def test_runner_stages_depend_only_backwards(stage: str) -> None:
+    later = RUNNER_ORDER[RUNNER_ORDER.index(stage) + 1 :]
+    bad = {
+        (module, target)
+        for module, targets in graph().items()
+        if module.startswith(f"runner.{stage}")
+        for target in targets
+        if any(target.startswith(f"runner.{after}") for after in later)
+        or target in ("runner.cli", "runner.local")
+    }
+    assert bad == set()
+
+
+def test_the_plugins_import_nothing_of_the_project() -> None:
+    """They run inside the job's process, from a copy: only pytest and the standard library."""
+    used = {t for m, ts in graph().items() if m.startswith("runner.plugins.") for t in ts}
+    assert used == set()
 
 
 def test_runner_uses_only_the_pure_parts_of_the_service() -> None:

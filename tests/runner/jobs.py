@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from runner.execute import JobContext
-from runner.workspace import Workspaces
+from runner.job.execute import JobContext
+from runner.job.workspace import Workspaces
 
 
 def job_context(

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runner import bytecode, pyenv
-from runner.execute import _Job
+from runner.environment import bytecode, pyenv
+from runner.job.execute import _Job
 from tests.runner.jobs import job_context
 from tests.runner.test_execute import CPU, _spec
 from tests.runner.tinyrepo import TinyRepo

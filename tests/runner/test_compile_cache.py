@@ -16,19 +16,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from runner import pytest_order
-from runner.compile_cache import (
+from runner.daemon.warmup import trusted_commit, warm
+from runner.environment.compile_cache import (
     DURATIONS,
     CompileCache,
     publish,
     record_durations,
     seed,
 )
-from runner.execute import JobContext, execute
-from runner.parallel import may_compile_anew, xdist_args
-from runner.sandboxing import Jail, jail_for_host
-from runner.warmup import trusted_commit, warm
-from runner.workspace import Workspaces
+from runner.environment.parallel import may_compile_anew, xdist_args
+from runner.job.execute import JobContext, execute
+from runner.job.sandboxing import Jail, jail_for_host
+from runner.job.workspace import Workspaces
+from runner.plugins import PLUGINS, pytest_order
 from tests.runner import tinyrepo
 from tests.runner.tinyrepo import TinyRepo, make_tiny_repo
 from workflows.models import JobResult, JobSpec, JobStatus
@@ -366,7 +366,7 @@ def test_slow_tests_first_from_the_trusted_builds_times(
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "__init__.py").write_text("")
     (tmp_path / "tests" / "test_t.py").write_text(ORDERED)
-    runner_dir = Path(__file__).resolve().parents[2] / "runner"
+    runner_dir = PLUGINS
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "pytest_order", "tests"],
         cwd=tmp_path,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.credentials import CredentialFile, Credentials, Registration, load_or_register
+from runner.link.credentials import CredentialFile, Credentials, Registration, load_or_register
 
 URL = "http://service.test"
 ME = Registration(name="r1", backends=["cpu"], labels=["cpu"], slots=2, version="1.0")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ondemand.retry import Backoff
-from runner.client import NotHeld, Rejected, ServiceUnavailable, Unauthorized
-from runner.daemon import Daemon, DaemonConfig
+from runner.daemon.loop import Daemon, DaemonConfig
+from runner.link.client import NotHeld, Rejected, ServiceUnavailable, Unauthorized
 from workflows.models import JobResult, JobSpec, JobStatus
 from workflows.spec import load_workflows
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.execute import JobContext, execute
-from runner.sandboxing import Jail, jail_for_host
-from runner.workspace import Workspaces
+from runner.job.execute import JobContext, execute
+from runner.job.sandboxing import Jail, jail_for_host
+from runner.job.workspace import Workspaces
 from tests.runner.tinyrepo import TinyRepo
 from workflows.models import JobResult, JobSpec, JobStatus, StepStatus
 from workflows.spec import ProofLog, StepKind, WorkflowSpec, load_workflows

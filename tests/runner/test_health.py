@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.client import ServiceUnavailable
-from runner.health import Health, run_device_check
+from runner.daemon.health import Health, run_device_check
+from runner.link.client import ServiceUnavailable
 from workflows.spec import WorkflowSpec, load_workflows
 
 CPU = load_workflows()["cpu"]

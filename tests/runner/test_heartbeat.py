@@ -7,8 +7,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from runner.client import HeartbeatAnswer, NotHeld, ServiceUnavailable
-from runner.heartbeat import Heartbeat
+from runner.daemon.heartbeat import Heartbeat
+from runner.link.client import HeartbeatAnswer, NotHeld, ServiceUnavailable
 from workflows.models import JobSpec
 
 SPEC = JobSpec(id=5, repo="o/r", clone_url="/x", pr_number=1, sha="a" * 40, op="add", backend="cpu")

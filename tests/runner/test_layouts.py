@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runner.execute import execute
-from runner.layouts import FLAGGEMS, detect, size_of
-from runner.pyenv import PackageSources
+from runner.environment.pyenv import PackageSources
+from runner.job.execute import execute
+from runner.job.layouts import FLAGGEMS, detect, size_of
 from tests.runner.jobs import job_context
 from tests.runner.test_pyenv import _wheel
 from workflows.models import JobResult, JobSpec, JobStatus

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ondemand.utf8 import whole_characters
-from runner.client import ServiceClient
-from runner.logstream import LogStream
+from runner.job.logstream import LogStream
+from runner.link.client import ServiceClient
 from service.app import Service as Parts
 from service.app import create_app
 from service.queue.jobs import NewJob

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from runner.probe import environment_info
+from runner.environment.probe import environment_info
 
 
 def test_versions_and_an_nvidia_device_without_importing_anything(tmp_path: Path) -> None:

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from runner.progress import MAX_LINE, ProgressFile, ProgressSender, ProgressWatch
+from runner.plugins import PLUGINS
+from runner.report.progress import MAX_LINE, ProgressFile, ProgressSender, ProgressWatch
 from workflows.models import MAX_PROGRESS_FAILURES, Progress
 
-RUNNER = Path(__file__).resolve().parents[2] / "runner"
+RUNNER = PLUGINS  # where the job loads the plugin from, as a copy
 SUITE = """\
 import pytest
 

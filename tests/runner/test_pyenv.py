@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.pyenv import (
+from runner.environment.pyenv import (
     PackageSources,
     PythonEnvError,
     declared_requirements,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runner.redact import MARK, Redactor, redact_text
+from runner.job.redact import MARK, Redactor, redact_text
 
 TOKEN = "rt_0123456789abcdefghij"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.layouts import parse_flaggems_records
-from runner.results import (
+from runner.job.layouts import parse_flaggems_records
+from runner.report.results import (
     ResultsError,
     benchmark_from_document,
     close_matches,

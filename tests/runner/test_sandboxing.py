@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.sandboxing import jail_for_host, scrubbed_env
-from runner.steps import run_step
+from runner.job.sandboxing import jail_for_host, scrubbed_env
+from runner.job.steps import run_step
 
 
 def test_only_the_allow_list_survives(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runner import comparison, stats
+from runner.job import comparison
+from runner.report import stats
 from service.render.verdicts import Verdict, detectable, judge, noise_band
 from workflows.models import BenchmarkResult, BenchmarkRow
 

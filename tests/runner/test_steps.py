@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from runner.steps import run_step
+from runner.job.steps import run_step
 
 ENV = {"PATH": os.environ["PATH"]}
 

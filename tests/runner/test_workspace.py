@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.workspace import WorkspaceError, Workspaces
+from runner.job.workspace import WorkspaceError, Workspaces
 from tests.runner.tinyrepo import TinyRepo, add_hidden_commit
 
 

@@ -21,7 +21,7 @@ class Credentials:
 
 
 class Registrar(Protocol):
-    """The one call registering needs (runner.client.ServiceClient has it)."""
+    """The one call registering needs (runner.link.client.ServiceClient has it)."""
 
     def register(
         self,

@@ -9,14 +9,15 @@ code runs) compiles the standard library and the host's site directories into a 
 the cached environment, and steps get `PYTHONPYCACHEPREFIX` pointing at it:
 
 - only the runner writes it (a job user cannot: the environment is the runner's, checked by
-  `runner.pyenv.untouched` on every reuse), so no job can plant bytecode another job loads;
+  `runner.environment.pyenv.untouched` on every reuse), so no job can plant bytecode another
+  job loads;
 - Python checks each file against its source's size and modification time, as in
   `__pycache__`: a changed source is compiled from source, never run stale;
 - with the prefix set Python reads bytecode only there, so it holds the standard library too;
 - where the host's packages carry their own bytecode nothing is compiled and no prefix is set.
 
 Also a script, run by the runner with the environment's interpreter (standard library only):
-`python -I runner/bytecode.py PREFIX DIR...` compiles every source under the DIRs.
+`python -I runner/environment/bytecode.py PREFIX DIR...` compiles every source under the DIRs.
 """
 
 from __future__ import annotations

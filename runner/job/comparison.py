@@ -5,7 +5,7 @@ budget. For a harness that cannot load both trees itself (a foreign one, or an o
 
 `process_rounds` is the loop over two callables that each run one benchmark process and
 return its rows (or None when it could not); `merged` pairs the runs by round into the
-rows' samples, which `runner.stats.judged` then reads.
+rows' samples, which `runner.report.stats.judged` then reads.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from runner import stats
+from runner.report import stats
 from workflows.models import BenchmarkResult, BenchmarkRow
 
 Measure = Callable[[], BenchmarkResult | None]

@@ -1,6 +1,6 @@
 """A job's progress, from the step's process to the service.
 
-`ProgressFile` reads what `runner/pytest_ondemand_progress.py` appends in the job's process:
+`ProgressFile` reads what `runner/plugins/pytest_ondemand_progress.py` appends in the job's process:
 the file is the pull request's to write, so it is opened without following a link, read a
 bounded amount at a time and in all, line by line with a cap on a line, and only well-formed
 numbers and short strings are taken. `ProgressWatch` polls it while a step runs; `ProgressSender`

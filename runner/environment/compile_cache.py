@@ -7,7 +7,7 @@ could put its own binary under the key of a kernel another job compiles. So:
 
 - **The shared layer** (`ROOT/<repository and backend>/triton`) is the runner's alone: only
   the runner writes it, from *trusted builds* (the repository's base commit, built by the
-  runner after a job's verdict, outside any pull request's job: `runner.warmup`). One layer
+  runner after a job's verdict, outside any pull request's job: `runner.daemon.warmup`). One layer
   per repository and backend: one repository's code never fills another's cache. Jobs never
   see it (it lives under the runner's cache directory, covered in their namespace).
 - **The private layer** (`JOB_DIR/compile/triton`, the job's `TRITON_CACHE_DIR`) is the job's
@@ -154,11 +154,11 @@ def publish(private: Path, layer: Path, sha: str | None) -> int:
 
 def record_durations(junit: Path, layer: Path) -> int:
     """Keep each test's time from a trusted build's JUnit report in the layer (`durations.json`,
-    `classname.name` to seconds), for the order of later jobs' tests (runner/pytest_order.py);
-    the number of tests recorded."""
+    `classname.name` to seconds), for the order of later jobs' tests
+    (runner/plugins/pytest_order.py); the number of tests recorded."""
     import xml.etree.ElementTree as ET
 
-    from runner.results import read_artifact
+    from runner.report.results import read_artifact
 
     try:
         root = ET.fromstring(read_artifact(junit))

@@ -8,7 +8,7 @@ else: no runner token, no service URL, no cloud credentials inherited from the d
 A runner started as root runs each step as the job user (`Jail`): `unshare` gives the step its
 own PID namespace (everything it starts dies with it), mount namespace (its own /proc, the
 runner's state, mirrors, logs and other slots' workspaces covered) and, unless turned off,
-network namespace (no network, loopback down); `runner/jail.py` drops to the job user with no
+network namespace (no network, loopback down); `runner/job/jail.py` drops to the job user with no
 capabilities before the step's command runs. Without a job user (a runner that is not root,
 or one told to keep its own user) a step only loses the network, where the host allows it.
 """

@@ -164,8 +164,8 @@ _PROOF_LINES = 20
 
 
 def read_proof(directory: Path, prefix: str) -> Proof:
-    """The proof-log counts the accuracy step's processes wrote (runner/pytest_proof.py), summed
-    over its files; each file is the pull request's to write, so only strings that start with
+    """The proof-log counts the accuracy step's processes wrote (runner/plugins/pytest_proof.py),
+    summed over its files; each file is the pull request's to write, so only strings that start with
     `prefix` and non-negative integer counts are taken, and a file that is not a small regular
     JSON object is skipped."""
     counts: Counter[str] = Counter()

@@ -1,6 +1,6 @@
 """Trusted builds: after a job's verdict, the runner runs the same workflow on the job's base
 commit, and what that compiles fills the repository's shared compile cache
-(`runner.compile_cache`), so the next job of the repository loads its unchanged kernels
+(`runner.environment.compile_cache`), so the next job of the repository loads its unchanged kernels
 instead of compiling them.
 
 The base commit is the pull request's base (`base_sha`: a commit of the repository's own
@@ -18,7 +18,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from runner.execute import JobContext, execute
+from runner.job.execute import JobContext, execute
 from workflows.models import JobOptions, JobResult, JobSpec
 from workflows.spec import WorkflowSpec
 

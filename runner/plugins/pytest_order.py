@@ -5,10 +5,10 @@ tests longest first, alternating with the shortest (longest, shortest, second lo
 Under pytest-xdist with `--maxschedchunk 1` each worker starts with two consecutive tests and
 then takes one at a time, so the slow tests start at once on different workers instead of
 queueing behind each other at the end (a step takes as long as its busiest worker). In one
-process (no xdist: a warm job, runner/parallel.py) order changes no step's time, so pytest's
-own order stays, each module's tests together (its module-scoped fixtures set up once). Order
-changes no verdict; unknown tests count as instant. It imports only pytest and the standard
-library."""
+process (no xdist: a warm job, runner/environment/parallel.py) order changes no step's time,
+so pytest's own order stays, each module's tests together (its module-scoped fixtures set up
+once). Order changes no verdict; unknown tests count as instant. It imports only pytest and
+the standard library."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The runner daemon: register once, then per device slot claim a job, run it, report it.
 
 This module keeps the lifecycle and the claim loop; the rest is wired in through constructors:
-`runner.credentials` (runner.json, registering), `runner.health` (device checks, reported to
-the service), `runner.heartbeat` (a job's lease, cancel and loss), and `ondemand.retry` (the
-backoff every wait uses).
+`runner.link.credentials` (runner.json, registering), `runner.daemon.health` (device checks,
+reported to the service), `runner.daemon.heartbeat` (a job's lease, cancel and loss), and
+`ondemand.retry` (the backoff every wait uses).
 
 - Claims long-poll the service; when it is unreachable the slot backs off with jitter and says
   why in the log. A 401 means the service forgot this runner: it registers again.
@@ -34,20 +34,20 @@ from pathlib import Path
 from types import FrameType
 
 from ondemand.retry import Backoff, RetryPolicy
-from runner.client import NotHeld, Rejected, ServiceClient, ServiceUnavailable, Unauthorized
-from runner.compile_cache import CompileCache
-from runner.credentials import CredentialFile, Credentials, Registration, load_or_register
-from runner.execute import JobContext, execute
-from runner.health import Health, run_device_check
-from runner.heartbeat import Heartbeat
-from runner.logstream import DEFAULT_LIMIT, LogStream
-from runner.parallel import default_workers
-from runner.progress import ProgressSender
-from runner.pyenv import PackageSources
-from runner.redact import Redactor, redact_text
-from runner.sandboxing import Jail, JailError, check_jail, jail_for_host, visible_devices
-from runner.warmup import warm
-from runner.workspace import Workspaces
+from runner.daemon.health import Health, run_device_check
+from runner.daemon.heartbeat import Heartbeat
+from runner.daemon.warmup import warm
+from runner.environment.compile_cache import CompileCache
+from runner.environment.parallel import default_workers
+from runner.environment.pyenv import PackageSources
+from runner.job.execute import JobContext, execute
+from runner.job.logstream import DEFAULT_LIMIT, LogStream
+from runner.job.redact import Redactor, redact_text
+from runner.job.sandboxing import Jail, JailError, check_jail, jail_for_host, visible_devices
+from runner.job.workspace import Workspaces
+from runner.link.client import NotHeld, Rejected, ServiceClient, ServiceUnavailable, Unauthorized
+from runner.link.credentials import CredentialFile, Credentials, Registration, load_or_register
+from runner.report.progress import ProgressSender
 from workflows.models import JobResult, JobSpec, JobStatus
 from workflows.spec import WorkflowSpec
 
@@ -80,7 +80,7 @@ class DaemonConfig:
     check_interval_s: float = 60.0
     backoff_max_s: float = 30.0
     network_isolation: bool = True
-    job_user: str | None = None  # as root: the user steps run as (see runner/sandboxing.py)
+    job_user: str | None = None  # as root: the user steps run as (see runner/job/sandboxing.py)
     packages: PackageSources = field(default_factory=PackageSources)  # for what the host lacks
     grace_s: float = 10.0
     keep_logs: int = 50  # the newest job logs kept in WORK/logs ...
@@ -387,12 +387,12 @@ class Daemon:
             clean = JobResult.model_validate_json(
                 redact_text(result.model_dump_json(), self.secrets())
             )
-            self.deliver(spec, "report", lambda: self.client.complete(spec.id, clean))
+            self.report(spec, clean)
         self.prune_logs(logs)
         self.warm(context, spec, workflow)
 
     def warm(self, context: JobContext, spec: JobSpec, workflow: WorkflowSpec) -> None:
-        """The trusted build of the job's base after its verdict (runner/warmup.py); a
+        """The trusted build of the job's base after its verdict (runner/daemon/warmup.py); a
         first signal to stop cancels it."""
         if self.compile_cache is None or self.stopping.is_set():
             return
@@ -408,6 +408,10 @@ class Daemon:
     def secrets(self) -> list[str | None]:
         """What must never leave the runner in a job's log or result."""
         return [self.client.token, self.config.registration_token]
+
+    def report(self, spec: JobSpec, result: JobResult) -> None:
+        """Upload the job's result (see `deliver`)."""
+        self.deliver(spec, "report", lambda: self.client.complete(spec.id, result))
 
     def deliver(self, spec: JobSpec, what: str, call: Callable[[], str]) -> None:
         """Tell the service how the job ended (`call`: its result, or that this runner

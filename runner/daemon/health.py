@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from runner.client import NotHeld, Rejected, ServiceUnavailable
-from runner.probe import device_check
-from runner.sandboxing import scrubbed_env
+from runner.environment.probe import device_check
+from runner.job.sandboxing import scrubbed_env
+from runner.link.client import NotHeld, Rejected, ServiceUnavailable
 from workflows.spec import WorkflowSpec
 
 log = logging.getLogger("ondemand.runner")

@@ -44,7 +44,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from runner import bytecode
+from runner.environment import bytecode
 
 DEPENDENCY_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
 Log = Callable[[str], None]
@@ -353,16 +353,17 @@ def python_env(
         return PythonEnv(python, root, key, tuple(missing), False, plan.notes, prefix)
 
 
-BYTECODE = "pycache"  # the environment's bytecode prefix (runner.bytecode), and its record
+# The environment's bytecode prefix (runner.environment.bytecode), and its record.
+BYTECODE = "pycache"
 
 
 def env_bytecode(
     root: Path, python: Path, home: Path, log: Log, timeout_s: float = 600
 ) -> Path | None:
     """The environment's bytecode prefix, compiled on the first call where the host's packages
-    lack their own bytecode (`runner.bytecode`); None where they have it, or where compiling
-    failed (the steps then compile from source, as before). The outcome is recorded once, so
-    a reused environment only reads the record."""
+    lack their own bytecode (`runner.environment.bytecode`); None where they have it, or where
+    compiling failed (the steps then compile from source, as before). The outcome is recorded
+    once, so a reused environment only reads the record."""
     prefix, record = root / BYTECODE, root / f"{BYTECODE}.json"
     try:
         compiled = int(json.loads(record.read_text())["compiled"])

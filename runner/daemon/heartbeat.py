@@ -20,7 +20,7 @@ import threading
 from types import TracebackType
 from typing import Protocol
 
-from runner.client import HeartbeatAnswer, NotHeld, Rejected, ServiceUnavailable
+from runner.link.client import HeartbeatAnswer, NotHeld, Rejected, ServiceUnavailable
 from workflows.models import JobSpec
 
 log = logging.getLogger("ondemand.runner")
@@ -31,7 +31,7 @@ CHANNEL_RETRY_S = 1.0  # after the channel failed
 
 
 class LeaseClient(Protocol):
-    """The calls a heartbeat needs (runner.client.ServiceClient has them)."""
+    """The calls a heartbeat needs (runner.link.client.ServiceClient has them)."""
 
     def heartbeat(self, job_id: int) -> HeartbeatAnswer: ...
 

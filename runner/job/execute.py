@@ -17,15 +17,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
-from runner import comparison, compile_cache, layouts, parallel, results, stats
-from runner.compile_cache import CompileCache
-from runner.parallel import default_workers
-from runner.probe import environment_info
-from runner.progress import ProgressWatch, progress_file
-from runner.pyenv import PackageSources, PythonEnvError, python_env
-from runner.sandboxing import Jail, give, scrubbed_env
-from runner.steps import StepOutcome, run_step
-from runner.workspace import WorkspaceError, Workspaces
+from runner.environment import compile_cache, parallel
+from runner.environment.compile_cache import CompileCache
+from runner.environment.parallel import default_workers
+from runner.environment.probe import environment_info
+from runner.environment.pyenv import PackageSources, PythonEnvError, python_env
+from runner.job import comparison, layouts
+from runner.job.sandboxing import Jail, give, scrubbed_env
+from runner.job.steps import StepOutcome, run_step
+from runner.job.workspace import WorkspaceError, Workspaces
+from runner.plugins import PLUGINS
+from runner.report import results, stats
+from runner.report.progress import ProgressWatch, progress_file
 from workflows.models import (
     AccuracyResult,
     BenchmarkResult,
@@ -83,7 +86,7 @@ class JobContext:
     on_step_start: Callable[[int], None] | None = None  # the step's process group id
     on_progress: Callable[[Progress], None] = lambda _: None  # the step, tests done / total
     compile_cache: CompileCache | None = None  # None: each job compiles in its HOME alone
-    trusted: bool = False  # a trusted build (runner.warmup): its compiles fill the shared cache
+    trusted: bool = False  # a trusted build (runner.daemon.warmup): compiles fill the shared cache
     workers: int = field(default_factory=default_workers)  # `{xdist}` on a cold cache
     warm_workers: int | None = None  # `{xdist}` once kernels load (None: WARM_WORKERS at most)
 
@@ -366,7 +369,7 @@ class _Job:
             shutil.copyfile(durations, plugins / compile_cache.DURATIONS)
             names.append("pytest_order")
         for name in names:
-            shutil.copyfile(Path(__file__).with_name(f"{name}.py"), plugins / f"{name}.py")
+            shutil.copyfile(PLUGINS / f"{name}.py", plugins / f"{name}.py")
         artifacts = self.ctx.job_dir / "artifacts"
         addopts = [env.get("PYTEST_ADDOPTS"), *(f"-p {name}" for name in names)]
         extra = {
@@ -475,8 +478,8 @@ class _Job:
     ) -> BenchmarkResult:
         """The step's benchmark, compared with the merge base where there is one: in one
         process where the workflow's harness can (`compare.argv`), else in rounds of separate
-        processes (runner.comparison); each row's change is judged from its rounds
-        (runner.stats). A failed run of the pull request's benchmark stops the job."""
+        processes (runner.job.comparison); each row's change is judged from its rounds
+        (runner.report.stats). A failed run of the pull request's benchmark stops the job."""
         artifacts = self.ctx.job_dir / "artifacts"
         base = self.base_tree(step) if self.spec.options.compare else None
         if base is not None and step.compare.argv:

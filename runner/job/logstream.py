@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 from ondemand.utf8 import whole_characters
-from runner.client import LogFull, NotHeld, Rejected, ServiceClient, ServiceUnavailable
+from runner.link.client import LogFull, NotHeld, Rejected, ServiceClient, ServiceUnavailable
 
 log = logging.getLogger(__name__)
 CHUNK_BYTES = 256 * 1024
