@@ -19,13 +19,18 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/ondemand demo $(DEMO_ARGS)
 
-# Two pytest-xdist workers a core (many tests wait on subprocesses and servers); the 15
-# slowest tests are listed at the end.
+# Two pytest-xdist workers a core (many tests wait on subprocesses and servers), an idle one
+# taking tests from a busy one's share (so no long test is left to run alone at the end); the
+# 15 slowest tests are listed at the end.
 WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 
+# Bytecode is written and reused: the suite starts a few hundred Python processes (runners,
+# services, jobs) that import the same modules, and pytest rewrites every test module's
+# asserts; a shell that sets PYTHONDONTWRITEBYTECODE would have each of them compile afresh.
+test: export PYTHONDONTWRITEBYTECODE :=
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -n $(WORKERS) --durations=15
+	$(PY) -m pytest -n $(WORKERS) --dist worksteal --durations=15
 
 # The webhook burst (2,000 signed deliveries, 100 of them commands, 64 in flight) against a real
 # `ondemand serve` on SQLite and PostgreSQL; prints the figures docs/operations.md quotes.

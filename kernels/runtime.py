@@ -74,6 +74,41 @@ def _drop_unasserted_overflow_checks() -> None:
         return
 
 
+def _skip_repatching_in_helpers() -> None:
+    """A launch under the interpreter patches `triton.language`'s builtins and restores them
+    when its grid is done; every call of a `@triton.jit` helper inside it (once per program)
+    patches them again, scanning the language modules with `inspect.getmembers` to find them
+    already patched: a third of a kernel's interpretation time. The helpers' calls skip that
+    scan while their modules' language is patched."""
+    try:
+        import inspect
+
+        import triton.language as tl
+        from triton.runtime import interpreter
+
+        patch, scope = interpreter._patch_lang, interpreter._LangPatchScope
+    except (ImportError, AttributeError):  # another Triton: leave it as it is
+        return
+    if getattr(patch, "skips_repatching", False):
+        return
+    langs: dict[int, list[ModuleType]] = {}
+
+    def patch_lang(fn: Callable[..., Any]) -> Any:
+        found = langs.get(id(fn))
+        if found is None:
+            found = [
+                v for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core)
+            ]
+            langs[id(fn)] = found
+        # A patched builtin is the interpreter's plain function, no longer marked builtin.
+        if found and not any(tl.core.is_builtin(getattr(m, "program_id", None)) for m in found):
+            return scope()  # inside the launch that patched them: nothing to do or undo
+        return patch(fn)
+
+    patch_lang.skips_repatching = True  # type: ignore[attr-defined]
+    interpreter._patch_lang = patch_lang
+
+
 device: str = _detect_device()
 detected_vendor: str = _detect_vendor(device)
 _active_vendor: str = detected_vendor
@@ -81,6 +116,7 @@ interpreted: bool = device == "cpu"
 if interpreted:
     os.environ["TRITON_INTERPRET"] = "1"
     _drop_unasserted_overflow_checks()
+    _skip_repatching_in_helpers()
 
 
 def vendor() -> str:

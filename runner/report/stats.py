@@ -15,7 +15,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 from workflows.models import BenchmarkResult, BenchmarkRow, Change, Rounds
 
@@ -25,6 +24,8 @@ CONFIDENCE = 0.95
 def _interval(values: np.ndarray) -> tuple[float | None, float | None]:
     if len(values) < 2:
         return None, None
+    from scipy import stats  # here: scipy.stats takes most of a second to import, per process
+
     ci = stats.quantile_test(values, q=float(np.median(values)), p=0.5).confidence_interval(
         CONFIDENCE
     )

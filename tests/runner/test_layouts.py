@@ -47,13 +47,29 @@ def test_abs_perf(request):
 
 
 def run_cpu_job(
-    spec: JobSpec, tmp_path: Path, packages: PackageSources | None = None
+    spec: JobSpec,
+    tmp_path: Path,
+    packages: PackageSources | None = None,
+    max_rounds: int | None = None,
 ) -> tuple[JobResult, str]:
-    """`spec` run by the cpu workflow with its caches under `tmp_path`; the result and the log."""
+    """`spec` run by the cpu workflow with its caches under `tmp_path` (its layouts' comparisons
+    capped at `max_rounds` rounds of processes); the result and the log."""
     log = bytearray()
     extra = {} if packages is None else {"packages": packages}
     ctx = job_context(tmp_path, log.extend, **extra)
-    return execute(spec, load_workflows()["cpu"], ctx), log.decode()
+    workflow = load_workflows()["cpu"]
+    if max_rounds is not None:
+        layouts = {
+            name: [
+                s.model_copy(
+                    update={"compare": s.compare.model_copy(update={"max_rounds": max_rounds})}
+                )
+                for s in steps
+            ]
+            for name, steps in workflow.layouts.items()
+        }
+        workflow = workflow.model_copy(update={"layouts": layouts})
+    return execute(spec, workflow, ctx), log.decode()
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -181,8 +197,9 @@ def test_a_flaggems_pull_request_end_to_end(tmp_path: Path) -> None:
         id=4, repo="o/FlagGems", clone_url=str(repo), pr_number=1, sha=sha,
         op="adaptive_max_pool3d_backward", backend="cpu", base_ref="main",
     )  # fmt: skip
-    # No index at all: an offline host.
-    result, text = run_cpu_job(spec, tmp_path, PackageSources(wheelhouse=wheels))
+    # No index at all: an offline host. Two rounds of processes show the merge base's side
+    # (the rounds' statistics and their stopping rule are tests/runner/test_stats.py's).
+    result, text = run_cpu_job(spec, tmp_path, PackageSources(wheelhouse=wheels), max_rounds=2)
     assert result.status is JobStatus.succeeded, text
     assert result.accuracy is not None and result.accuracy.passed == 3
     assert "tests/test_pool_ops.py -m adaptive_max_pool3d_backward" in text  # one file, not all
