@@ -34,7 +34,10 @@ def small_workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if step["kind"] == "accuracy":
             step["argv"] += ["-k", "test_upstream_shapes and float32"]
         if step["kind"] == "benchmark":
-            step["argv"] += ["--dtypes", "float32", "--host-reps", "1", "--no-progress"]
+            narrow = ["--dtypes", "float32", "--host-reps", "1", "--no-progress"]
+            step["argv"] += narrow
+            step["compare"]["argv"] += narrow  # the pull request against its merge base
+            step["compare"]["budget_s"] = 2  # the rounds' mechanics, not their precision
     directory = tmp_path_factory.mktemp("workflows")
     (directory / "cpu.yaml").write_text(yaml.safe_dump(spec))
     return directory

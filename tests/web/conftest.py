@@ -15,9 +15,11 @@ from tests.service.conftest import db_url, pg_url  # noqa: F401  (fixtures used 
 CHROMIUM = Path(os.environ.get("ONDEMAND_CHROMIUM", "/usr/bin/chromium"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    """A headless Chromium for the whole session (one per xdist worker)."""
+    """A headless Chromium for a module's tests. Not for the session: Playwright's sync API
+    keeps an event loop running in the main thread while it is open, and a later test of the
+    same worker that calls `asyncio.run` would find it there."""
     if not CHROMIUM.exists():
         why = f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)"
         if os.environ.get("CI"):
