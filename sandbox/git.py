@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 from dataclasses import dataclass
@@ -110,16 +111,57 @@ def count_commits(git_path: str | Path, base: str, head: str) -> int:
         return 0
 
 
-def changed_files(git_path: str | Path, base: str, head: str) -> list[tuple[str, int, int]]:
-    """(path, lines added, lines removed) of each file `head` changes against `base`; binary
-    files count 0 lines."""
-    out = _git(git_path, "diff", "--numstat", "--end-of-options", base, head)
-    files = []
-    for line in out.splitlines():
-        added, removed, path = line.split("\t", 2)
-        files.append((path, int(added) if added.isdigit() else 0,
-                      int(removed) if removed.isdigit() else 0))  # fmt: skip
-    return files
+@dataclass(frozen=True)
+class FileChange:
+    """One file of a pull request as GitHub lists it: `status` added, removed, modified,
+    renamed, copied or changed (its type); `previous` the old path of a rename or copy."""
+
+    path: str
+    status: str
+    sha: str  # the blob at the head ("0" * 40 for a removed file)
+    additions: int
+    deletions: int
+    previous: str | None = None
+
+
+_STATUS = {"A": "added", "D": "removed", "M": "modified", "R": "renamed", "C": "copied",
+           "T": "changed"}  # fmt: skip
+
+
+@functools.lru_cache(maxsize=256)
+def pull_files(git_path: str, base: str, head: str) -> tuple[FileChange, ...]:
+    """The files `head` changes since its merge base with `base` (GitHub's three dots), renames
+    found, in path order. Cached: a commit pair's answer never changes."""
+    spec = f"{base}...{head}"
+    raw = _git(git_path, "diff", "-z", "--raw", "--no-abbrev", "-M", "--end-of-options", spec)
+    numstat = _git(git_path, "diff", "-z", "--numstat", "-M", "--end-of-options", spec)
+    counts: dict[str, tuple[int, int]] = {}
+    fields = numstat.split("\0")
+    i = 0
+    while i < len(fields) - 1:
+        added, removed, path = fields[i].split("\t", 2)
+        if path == "":  # a rename: the old and the new path follow
+            path, i = fields[i + 2], i + 3
+        else:
+            i += 1
+        lines = (added, removed)  # "-" for a binary file
+        counts[path] = (int(lines[0]) if lines[0].isdigit() else 0,
+                        int(lines[1]) if lines[1].isdigit() else 0)  # fmt: skip
+    changes = []
+    fields = raw.split("\0")
+    i = 0
+    while i < len(fields) - 1:
+        meta = fields[i].lstrip(":").split()
+        letter, sha = meta[4][0], meta[3]
+        if letter in "RC":
+            previous, path, i = fields[i + 1], fields[i + 2], i + 3
+        else:
+            previous, path, i = None, fields[i + 1], i + 2
+        added, removed = counts.get(path, (0, 0))
+        changes.append(
+            FileChange(path, _STATUS.get(letter, "modified"), sha, added, removed, previous)
+        )
+    return tuple(sorted(changes, key=lambda c: c.path))
 
 
 def diff(git_path: str | Path, base: str, head: str, limit: int = 200_000) -> str:

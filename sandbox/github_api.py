@@ -274,6 +274,28 @@ def get_pull(owner: str, name: str, number: int, request: Request) -> Json:
         return shapes.pull_json(c.base, c.state, repo, c.state.pull(repo, number))
 
 
+MAX_PULL_FILES = 3000  # GitHub lists at most 3,000 files of a pull request
+
+
+@router.get("/repos/{owner}/{name}/pulls/{number:int}/files")
+def list_pull_files(
+    owner: str, name: str, number: int, request: Request, response: Response
+) -> list[Json]:
+    """The files the pull request changes since its merge base, 30 a page (`per_page` ≤ 100),
+    renames with their `previous_filename`; past 3,000 the rest is not listed (the pull
+    request's `changed_files` still counts them), as GitHub does."""
+    c = ctx(request)
+    with c.state.lock:
+        repo = visible_repo(c, owner, name)
+        pull = c.state.pull(repo, number)
+    try:
+        files = git.pull_files(repo.git_path, pull.base_sha, pull.head_sha)[:MAX_PULL_FILES]
+    except git.GitError as exc:
+        raise SandboxError(404, "Not Found") from exc
+    items = [shapes.pull_file_json(c.base, repo, pull, f) for f in files]
+    return paginate(request, items, response)
+
+
 @router.get("/repos/{owner}/{name}/issues/{number:int}")
 def get_issue(owner: str, name: str, number: int, request: Request) -> Json:
     c = ctx(request)

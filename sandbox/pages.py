@@ -82,9 +82,10 @@ def _comment(state: SandboxState, comment: Comment, now: datetime) -> dict[str, 
     }
 
 
-def _files(repo: Repo, pull: Pull) -> list[tuple[str, int, int]]:
+def _files(repo: Repo, pull: Pull) -> list[git.FileChange]:
+    """What the files API lists: the changes since the merge base, renames as renames."""
     try:
-        return git.changed_files(repo.git_path, pull.base_sha, pull.head_sha)
+        return list(git.pull_files(repo.git_path, pull.base_sha, pull.head_sha))
     except (git.GitError, ValueError):
         return []
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
+from sandbox import git
 from sandbox.git import CommitInfo
 from sandbox.state import (
     REACTIONS,
@@ -203,10 +205,41 @@ def pull_json(base: str, state: SandboxState, repo: Repo, pull: Pull) -> Json:
         "review_comments": 0,
         "maintainer_can_modify": False,
         "commits": pull.commits,
-        "additions": 0,
-        "deletions": 0,
-        "changed_files": 0,
+        **_diff_counts(repo, pull),
     }
+
+
+def _diff_counts(repo: Repo, pull: Pull) -> Json:
+    """additions, deletions and changed_files: all of them, past the files list's cap too."""
+    try:
+        files = git.pull_files(repo.git_path, pull.base_sha, pull.head_sha)
+    except git.GitError:
+        files = ()
+    return {
+        "additions": sum(f.additions for f in files),
+        "deletions": sum(f.deletions for f in files),
+        "changed_files": len(files),
+    }
+
+
+def pull_file_json(base: str, repo: Repo, pull: Pull, change: git.FileChange) -> Json:
+    """One entry of `GET /repos/{o}/{r}/pulls/{n}/files`."""
+    path = quote(change.path)
+    blob = f"{base}/{repo.full_name}/blob/{pull.head_sha}/{path}"
+    found: Json = {
+        "sha": change.sha,
+        "filename": change.path,
+        "status": change.status,
+        "additions": change.additions,
+        "deletions": change.deletions,
+        "changes": change.additions + change.deletions,
+        "blob_url": blob,
+        "raw_url": f"{base}/{repo.full_name}/raw/{pull.head_sha}/{path}",
+        "contents_url": f"{base}/repos/{repo.full_name}/contents/{path}?ref={pull.head_sha}",
+    }
+    if change.previous is not None:
+        found["previous_filename"] = change.previous
+    return found
 
 
 def issue_json(base: str, state: SandboxState, repo: Repo, pull: Pull) -> Json:
