@@ -1,0 +1,260 @@
+"""Which operators a change touches, and why: a pure function over the changed files and the
+tree at the commit (its paths and the sources it asks for), for this repository's layout and
+FlagGems'.
+
+An operator is what `/test` names: a pytest marker of the checkout. It is selected when
+- one of its **own files** changed: this repository's `kernels/ops/<op>/…`,
+  `kernels/backends/_<vendor>/ops/<op>/…`, `kernels/benchmark/<op>.py`; FlagGems'
+  `src/flag_gems/ops/<module>.py` and `src/flag_gems/runtime/backend/_<vendor>/ops/<module>.py`,
+  whose operators are the markers the module defines a function for (or its own name:
+  `cummax.py` serves `cummax` and `cummaxmin_backward` where it defines both);
+- **shared code** changed that its own files import, directly or through other modules of the
+  package (an import graph read from the sources);
+- **its tests** changed: the markers of the test functions whose lines changed in a test or
+  benchmark file (the whole file's markers where the changed lines are not known, and the
+  module's `pytestmark` for a change outside any function).
+Everything else changed is listed as touching no operator.
+"""
+
+from __future__ import annotations
+
+import ast
+import posixpath
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+Lines = tuple[tuple[int, int], ...]  # changed line ranges of the new file, inclusive
+
+OWN_PATTERNS = (
+    re.compile(r"^kernels/ops/(?P<op>[a-z0-9_]+)(/|\.py$)"),
+    re.compile(r"^kernels/backends/_[a-z0-9_]+/ops/(?P<op>[a-z0-9_]+)(/|\.py$)"),
+    re.compile(r"^kernels/benchmark/(?P<op>[a-z0-9_]+)\.py$"),
+)
+MODULE_PATTERNS = (  # a module whose operators are what it defines (FlagGems)
+    re.compile(r"^src/flag_gems/ops/(?P<module>[A-Za-z0-9_]+)\.py$"),
+    re.compile(r"^src/flag_gems/runtime/backend/_[a-z0-9_]+/ops/(?P<module>[A-Za-z0-9_]+)\.py$"),
+)
+PACKAGE_ROOTS = ("kernels", "src")  # where imports are resolved: `kernels.x`, `flag_gems.x`
+TEST_DIRS = ("tests/", "benchmark/")
+
+
+@dataclass(frozen=True)
+class Changed:
+    """A changed file: its path at the commit (the old one for a removal), the path it was
+    renamed from, and the changed lines of the new file where known."""
+
+    path: str
+    previous: str | None = None
+    lines: Lines | None = None
+    removed: bool = False
+
+
+@dataclass
+class Selection:
+    """The operators chosen, each with why (file → reason), and the files that chose none."""
+
+    operators: dict[str, list[str]] = field(default_factory=dict)
+    unmatched: list[str] = field(default_factory=list)
+
+    def add(self, op: str, why: str) -> None:
+        reasons = self.operators.setdefault(op, [])
+        if why not in reasons:
+            reasons.append(why)
+
+
+def select(
+    changed: Sequence[Changed],
+    paths: Iterable[str],
+    read: Callable[[str], str | None],
+    operators: Iterable[str],
+) -> Selection:
+    """The operators among `operators` (the checkout's markers) that `changed` touches in the
+    tree of `paths` (its files at the commit), `read` giving a file's source."""
+    known = set(operators)
+    files = sorted(set(paths))
+    graph = _import_graph(files, read)
+    owners = _own_files(files, read, known)
+    found = Selection()
+    for change in changed:
+        hit = False
+        for path in filter(None, (change.path, change.previous)):
+            for op in owners.get(path, ()):
+                found.add(op, f"{path}: its own file")
+                hit = True
+            if path.startswith(TEST_DIRS) and path.endswith(".py") and not change.removed:
+                for op in _tested(read(path), change.lines, known):
+                    found.add(op, f"{path}: its tests changed")
+                    hit = True
+            if path in graph.modules and path not in owners:
+                for owner in sorted(_importers(graph, path) & owners.keys()):
+                    for op in owners[owner]:
+                        found.add(op, f"{path}: imported by {owner}")
+                        hit = True
+        if not hit:
+            found.unmatched.append(change.path)
+    found.operators = dict(sorted(found.operators.items()))
+    return found
+
+
+def _own_files(
+    files: Sequence[str], read: Callable[[str], str | None], known: set[str]
+) -> dict[str, list[str]]:
+    """Each own file of an operator → the operators it serves."""
+    owners: dict[str, list[str]] = {}
+    for path in files:
+        for pattern in OWN_PATTERNS:
+            match = pattern.match(path)
+            if match and match["op"] in known:
+                owners.setdefault(path, []).append(match["op"])
+        for pattern in MODULE_PATTERNS:
+            match = pattern.match(path)
+            if match:
+                served = _defined(read(path)) | {match["module"].lstrip("_")}
+                ops = sorted(served & known)
+                if ops:
+                    owners.setdefault(path, []).extend(ops)
+    return owners
+
+
+def _defined(source: str | None) -> set[str]:
+    """The names a module defines at its top level (functions, and their leading `_` off)."""
+    tree = _parse(source)
+    if tree is None:
+        return set()
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            names |= {node.name, node.name.lstrip("_")}
+    return names
+
+
+@dataclass
+class _Graph:
+    modules: dict[str, str]  # path → dotted name
+    importers: dict[str, set[str]]  # path → the paths that import it
+
+
+def _module_name(path: str) -> str | None:
+    if not path.endswith(".py"):
+        return None
+    parts = path[:-3].split("/")
+    if parts[0] == "src":
+        parts = parts[1:]
+    elif parts[0] not in PACKAGE_ROOTS:
+        return None
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts) if parts else None
+
+
+def _import_graph(files: Sequence[str], read: Callable[[str], str | None]) -> _Graph:
+    modules = {p: name for p in files if (name := _module_name(p))}
+    by_name = {name: p for p, name in modules.items()}
+    importers: dict[str, set[str]] = {}
+    for path, name in modules.items():
+        tree = _parse(read(path))
+        if tree is None:
+            continue
+        package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+        for target in _imported(tree, package):
+            while target and target not in by_name:
+                target = target.rpartition(".")[0]
+            if target and by_name[target] != path:
+                importers.setdefault(by_name[target], set()).add(path)
+    return _Graph(modules, importers)
+
+
+def _imported(tree: ast.AST, package: str) -> Iterable[str]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: max(0, len(package.split(".")) - node.level + 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            yield base
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def _importers(graph: _Graph, path: str) -> set[str]:
+    """Every module that imports `path`, directly or through others."""
+    seen: set[str] = set()
+    todo = [path]
+    while todo:
+        for importer in graph.importers.get(todo.pop(), ()):
+            if importer not in seen:
+                seen.add(importer)
+                todo.append(importer)
+    return seen
+
+
+def _tested(source: str | None, lines: Lines | None, known: set[str]) -> list[str]:
+    """The operators whose tests in `source` the changed `lines` touch: a test's own markers
+    and its module's `pytestmark`; a change outside every test (a helper, a fixture, the
+    imports) touches all of the file's."""
+    tree = _parse(source)
+    if tree is None:
+        return []
+    module_ops: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets
+        ):
+            module_ops |= _marks(node.value) & known
+    tests = []  # (first line, last line, operators) of each test function or class
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if not node.name.startswith(("test", "Test")):
+                continue
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            own = set().union(*(_marks(d) for d in node.decorator_list)) & known
+            tests.append((start, node.end_lineno or node.lineno, own | module_ops))
+    every = module_ops.union(*(ops for _, _, ops in tests))
+    if lines is None:
+        return sorted(every)
+    found: set[str] = set()
+    for first, last in lines:
+        hit = [ops for start, end, ops in tests if first <= end and last >= start]
+        found |= set().union(*hit) if hit else every
+    return sorted(found)
+
+
+def _marks(node: ast.AST) -> set[str]:
+    """The `pytest.mark.<name>` names in a decorator or a `pytestmark` value."""
+    names = set()
+    for sub in ast.walk(node):
+        if (
+            isinstance(sub, ast.Attribute)
+            and isinstance(sub.value, ast.Attribute)
+            and sub.value.attr == "mark"
+        ):
+            names.add(sub.attr)
+    return names
+
+
+def _parse(source: str | None) -> ast.Module | None:
+    if source is None:
+        return None
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def changed_lines(diff: str) -> Mapping[str, Lines]:
+    """The new file's changed line ranges, per path, from `git diff -U0` output."""
+    found: dict[str, list[tuple[int, int]]] = {}
+    path = None
+    for line in diff.splitlines():
+        if line.startswith("+++ "):
+            name = line[4:]
+            path = None if name == "/dev/null" else posixpath.normpath(name.removeprefix("b/"))
+        elif line.startswith("@@") and path is not None:
+            match = re.match(r"@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", line)
+            if match:
+                start, count = int(match[1]), int(match[2] or 1)
+                # A pure removal (count 0) touches the line it was removed after.
+                found.setdefault(path, []).append((max(start, 1), start + max(count, 1) - 1))
+    return {p: tuple(r) for p, r in found.items()}
