@@ -24,12 +24,16 @@ from runner.environment.pyenv import PackageSources
 from runner.job.execute import OP_NAME, JobContext, execute
 from runner.job.logstream import LogStream
 from runner.job.sandboxing import JailError, jail_for_host
+from runner.job.selection import select_changed
 from runner.job.workspace import WorkspaceError, Workspaces, git
+from service.render.markdown import plural
+from workflows.changes import Selection
 from workflows.models import JobOptions, JobResult, JobSpec, JobStatus
 from workflows.repo_config import CONFIG_PATH, DEFAULTS, ComparePolicy, parse_repo_config
 from workflows.spec import WorkflowError, WorkflowSpec, backend_names, load_workflows
 
 EXIT = {JobStatus.succeeded: 0, JobStatus.failed: 1}
+CHANGED = "changed"  # `changed:BACKEND`: the operators the commit changes
 
 
 class UsageError(ValueError):
@@ -44,9 +48,15 @@ def parse_target(text: str, names: Mapping[str, str]) -> tuple[str, str]:
         raise UsageError(f"expected OP:BACKEND, got {text!r}")
     if not OP_NAME.match(op):
         raise UsageError(f"not an operator name: {op!r} (lowercase letters, digits and '_')")
+    return op, parse_backend(backend, names)
+
+
+def parse_backend(text: str, names: Mapping[str, str]) -> str:
+    """A backend by name or alias → its name."""
+    backend = text.strip().lower()
     if backend not in names:
         raise UsageError(f"unknown backend {backend!r}; known: {', '.join(sorted(names))}")
-    return op, names[backend]
+    return names[backend]
 
 
 def default_cache() -> Path:
@@ -148,7 +158,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ondemand run",
         description="Run one OP:BACKEND workflow here on a commit and print the report.",
     )
-    parser.add_argument("target", help="OP:BACKEND, e.g. adaptive_max_pool3d_backward:cpu")
+    parser.add_argument(
+        "target",
+        help="OP:BACKEND, e.g. adaptive_max_pool3d_backward:cpu; changed:BACKEND runs every "
+        "operator the commit changes against --base",
+    )
+    parser.add_argument(
+        "--limit", type=int, default=20, help="changed: run nothing above this many (default 20)"
+    )
+    parser.add_argument("--all", action="store_true", help="changed: run them however many")
     parser.add_argument("--repo", type=Path, default=Path.cwd(), help="git repository (default .)")
     parser.add_argument("--ref", default="HEAD", help="commit to test (default HEAD)")
     parser.add_argument(
@@ -193,13 +211,61 @@ def run_main(argv: list[str]) -> int:
         workflows: dict[str, WorkflowSpec] = (
             load_workflows(args.workflows) if args.workflows else load_workflows()
         )
-        op, backend = parse_target(args.target, backend_names(workflows))
+        name, _, rest = args.target.partition(":")
+        changed = name.strip() == CHANGED
+        if changed:
+            op, backend = CHANGED, parse_backend(rest, backend_names(workflows))
+        else:
+            op, backend = parse_target(args.target, backend_names(workflows))
         repo = args.repo.resolve()
         sha = resolve(repo, args.ref)
         base_sha = resolve(repo, args.base) if args.base else None
+        if changed and base_sha is None:
+            raise UsageError("changed:BACKEND needs --base, the branch the change goes into")
     except (UsageError, WorkflowError) as exc:
         print(f"ondemand run: {exc}", file=sys.stderr)
         return 2
+    if not changed:
+        return _run_op(args, workflows, op, backend, repo, sha, base_sha)
+    try:
+        chosen = select_changed(repo, args.base, args.ref, workflows[backend])
+    except WorkspaceError as exc:
+        print(f"ondemand run: {exc}", file=sys.stderr)
+        return 2
+    print(render_selection(chosen, args.limit), file=sys.stderr, flush=True)
+    if not chosen.operators or (len(chosen.operators) > args.limit and not args.all):
+        return 0 if not chosen.operators else 2
+    return max(
+        _run_op(args, workflows, name, backend, repo, sha, base_sha) for name in chosen.operators
+    )
+
+
+def render_selection(chosen: Selection, limit: int) -> str:
+    """What `changed` chose and why, file by file; above `limit` operators, how to run them."""
+    if not chosen.operators:
+        return "changed: no operator changed" + (
+            f" ({len(chosen.unmatched)} files touch none)" if chosen.unmatched else ""
+        )
+    lines = [f"changed: {plural(len(chosen.operators), 'operator')}"]
+    for name, reasons in chosen.operators.items():
+        lines.append(f"  {name}: {'; '.join(reasons[:3])}" + (
+            f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else ""
+        ))
+    if len(chosen.operators) > limit:
+        lines.append(f"more than {limit}: nothing run; --all runs them all")
+    return "\n".join(lines)
+
+
+def _run_op(
+    args: argparse.Namespace,
+    workflows: Mapping[str, WorkflowSpec],
+    op: str,
+    backend: str,
+    repo: Path,
+    sha: str,
+    base_sha: str | None,
+) -> int:
+    """One operator's workflow here; its exit status."""
     spec = JobSpec(
         id=0,
         repo=repo.name,

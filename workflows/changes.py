@@ -5,20 +5,23 @@ FlagGems'.
 An operator is what `/test` names: a pytest marker of the checkout. It is selected when
 - one of its **own files** changed: this repository's `kernels/ops/<op>/…`,
   `kernels/backends/_<vendor>/ops/<op>/…`, `kernels/benchmark/<op>.py`; FlagGems'
-  `src/flag_gems/ops/<module>.py` and `src/flag_gems/runtime/backend/_<vendor>/ops/<module>.py`,
+  `src/flag_gems/ops/<module>.py`, `src/flag_gems/fused/<module>.py` and
+  `src/flag_gems/runtime/backend/_<vendor>/ops/<module>.py`,
   whose operators are the markers the module defines a function for (or its own name:
   `cummax.py` serves `cummax` and `cummaxmin_backward` where it defines both);
 - **shared code** changed that its own files import, directly or through other modules of the
-  package (an import graph read from the sources);
+  package (an import graph read from the sources); a package's `__init__.py` whose changed
+  lines name operators (a registration, FlagGems' `("cummax", cummax)`) selects just those;
 - **its tests** changed: the markers of the test functions whose lines changed in a test or
-  benchmark file (the whole file's markers where the changed lines are not known, and the
-  module's `pytestmark` for a change outside any function).
+  benchmark file, with the module's `pytestmark`; a change outside every test (a helper, a
+  fixture, a constant) or with unknown lines, the whole file's.
 Everything else changed is listed as touching no operator.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -26,14 +29,17 @@ from dataclasses import dataclass, field
 
 Lines = tuple[tuple[int, int], ...]  # changed line ranges of the new file, inclusive
 
-OWN_PATTERNS = (
-    re.compile(r"^kernels/ops/(?P<op>[a-z0-9_]+)(/|\.py$)"),
-    re.compile(r"^kernels/backends/_[a-z0-9_]+/ops/(?P<op>[a-z0-9_]+)(/|\.py$)"),
-    re.compile(r"^kernels/benchmark/(?P<op>[a-z0-9_]+)\.py$"),
+OWN_PATTERNS = (  # a leading `_` is the package's shared code (`kernels/ops/_adaptive.py`)
+    re.compile(r"^kernels/ops/(?P<op>[a-z0-9][a-z0-9_]*)(/|\.py$)"),
+    re.compile(r"^kernels/backends/_[a-z0-9_]+/ops/(?P<op>[a-z0-9][a-z0-9_]*)(/|\.py$)"),
+    re.compile(r"^kernels/benchmark/(?P<op>[a-z0-9][a-z0-9_]*)\.py$"),
 )
-MODULE_PATTERNS = (  # a module whose operators are what it defines (FlagGems)
-    re.compile(r"^src/flag_gems/ops/(?P<module>[A-Za-z0-9_]+)\.py$"),
-    re.compile(r"^src/flag_gems/runtime/backend/_[a-z0-9_]+/ops/(?P<module>[A-Za-z0-9_]+)\.py$"),
+MODULE_PATTERNS = (  # a module whose operators are what it defines (FlagGems), not a package's
+    re.compile(r"^src/flag_gems/(?:ops|fused)/(?!__init__)(?P<module>[A-Za-z0-9_]+)\.py$"),
+    re.compile(  # a vendor's, or a vendor chip's (`_enflame/gcu400/ops/`)
+        r"^src/flag_gems/runtime/backend/_[a-z0-9_]+/(?:[a-z0-9_]+/)?ops/"
+        r"(?!__init__)(?P<module>[A-Za-z0-9_]+)\.py$"
+    ),
 )
 PACKAGE_ROOTS = ("kernels", "src")  # where imports are resolved: `kernels.x`, `flag_gems.x`
 TEST_DIRS = ("tests/", "benchmark/")
@@ -86,7 +92,11 @@ def select(
                 for op in _tested(read(path), change.lines, known):
                     found.add(op, f"{path}: its tests changed")
                     hit = True
-            if path in graph.modules and path not in owners:
+            named = _registered(read(path), change.lines, known) if _is_init(path) else []
+            for op in named:  # a registration: `("cummax", cummax)` added to a package
+                found.add(op, f"{path}: registers it")
+                hit = True
+            if path in graph.modules and path not in owners and not named:
                 for owner in sorted(_importers(graph, path) & owners.keys()):
                     for op in owners[owner]:
                         found.add(op, f"{path}: imported by {owner}")
@@ -95,6 +105,24 @@ def select(
             found.unmatched.append(change.path)
     found.operators = dict(sorted(found.operators.items()))
     return found
+
+
+def _is_init(path: str) -> bool:
+    return path.endswith("/__init__.py")
+
+
+def _registered(source: str | None, lines: Lines | None, known: set[str]) -> list[str]:
+    """The operators named on the changed lines of a package's `__init__.py` (the lines that
+    register or re-export them); none where the lines are not known."""
+    if source is None or not lines:
+        return []
+    text = source.splitlines()
+    names: set[str] = set()
+    for first, last in lines:
+        for line in text[max(first - 1, 0) : last]:
+            words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", line)
+            names |= {w.lstrip("_") for w in words} | set(words)
+    return sorted(names & known)
 
 
 def _own_files(
@@ -117,16 +145,37 @@ def _own_files(
     return owners
 
 
+def candidates(paths: Iterable[str], read: Callable[[str], str | None]) -> set[str]:
+    """The names an operator of the tree could have: its own folder's (this repository), or
+    an operator module's own name and the functions it defines (FlagGems)."""
+    found: set[str] = set()
+    for path in paths:
+        for pattern in OWN_PATTERNS:
+            match = pattern.match(path)
+            if match:
+                found.add(match["op"])
+        for pattern in MODULE_PATTERNS:
+            match = pattern.match(path)
+            if match:
+                found |= _defined(read(path)) | {match["module"].lstrip("_")}
+    return found
+
+
 def _defined(source: str | None) -> set[str]:
     """The names a module defines at its top level (functions, and their leading `_` off)."""
+    return set(_defined_in(source)) if source is not None else set()
+
+
+@functools.lru_cache(maxsize=16384)
+def _defined_in(source: str) -> frozenset[str]:
     tree = _parse(source)
     if tree is None:
-        return set()
+        return frozenset()
     names = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             names |= {node.name, node.name.lstrip("_")}
-    return names
+    return frozenset(names)
 
 
 @dataclass
@@ -153,16 +202,24 @@ def _import_graph(files: Sequence[str], read: Callable[[str], str | None]) -> _G
     by_name = {name: p for p, name in modules.items()}
     importers: dict[str, set[str]] = {}
     for path, name in modules.items():
-        tree = _parse(read(path))
-        if tree is None:
+        source = read(path)
+        if source is None:
             continue
         package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
-        for target in _imported(tree, package):
+        for target in _imports_of(source, package):
             while target and target not in by_name:
                 target = target.rpartition(".")[0]
             if target and by_name[target] != path:
                 importers.setdefault(by_name[target], set()).add(path)
     return _Graph(modules, importers)
+
+
+@functools.lru_cache(maxsize=16384)
+def _imports_of(source: str, package: str) -> tuple[str, ...]:
+    """What a module's source imports, as dotted names (cached: a tree's files repeat from
+    commit to commit)."""
+    tree = _parse(source)
+    return tuple(_imported(tree, package)) if tree is not None else ()
 
 
 def _imported(tree: ast.AST, package: str) -> Iterable[str]:

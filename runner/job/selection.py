@@ -4,14 +4,16 @@ and its sources at `ref`, and `workflows.changes.select` over them."""
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Callable
+import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
+from runner.job.layouts import FLAGGEMS
 from runner.job.workspace import WorkspaceError, git
-from workflows.changes import MODULE_PATTERNS, OWN_PATTERNS, Changed, Selection, changed_lines
+from workflows.changes import Changed, Selection, candidates, changed_lines
 from workflows.changes import select as select_changes
+from workflows.spec import WorkflowSpec
 
 _MARK = re.compile(r"pytest\.mark\.([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -38,38 +40,88 @@ def changed_files(repo: Path, base: str, ref: str) -> list[Changed]:
     return found
 
 
-def select_changed(repo: Path, base: str, ref: str) -> Selection:
-    """The operators `ref` changes against `base` in `repo`, and why."""
-    listed = git(["ls-tree", "-r", "--name-only", "-z", ref], cwd=repo).split("\0")
-    paths = [p for p in listed if p]
+# pytest's own markers and its usual plugins': never an operator.
+NOT_OPERATORS = frozenset({
+    "parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarnings", "timeout",
+    "flaky", "asyncio", "anyio", "tryfirst", "trylast", "hookwrapper", "order", "dependency",
+})  # fmt: skip
 
-    @functools.cache
+
+def select_changed(repo: Path, base: str, ref: str, workflow: WorkflowSpec) -> Selection:
+    """The operators `ref` changes against `base` in `repo`, and why. The operators are the
+    markers of the tests the workflow's accuracy step runs for the tree's layout (this
+    repository's `tests/kernels`; FlagGems' `tests/` and `benchmark/`), and only those tests'
+    changes select by the lines that changed."""
+    blobs = _python_blobs(repo, ref)
+    paths = list(blobs)
+    flaggems = any(p.startswith(("src/flag_gems/", "flag_gems/")) for p in paths)
+    steps = workflow.steps_for(FLAGGEMS if flaggems else None)
+    argv = [a for step in steps if step.kind == "accuracy" for a in step.argv]
+    roots = tuple(r.rstrip("/") + "/" for r in accuracy_roots(argv, paths)) or (
+        "tests/", "benchmark/"
+    )
+
+    sources = _read_blobs(repo, [sha for sha in blobs.values() if sha])
+
     def read(path: str) -> str | None:
-        try:
-            return git(["show", f"{ref}:{path}"], cwd=repo)
-        except WorkspaceError:
-            return None
+        return sources.get(blobs.get(path) or "")
 
-    return select_changes(changed_files(repo, base, ref), paths, read, _operators(paths, read))
-
-
-def _operators(paths: list[str], read: Callable[[str], str | None]) -> set[str]:
-    """The markers the tests use that name an operator of the tree: an operator's own
-    folder, or a name an operator module defines (FlagGems)."""
-    candidates: set[str] = set()
-    for path in paths:
-        for pattern in OWN_PATTERNS:
-            match = pattern.match(path)
-            if match:
-                candidates.add(match["op"])
-        for pattern in MODULE_PATTERNS:
-            match = pattern.match(path)
-            if match:
-                candidates.add(match["module"].lstrip("_"))
-                source = read(path) or ""
-                candidates |= set(re.findall(r"^def _?([A-Za-z0-9_]+)\(", source, re.M))
     used: set[str] = set()
     for path in paths:
-        if path.startswith(("tests/", "benchmark/")) and path.endswith(".py"):
+        if path.startswith(roots) and path.endswith(".py"):
             used |= set(_MARK.findall(read(path) or ""))
-    return candidates & used
+    changed = [
+        c for c in changed_files(repo, base, ref)
+        if not c.path.startswith(("tests/", "benchmark/")) or c.path.startswith(roots)
+    ]  # fmt: skip
+    # An operator: a marker of those tests that names an operator of the tree (one with own
+    # files), not a marker of another kind (`gpu`, `plumbing`).
+    chosen = select_changes(changed, paths, read, (used & candidates(paths, read)) - NOT_OPERATORS)
+    skipped = [c.path for c in changed_files(repo, base, ref) if c not in changed]
+    chosen.unmatched = sorted([*chosen.unmatched, *skipped])
+    return chosen
+
+
+def accuracy_roots(argv: Sequence[str], paths: Sequence[str]) -> list[str]:
+    """The test directories an accuracy step's argv names (those the tree has), or none."""
+    dirs = {p.rsplit("/", 1)[0] for p in paths if "/" in p}
+    every = {"/".join(d.split("/")[: i + 1]) for d in dirs for i in range(d.count("/") + 1)}
+    return [a for a in argv if "{" not in a and not a.startswith("-") and a.rstrip("/") in every]
+
+
+def _python_blobs(repo: Path, ref: str) -> dict[str, str | None]:
+    """Every path of the tree at `ref` → its blob (None for a file not read: not Python)."""
+    out = git(["ls-tree", "-r", "-z", "--end-of-options", ref], cwd=repo)
+    found: dict[str, str | None] = {}
+    for entry in filter(None, out.split("\0")):
+        meta, _, path = entry.partition("\t")
+        kind, sha = meta.split()[1:3]
+        found[path] = sha if kind == "blob" and path.endswith(".py") else None
+    return found
+
+
+def _read_blobs(repo: Path, shas: Sequence[str], limit: int = 2 * 1024 * 1024) -> dict[str, str]:
+    """The blobs' texts, read by one `git cat-file --batch` (a tree has thousands); a blob
+    over `limit` bytes is left out, as a file that cannot be parsed."""
+    unique = list(dict.fromkeys(shas))
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "cat-file", "--batch"],
+        input="".join(f"{sha}\n" for sha in unique).encode(),
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise WorkspaceError(f"git cat-file: {proc.stderr.decode(errors='replace').strip()}")
+    data, at, found = proc.stdout, 0, {}
+    for sha in unique:
+        end = data.index(b"\n", at)
+        header = data[at:end].split()
+        at = end + 1
+        if len(header) < 3 or header[1] == b"missing":
+            continue
+        size = int(header[2])
+        if size <= limit:
+            found[sha] = data[at : at + size].decode("utf-8", errors="replace")
+        at += size + 1
+    return found

@@ -163,3 +163,55 @@ def test_a_requirement_only_the_runner_sees_errors_the_environment_step(
     message = result.error_message or ""
     assert "ondemand-pathonly" in message and str(only_here) in message and "PYTHONPATH" in message
     assert proc.returncode != 0 and took < 60, took
+
+
+def test_changed_runs_the_operators_the_commit_changes(
+    tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path
+) -> None:
+    """`changed:BACKEND --base B`: good_op's own file changed and one of bad_op's tests did,
+    so both run (and bad_op fails: exit 1), not loud_op beside them in the test file; a commit
+    touching no operator runs none."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", str(tiny_repo.path), str(repo)], check=True)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+
+    def commit(message: str, files: dict[str, str]) -> None:
+        for name, text in files.items():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            (repo / name).write_text(text)
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-qm", message], check=True)
+
+    subprocess.run([*git, "checkout", "-q", "-b", "base", "origin/main"], check=True)
+    own = {f"kernels/ops/{op}/__init__.py": f"def {op}():\n    return 1\n" for op in (
+        "good_op", "bad_op", "loud_op")}  # fmt: skip
+    commit("the operators' own files", own)
+    subprocess.run([*git, "checkout", "-q", "-b", "ops"], check=True)
+    tests = (repo / "tests" / "kernels" / "test_ops.py").read_text()
+    commit("good_op's kernel, a bad_op test", {
+        "kernels/ops/good_op/__init__.py": "def good_op():\n    return 2\n",
+        "tests/kernels/test_ops.py": tests.replace(
+            "def test_bad_fine():\n    pass", "def test_bad_fine():\n    assert True"),
+    })  # fmt: skip
+    proc = ondemand(
+        "changed:cpu", "--repo", str(repo), "--ref", "ops", "--base", "base",
+        "--no-bench", "-q", cache=runner_cache,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr  # bad_op's tests fail
+    assert "changed: 2 operators" in proc.stderr
+    assert "good_op: kernels/ops/good_op/__init__.py: its own file" in proc.stderr
+    assert "bad_op: tests/kernels/test_ops.py: its tests changed" in proc.stderr
+    assert "<!-- ondemand:good_op:cpu -->" in proc.stdout
+    assert "<!-- ondemand:bad_op:cpu -->" in proc.stdout
+    assert "loud_op" not in proc.stdout  # its tests are in the same file, untouched
+
+    subprocess.run([*git, "checkout", "-q", "-b", "docs", "base"], check=True)
+    commit("notes", {"NOTES.md": "notes\n"})
+    none = ondemand(
+        "changed:cpu", "--repo", str(repo), "--ref", "docs", "--base", "base", "-q",
+        cache=runner_cache,
+    )  # fmt: skip
+    assert none.returncode == 0 and "changed: no operator changed" in none.stderr
+    assert none.stdout == ""
+    usage = ondemand("changed:cpu", "--repo", str(repo), "-q", cache=runner_cache)
+    assert usage.returncode == 2 and "needs --base" in usage.stderr
