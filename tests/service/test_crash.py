@@ -50,15 +50,20 @@ def test_a_sigkill_mid_fan_out_is_finished_after_restart_exactly_once(tmp_path: 
                 REPO, world.pr, "alice", "/test " + " ".join(f"{o}:cpu" for o in OPS)
             )
 
-            # The first job is in: take SQLite's write lock so the fan-out stops where it is,
-            # and kill the service there.
+            # Once the first job is in, hold SQLite's write lock so the fan-out stops where it
+            # is, and kill the service there. The count is read under the lock itself (taken,
+            # looked at, given back until a job is there): a busy host that let the fan-out
+            # run on between a look and a lock would otherwise see it finished.
             deadline = time.monotonic() + 20
-            while _jobs(db) == 0:
+            holder = sqlite3.connect(db, timeout=10, isolation_level=None)
+            while True:
+                holder.execute("BEGIN IMMEDIATE")
+                made = int(holder.execute("SELECT count(*) FROM jobs").fetchone()[0])
+                if made:
+                    break
+                holder.execute("ROLLBACK")
                 assert time.monotonic() < deadline, first.log_tail()
                 time.sleep(0.002)
-            holder = sqlite3.connect(db, timeout=10, isolation_level=None)
-            holder.execute("BEGIN IMMEDIATE")
-            made = int(holder.execute("SELECT count(*) FROM jobs").fetchone()[0])
             os.killpg(first.popen.pid, signal.SIGKILL)
             first.popen.wait(timeout=10)
             holder.execute("ROLLBACK")
