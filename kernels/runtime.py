@@ -91,15 +91,15 @@ def _skip_repatching_in_helpers() -> None:
         return
     if getattr(patch, "skips_repatching", False):
         return
-    langs: dict[int, list[ModuleType]] = {}
+    langs: dict[Callable[..., Any], list[ModuleType]] = {}  # a helper's language modules
 
     def patch_lang(fn: Callable[..., Any]) -> Any:
-        found = langs.get(id(fn))
+        found = langs.get(fn)
         if found is None:
             found = [
                 v for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core)
             ]
-            langs[id(fn)] = found
+            langs[fn] = found
         # A patched builtin is the interpreter's plain function, no longer marked builtin.
         if found and not any(tl.core.is_builtin(getattr(m, "program_id", None)) for m in found):
             return scope()  # inside the launch that patched them: nothing to do or undo

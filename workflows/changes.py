@@ -125,40 +125,41 @@ def _registered(source: str | None, lines: Lines | None, known: set[str]) -> lis
     return sorted(names & known)
 
 
+def _owned_names(path: str, read: Callable[[str], str | None]) -> set[str]:
+    """The operator names `path` could be an own file of: its operator folder's (this
+    repository), or an operator module's own name and the functions it defines (FlagGems)."""
+    for pattern in OWN_PATTERNS:
+        match = pattern.match(path)
+        if match:
+            return {match["op"]}
+    for pattern in MODULE_PATTERNS:
+        match = pattern.match(path)
+        if match:
+            return _defined(read(path)) | {match["module"].lstrip("_")}
+    return set()
+
+
 def _own_files(
     files: Sequence[str], read: Callable[[str], str | None], known: set[str]
 ) -> dict[str, list[str]]:
     """Each own file of an operator → the operators it serves."""
     owners: dict[str, list[str]] = {}
     for path in files:
-        for pattern in OWN_PATTERNS:
-            match = pattern.match(path)
-            if match and match["op"] in known:
-                owners.setdefault(path, []).append(match["op"])
-        for pattern in MODULE_PATTERNS:
-            match = pattern.match(path)
-            if match:
-                served = _defined(read(path)) | {match["module"].lstrip("_")}
-                ops = sorted(served & known)
-                if ops:
-                    owners.setdefault(path, []).extend(ops)
+        ops = sorted(_owned_names(path, read) & known)
+        if ops:
+            owners[path] = ops
     return owners
 
 
 def candidates(paths: Iterable[str], read: Callable[[str], str | None]) -> set[str]:
-    """The names an operator of the tree could have: its own folder's (this repository), or
-    an operator module's own name and the functions it defines (FlagGems)."""
-    found: set[str] = set()
-    for path in paths:
-        for pattern in OWN_PATTERNS:
-            match = pattern.match(path)
-            if match:
-                found.add(match["op"])
-        for pattern in MODULE_PATTERNS:
-            match = pattern.match(path)
-            if match:
-                found |= _defined(read(path)) | {match["module"].lstrip("_")}
-    return found
+    """The names an operator of the tree could have (see `_owned_names`)."""
+    return set().union(*(_owned_names(path, read) for path in paths))
+
+
+def markers(source: str | None) -> set[str]:
+    """Every `pytest.mark.<name>` a module's source uses."""
+    tree = _parse(source)
+    return _marks(tree) if tree is not None else set()
 
 
 def _defined(source: str | None) -> set[str]:
@@ -296,7 +297,7 @@ def _parse(source: str | None) -> ast.Module | None:
         return None
     try:
         return ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError):  # a pull request's file: anything
         return None
 
 

@@ -4,18 +4,15 @@ and its sources at `ref`, and `workflows.changes.select` over them."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 from runner.job.layouts import FLAGGEMS
 from runner.job.workspace import WorkspaceError, git
-from workflows.changes import Changed, Selection, candidates, changed_lines
+from workflows.changes import TEST_DIRS, Changed, Selection, candidates, changed_lines, markers
 from workflows.changes import select as select_changes
 from workflows.spec import WorkflowSpec
-
-_MARK = re.compile(r"pytest\.mark\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def changed_files(repo: Path, base: str, ref: str) -> list[Changed]:
@@ -66,19 +63,17 @@ def select_changed(repo: Path, base: str, ref: str, workflow: WorkflowSpec) -> S
     def read(path: str) -> str | None:
         return sources.get(blobs.get(path) or "")
 
-    used: set[str] = set()
-    for path in paths:
-        if path.startswith(roots) and path.endswith(".py"):
-            used |= set(_MARK.findall(read(path) or ""))
-    changed = [
-        c for c in changed_files(repo, base, ref)
-        if not c.path.startswith(("tests/", "benchmark/")) or c.path.startswith(roots)
-    ]  # fmt: skip
+    used = set().union(
+        *(markers(read(p)) for p in paths if p.startswith(roots) and p.endswith(".py"))
+    )
+    every = changed_files(repo, base, ref)
+    # Tests outside the step's directories (this repository's tests/e2e) name no operator.
+    outside = [c for c in every if c.path.startswith(TEST_DIRS) and not c.path.startswith(roots)]
+    changed = [c for c in every if c not in outside]
     # An operator: a marker of those tests that names an operator of the tree (one with own
     # files), not a marker of another kind (`gpu`, `plumbing`).
     chosen = select_changes(changed, paths, read, (used & candidates(paths, read)) - NOT_OPERATORS)
-    skipped = [c.path for c in changed_files(repo, base, ref) if c not in changed]
-    chosen.unmatched = sorted([*chosen.unmatched, *skipped])
+    chosen.unmatched = sorted([*chosen.unmatched, *(c.path for c in outside)])
     return chosen
 
 

@@ -294,11 +294,7 @@ class JobQueue:
             job = self._held(session, runner_id, job_id)
             if job is None or job.status != JobStatus.running or job.acked_at is not None:
                 return False
-            job.status = JobStatus.queued
-            job.runner_id = None
-            job.runner_name = None
-            job.started_at = None
-            job.lease_expires_at = None
+            _back_to_queue(job)
             self._changed(session, pending, job)
             return True
 
@@ -370,7 +366,7 @@ class JobQueue:
             if result.status != JobStatus.cancelled and not job.cancel_requested:
                 job.reason = None
             elif result.status == JobStatus.cancelled and not job.reason:
-                job.reason = result.error_message  # the runner's own: "runner stopped (SIGTERM)"
+                job.reason = result.error_message  # the runner's own, where it gave one
             self._changed(session, pending, job)
             return JobStatus(job.status)
 
@@ -386,14 +382,8 @@ class JobQueue:
                 return None
             if job.status != JobStatus.running:
                 return JobStatus(job.status)
-            if job.cancel_requested:
-                job.status = JobStatus.cancelled
-                job.finished_at = now
-            else:
-                who = job.runner_name or f"runner {job.runner_id}"
-                why = f"{who} {reason}"  # "runner-a stopped (SIGTERM)"
-                _next_attempt(job, now, why, f"{why} on its last attempt")
-            job.lease_expires_at = None
+            why = f"{job.runner_name or f'runner {job.runner_id}'} {reason}"  # "runner-a stopped…"
+            _unfinished(job, now, why, f"{why} on its last attempt")
             pending.backends.add(job_channel(job.id))
             self._changed(session, pending, job)
             return JobStatus(job.status)
@@ -469,20 +459,12 @@ class JobQueue:
             query = self.db.for_update(query, skip_locked=True)
             for job in session.scalars(query).all():
                 lost = job.runner_name or f"runner {job.runner_id}"
-                if job.cancel_requested:
-                    job.status = JobStatus.cancelled
-                    job.finished_at = now
-                elif job.acked_at is None:
+                if job.acked_at is None and not job.cancel_requested:
                     # The claim's answer reached no live runner (one that died waiting for
                     # it): the job never started, so this was no attempt.
-                    job.status = JobStatus.queued
-                    job.runner_id = None
-                    job.runner_name = None
-                    job.started_at = None
-                    job.reason = f"{lost} took it but never started it; requeued"
+                    _back_to_queue(job, f"{lost} took it but never started it; requeued")
                 else:
-                    _next_attempt(job, now, f"{lost} lost", RUNNER_LOST)
-                job.lease_expires_at = None
+                    _unfinished(job, now, f"{lost} lost", RUNNER_LOST)
                 changed.append(job)
                 self._changed(session, pending, job)
         return changed
@@ -509,17 +491,29 @@ class JobQueue:
             return list(session.scalars(select(Job).order_by(Job.id.desc()).limit(limit)))
 
 
-def _next_attempt(job: Job, now: datetime, why: str, final: str) -> None:
-    """A started job its runner could not finish: back to the queue for its second attempt
-    (`why`; requeued), or, after that, errored with `final`."""
-    if job.attempt < MAX_ATTEMPTS:
-        job.status = JobStatus.queued
+def _back_to_queue(job: Job, reason: str | None = None) -> None:
+    """The job waits for a runner again, held by none (its reason kept unless given)."""
+    job.status = JobStatus.queued
+    job.runner_id = None
+    job.runner_name = None
+    job.started_at = None
+    job.lease_expires_at = None
+    if reason is not None:
+        job.reason = reason
+
+
+def _unfinished(job: Job, now: datetime, why: str, final: str) -> None:
+    """A started job its runner could not finish (lost, or stopped by its host): cancelled
+    where someone asked for that; else back to the queue for its next attempt (`why`;
+    requeued), or, after the last, errored with `final`."""
+    if job.cancel_requested:
+        job.status = JobStatus.cancelled
+        job.finished_at = now
+    elif job.attempt < MAX_ATTEMPTS:
         job.attempt += 1
-        job.runner_id = None
-        job.runner_name = None
-        job.started_at = None
-        job.reason = f"{why}; requeued"
+        _back_to_queue(job, f"{why}; requeued")
     else:
         job.status = JobStatus.errored
         job.finished_at = now
         job.reason = final
+    job.lease_expires_at = None
