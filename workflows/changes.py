@@ -297,7 +297,7 @@ def _parse(source: str | None) -> ast.Module | None:
         return None
     try:
         return ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError):  # a pull request's file: anything
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # a pull request's file
         return None
 
 

@@ -129,3 +129,13 @@ def test_changed_lines_from_a_zero_context_diff() -> None:
         "diff --git a/gone.py b/gone.py\n--- a/gone.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-z\n"
     )
     assert changed_lines(diff) == {"t.py": ((4, 5), (12, 12), (22, 22))}
+
+
+def test_a_file_no_parser_can_read_touches_nothing_and_breaks_nothing() -> None:
+    """A pull request's test file may be anything: too deep for Python's parser, say."""
+    tree = {**OURS, "tests/kernels/test_deep.py": "x = " + "-" * 200_000 + "1\n"}
+    found = run(
+        tree, OPS, Changed("tests/kernels/test_deep.py"), Changed("kernels/ops/solo/__init__.py")
+    )
+    assert set(found.operators) == {"solo"}
+    assert found.unmatched == ["tests/kernels/test_deep.py"]
