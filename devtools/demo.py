@@ -177,6 +177,7 @@ def run_demo(opts: Options, stack: Stack, console: Console) -> int:
 
     service_env = {
         "ONDEMAND_DATABASE_URL": f"sqlite:///{opts.workdir / 'ondemand.db'}",
+        "ONDEMAND_CHANGES_DIR": str(opts.workdir / "changes"),
         "ONDEMAND_GITHUB_API_URL": sandbox_url,
         "ONDEMAND_GITHUB_TOKEN": bot_token,
         "ONDEMAND_WEBHOOK_SECRETS": secret,

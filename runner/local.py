@@ -29,7 +29,13 @@ from runner.job.workspace import WorkspaceError, Workspaces, git
 from service.render.markdown import plural
 from workflows.changes import Selection
 from workflows.models import JobOptions, JobResult, JobSpec, JobStatus
-from workflows.repo_config import CONFIG_PATH, DEFAULTS, ComparePolicy, parse_repo_config
+from workflows.repo_config import (
+    CONFIG_PATH,
+    DEFAULTS,
+    ComparePolicy,
+    RepoConfig,
+    parse_repo_config,
+)
 from workflows.spec import WorkflowError, WorkflowSpec, backend_names, load_workflows
 
 EXIT = {JobStatus.succeeded: 0, JobStatus.failed: 1}
@@ -64,22 +70,26 @@ def default_cache() -> Path:
     return Path(base) / "ondemand"
 
 
-def settings(repo: Path, ref: str | None, op: str) -> ComparePolicy:
-    """The comparison's threshold and gate for `op` from the repository's settings file at
-    `ref` (the base, as the service reads it), the defaults without one; its problems are
-    said on stderr (the defaults then apply)."""
+def repo_settings(repo: Path, ref: str | None) -> RepoConfig:
+    """The repository's settings file at `ref` (the base, as the service reads it), the
+    defaults without one; its problems are said on stderr (the defaults then apply)."""
     if ref is None:
-        return DEFAULTS.for_op(op)
+        return DEFAULTS
     try:
         text = git(["show", f"{ref}:{CONFIG_PATH}"], cwd=repo)
     except WorkspaceError:
-        return DEFAULTS.for_op(op)
+        return DEFAULTS
     reading = parse_repo_config(text)
     for problem in reading.problems:
         print(f"ondemand run: {CONFIG_PATH} at {ref}: {problem}", file=sys.stderr)
     if reading.problems:
-        print(f"ondemand run: the defaults apply ({DEFAULTS.for_op(op)})", file=sys.stderr)
-    return reading.config.for_op(op)
+        print("ondemand run: the defaults apply to all of it", file=sys.stderr)
+    return reading.config
+
+
+def settings(repo: Path, ref: str | None, op: str) -> ComparePolicy:
+    """The comparison's threshold and gate for `op` (see `repo_settings`)."""
+    return repo_settings(repo, ref).for_op(op)
 
 
 def gate_failed(spec: JobSpec, result: JobResult, policy: ComparePolicy) -> bool:
@@ -164,7 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
         "operator the commit changes against --base",
     )
     parser.add_argument(
-        "--limit", type=int, default=20, help="changed: run nothing above this many (default 20)"
+        "--limit",
+        type=int,
+        default=None,
+        help=f"changed: run nothing above this many (default: the base's {CONFIG_PATH}, or 20)",
     )
     parser.add_argument("--all", action="store_true", help="changed: run them however many")
     parser.add_argument("--repo", type=Path, default=Path.cwd(), help="git repository (default .)")
@@ -227,13 +240,17 @@ def run_main(argv: list[str]) -> int:
         return 2
     if not changed:
         return _run_op(args, workflows, op, backend, repo, sha, base_sha)
+    changes = repo_settings(repo, args.base).changes
+    limit = args.limit or changes.limit
     try:
-        chosen = select_changed(repo, args.base, args.ref, workflows[backend])
+        chosen = select_changed(
+            repo, args.base, args.ref, workflows[backend], changes.selection_rules()
+        )
     except WorkspaceError as exc:
         print(f"ondemand run: {exc}", file=sys.stderr)
         return 2
-    print(render_selection(chosen, args.limit), file=sys.stderr, flush=True)
-    if not chosen.operators or (len(chosen.operators) > args.limit and not args.all):
+    print(render_selection(chosen, limit), file=sys.stderr, flush=True)
+    if not chosen.operators or (len(chosen.operators) > limit and not args.all):
         return 0 if not chosen.operators else 2
     return max(
         _run_op(args, workflows, name, backend, repo, sha, base_sha) for name in chosen.operators

@@ -164,6 +164,41 @@ def pull_files(git_path: str, base: str, head: str) -> tuple[FileChange, ...]:
     return tuple(sorted(changes, key=lambda c: c.path))
 
 
+MAX_PATCH_CHARS = 64 * 1024  # a file's patch past this is left out, as GitHub leaves out large ones
+
+
+@functools.lru_cache(maxsize=64)
+def pull_patches(git_path: str, base: str, head: str) -> dict[str, str]:
+    """Each file's patch as the files API gives it (its hunks, three lines of context, no
+    header), by its path at the head (the old path for a removal); none for a binary file or
+    one past MAX_PATCH_CHARS. One `git diff` for the whole pull request; cached."""
+    text = _git(
+        git_path, "-c", "core.quotePath=false", "diff", "-M", "--no-color",
+        "--src-prefix=a/", "--dst-prefix=b/", "--end-of-options", f"{base}...{head}",
+    )  # fmt: skip
+    patches: dict[str, str] = {}
+    path: str | None = None
+    hunks: list[str] = []
+
+    def close() -> None:
+        body = "\n".join(hunks)
+        if path is not None and hunks and len(body) <= MAX_PATCH_CHARS:
+            patches[path] = body
+
+    for line in text.split("\n"):
+        if line.startswith("diff --git "):
+            close()
+            path, hunks = None, []
+        elif hunks or line.startswith("@@"):
+            hunks.append(line)
+        elif line.startswith("--- a/") and path is None:
+            path = line[6:]  # kept for a removal, replaced by the new path otherwise
+        elif line.startswith("+++ b/"):
+            path = line[6:]
+    close()
+    return patches
+
+
 def diff(git_path: str | Path, base: str, head: str, limit: int = 200_000) -> str:
     """The unified diff of `head` against `base`, cut at `limit` characters."""
     return _git(git_path, "diff", "--end-of-options", base, head)[:limit]

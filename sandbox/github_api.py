@@ -282,18 +282,20 @@ def list_pull_files(
     owner: str, name: str, number: int, request: Request, response: Response
 ) -> list[Json]:
     """The files the pull request changes since its merge base, 30 a page (`per_page` ≤ 100),
-    renames with their `previous_filename`; past 3,000 the rest is not listed (the pull
-    request's `changed_files` still counts them), as GitHub does."""
+    renames with their `previous_filename`, each with its `patch` (none for a binary or a
+    large one); past 3,000 the rest is not listed (the pull request's `changed_files` still
+    counts them), as GitHub does."""
     c = ctx(request)
     with c.state.lock:
         repo = visible_repo(c, owner, name)
         pull = c.state.pull(repo, number)
     try:
         files = git.pull_files(repo.git_path, pull.base_sha, pull.head_sha)[:MAX_PULL_FILES]
+        patches = git.pull_patches(repo.git_path, pull.base_sha, pull.head_sha)
     except git.GitError as exc:
         raise SandboxError(404, "Not Found") from exc
-    items = [shapes.pull_file_json(c.base, repo, pull, f) for f in files]
-    return paginate(request, items, response)
+    page = paginate(request, list(files), response)
+    return [shapes.pull_file_json(c.base, repo, pull, f, patches.get(f.path)) for f in page]
 
 
 @router.get("/repos/{owner}/{name}/issues/{number:int}")

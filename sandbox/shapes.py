@@ -222,8 +222,10 @@ def _diff_counts(repo: Repo, pull: Pull) -> Json:
     }
 
 
-def pull_file_json(base: str, repo: Repo, pull: Pull, change: git.FileChange) -> Json:
-    """One entry of `GET /repos/{o}/{r}/pulls/{n}/files`."""
+def pull_file_json(
+    base: str, repo: Repo, pull: Pull, change: git.FileChange, patch: str | None = None
+) -> Json:
+    """One entry of `GET /repos/{o}/{r}/pulls/{n}/files`; `patch` where GitHub gives one."""
     path = quote(change.path)
     blob = f"{base}/{repo.full_name}/blob/{pull.head_sha}/{path}"
     found: Json = {
@@ -237,6 +239,8 @@ def pull_file_json(base: str, repo: Repo, pull: Pull, change: git.FileChange) ->
         "raw_url": f"{base}/{repo.full_name}/raw/{pull.head_sha}/{path}",
         "contents_url": f"{base}/repos/{repo.full_name}/contents/{path}?ref={pull.head_sha}",
     }
+    if patch is not None:
+        found["patch"] = patch
     if change.previous is not None:
         found["previous_filename"] = change.previous
     return found

@@ -15,7 +15,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 
+from ondemand.git import Mirrors
 from ondemand.retry import RetryPolicy
+from service.changes.selector import ChangeSelector
 from service.db.engine import Database
 from service.db.migrate import upgrade
 from service.links import Links
@@ -130,6 +132,9 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
         kick_outbox=outbox.kick,
         heads=PullHeads(db),
         operators=OperatorCatalog(db),
+        selector=(
+            ChangeSelector(github, Mirrors(settings.changes_dir), workflows) if github else None
+        ),
         head_wait_s=settings.head_wait_s,
     )
     return Service(

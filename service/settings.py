@@ -44,6 +44,11 @@ class Settings(BaseSettings):
     lease_seconds: int = Field(default=120, ge=1)
     permission_cache_seconds: float = Field(default=60.0, ge=0)
     workflows_dir: Path = WORKFLOWS_DIR
+    changes_dir: Path = Field(
+        default=Path(".ondemand/changes"),
+        description="a cache of bare mirrors of the tested repositories, from which the change "
+        "selection reads a pull request's tree",
+    )
     bot_login: str | None = None
     max_webhook_bytes: int = Field(default=MAX_WEBHOOK_BYTES, ge=1)
     max_claim_wait_s: float = Field(default=30.0, ge=0)

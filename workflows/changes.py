@@ -15,7 +15,9 @@ An operator is what `/test` names: a pytest marker of the checkout. It is select
 - **its tests** changed: the markers of the test functions whose lines changed in a test or
   benchmark file, with the module's `pytestmark`; a change outside every test (a helper, a
   fixture, a constant) or with unknown lines, the whole file's.
-Everything else changed is listed as touching no operator.
+A repository's own **rules** (a path glob → operators, from its settings file) cover what
+neither can see, such as a table loaded by name. Everything else changed is listed as touching
+no operator.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from workflows.spec import FLAGGEMS, WorkflowSpec
 
 Lines = tuple[tuple[int, int], ...]  # changed line ranges of the new file, inclusive
 
@@ -43,6 +47,11 @@ MODULE_PATTERNS = (  # a module whose operators are what it defines (FlagGems), 
 )
 PACKAGE_ROOTS = ("kernels", "src")  # where imports are resolved: `kernels.x`, `flag_gems.x`
 TEST_DIRS = ("tests/", "benchmark/")
+# pytest's own markers and its usual plugins': never an operator.
+NOT_OPERATORS = frozenset({
+    "parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarnings", "timeout",
+    "flaky", "asyncio", "anyio", "tryfirst", "trylast", "hookwrapper", "order", "dependency",
+})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,95 @@ class Selection:
         reasons = self.operators.setdefault(op, [])
         if why not in reasons:
             reasons.append(why)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A repository's own rule: a change to a path matching one of `paths` (globs: `*` within
+    a folder, `**` across folders) selects `operators`."""
+
+    paths: tuple[str, ...]
+    operators: tuple[str, ...]
+
+
+def select_for_workflow(
+    changed: Sequence[Changed],
+    paths: Sequence[str],
+    read: Callable[[str], str | None],
+    workflow: WorkflowSpec,
+    rules: Sequence[Rule] = (),
+) -> Selection:
+    """The operators `changed` touches in the tree of `paths`, and why. The operators are the
+    markers of the tests the workflow's accuracy step runs for the tree's layout (this
+    repository's `tests/kernels`; FlagGems' `tests/` and `benchmark/`) that name an operator
+    of the tree; only those tests' changes select by the lines that changed."""
+    flaggems = any(p.startswith(("src/flag_gems/", "flag_gems/")) for p in paths)
+    steps = workflow.steps_for(FLAGGEMS if flaggems else None)
+    argv = [a for step in steps if step.kind == "accuracy" for a in step.argv]
+    roots = tuple(r.rstrip("/") + "/" for r in accuracy_roots(argv, paths)) or TEST_DIRS
+    used = set().union(
+        *(markers(read(p)) for p in paths if p.startswith(roots) and p.endswith(".py"))
+    )
+    # Tests outside the step's directories (this repository's tests/e2e) name no operator.
+    outside = [c for c in changed if c.path.startswith(TEST_DIRS) and not c.path.startswith(roots)]
+    inside = [c for c in changed if c not in outside]
+    # An operator: a marker of those tests that names an operator of the tree (one with own
+    # files), not a marker of another kind (`gpu`, `plumbing`).
+    known = (used & candidates(paths, read)) - NOT_OPERATORS
+    chosen = select(inside, paths, read, known)
+    if rules:
+        chosen = apply_rules(chosen, changed, rules)
+    chosen.unmatched = sorted([*chosen.unmatched, *(c.path for c in outside)])
+    return chosen
+
+
+def accuracy_roots(argv: Sequence[str], paths: Sequence[str]) -> list[str]:
+    """The test directories an accuracy step's argv names (those the tree has), or none."""
+    dirs = {p.rsplit("/", 1)[0] for p in paths if "/" in p}
+    every = {"/".join(d.split("/")[: i + 1]) for d in dirs for i in range(d.count("/") + 1)}
+    return [a for a in argv if "{" not in a and not a.startswith("-") and a.rstrip("/") in every]
+
+
+def apply_rules(found: Selection, changed: Sequence[Changed], rules: Sequence[Rule]) -> Selection:
+    """`found` with what the repository's rules add; a file a rule matches is no longer
+    unmatched."""
+    matched: set[str] = set()
+    for change in changed:
+        for path in filter(None, (change.path, change.previous)):
+            for rule in rules:
+                glob = next((g for g in rule.paths if glob_pattern(g).match(path)), None)
+                if glob is None:
+                    continue
+                matched.add(change.path)
+                for op in rule.operators:
+                    found.add(op, f"{path}: the repository's rule `{glob}`")
+    found.operators = dict(sorted(found.operators.items()))
+    found.unmatched = [p for p in found.unmatched if p not in matched]
+    return found
+
+
+@functools.lru_cache(maxsize=256)
+def glob_pattern(glob: str) -> re.Pattern[str]:
+    """A path glob as a regular expression: `**/` any folders (none too), `**` anything, `*`
+    anything within a folder, `?` one character of a name; the rest literal."""
+    out, i = [], 0
+    while i < len(glob):
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif glob[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif glob[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(glob[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
 
 
 def select(
@@ -316,3 +414,31 @@ def changed_lines(diff: str) -> Mapping[str, Lines]:
                 # A pure removal (count 0) touches the line it was removed after.
                 found.setdefault(path, []).append((max(start, 1), start + max(count, 1) - 1))
     return {p: tuple(r) for p, r in found.items()}
+
+
+def patch_lines(patch: str | None) -> Lines | None:
+    """The new file's changed line ranges from one file's patch as GitHub's files API gives it
+    (hunks with context); None when there is none (a binary file, a patch too large)."""
+    if not patch:
+        return None
+    found: list[tuple[int, int]] = []
+    line = 0
+    for text in patch.splitlines():
+        if text.startswith("@@"):
+            match = re.match(r"@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@", text)
+            line = int(match[1]) if match else line
+        elif text.startswith("+"):
+            found.append((line, line))
+            line += 1
+        elif text.startswith("-"):
+            # A removal touches the line it was removed before (or the last one).
+            found.append((max(line, 1), max(line, 1)))
+        elif not text.startswith("\\"):  # "\ No newline at end of file"
+            line += 1
+    merged: list[tuple[int, int]] = []
+    for first, last in sorted(set(found)):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(last, merged[-1][1]))
+        else:
+            merged.append((first, last))
+    return tuple(merged)

@@ -9,9 +9,15 @@ compare:
     adaptive_max_pool3d_backward:
       threshold: 15%
       gate: fail
+changes:                # `/test changed` (and `/test` alone): the operators the diff touches
+  limit: 20             # more than this many operators run only with `--all`
+  on_push: [nvidia]     # run them on these backends when a trusted author opens or pushes
+  rules:                # a path glob → operators, for what the built-in rules cannot see
+    - paths: ["src/flag_gems/runtime/backend/_thead/heuristics_config_utils.py"]
+      operators: [mm, addmm]
 ```
 
-The file is sections (`compare:` today; more later), each a strict model: an unknown key is a
+The file is sections, each a strict model: an unknown key is a
 problem. `parse_repo_config` never raises: it answers the configuration and the problems, each
 with the line it is on; a file with any problem counts as absent (the defaults apply to all of
 it), so what applies is always simple to say. Pure: pydantic and PyYAML, no I/O.
@@ -38,15 +44,20 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from workflows.changes import Rule
+
 CONFIG_PATH = ".github/ondemand.yml"
 MAX_CONFIG_BYTES = 64 * 1024
 MAX_DEPTH = 20  # YAML nesting; a real file nests four deep
 DEFAULT_THRESHOLD = 0.10
+DEFAULT_CHANGED_LIMIT = 20
+MAX_RULES = 200
 MAX_SHOWN_CHARS = 40  # of a value quoted in a problem
 
 Gate = Literal["inform", "fail"]
 GATES: tuple[Gate, ...] = ("inform", "fail")
 OP_NAME = r"[a-z_][a-z0-9_]{0,63}"
+BACKEND_NAME = r"[a-z0-9][a-z0-9_-]{0,63}"
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*%\s*$")
 _THRESHOLD_HELP = "give a percentage above 0 and below 100, like 10%"
 _NUMBER_TAGS = frozenset({"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"})
@@ -76,8 +87,15 @@ def _none_is_empty(value: object) -> object:
     return {} if value is None else value
 
 
+def _one_is_a_list(value: object) -> object:
+    """`on_push: nvidia` means `[nvidia]`."""
+    return [value] if isinstance(value, str) else value
+
+
 Threshold = Annotated[float, BeforeValidator(_threshold)]
 OperatorName = Annotated[str, StringConstraints(pattern=f"^{OP_NAME}$")]
+BackendName = Annotated[str, StringConstraints(pattern=f"^{BACKEND_NAME}$")]
+PathGlob = Annotated[str, StringConstraints(min_length=1, max_length=300)]
 
 
 class _Section(BaseModel):
@@ -119,11 +137,43 @@ class ComparePolicy:
         return f"threshold {format_threshold(self.threshold)}, gate {self.gate}"
 
 
+class RuleEntry(_Section):
+    """One of `changes.rules`: a change to a file matching one of `paths` selects
+    `operators`."""
+
+    paths: list[PathGlob] = Field(min_length=1, max_length=100)
+    operators: list[OperatorName] = Field(min_length=1, max_length=1000)
+
+
+class ChangesSection(_Section):
+    """`changes:`, what `/test changed` selects and when it runs by itself."""
+
+    limit: int = Field(
+        default=DEFAULT_CHANGED_LIMIT,
+        ge=1,
+        le=1000,
+        description="more operators than this run only with `--all`",
+    )
+    on_push: Annotated[list[BackendName], BeforeValidator(_one_is_a_list)] = Field(
+        default_factory=list,
+        max_length=16,
+        description="backends to run the changed operators on when an author with write "
+        "permission opens or pushes to a pull request",
+    )
+    rules: list[RuleEntry] = Field(default_factory=list, max_length=MAX_RULES)
+
+    def selection_rules(self) -> tuple[Rule, ...]:
+        return tuple(Rule(tuple(r.paths), tuple(r.operators)) for r in self.rules)
+
+
 class RepoConfig(_Section):
     """The whole file, one field per section (absent sections are their defaults)."""
 
     compare: Annotated[CompareSection, BeforeValidator(_none_is_empty)] = Field(
         default_factory=CompareSection
+    )
+    changes: Annotated[ChangesSection, BeforeValidator(_none_is_empty)] = Field(
+        default_factory=ChangesSection
     )
 
     def for_op(self, op: str) -> ComparePolicy:
@@ -334,7 +384,14 @@ def _model_at(loc: Sequence[int | str]) -> type[BaseModel] | None:
         if field is None:
             return None
         kind: Any = field.annotation
-        if get_origin(kind) is dict:
+        while get_origin(kind) is Annotated:
+            kind = get_args(kind)[0]
+        if get_origin(kind) is list:
+            if not parts or not isinstance(parts[0], int):
+                return None
+            parts.pop(0)
+            kind = get_args(kind)[0]
+        elif get_origin(kind) is dict:
             if not parts:
                 return None
             parts.pop(0)
@@ -379,6 +436,9 @@ def _schema_problem(
             f"{where}: unknown key {json.dumps(name, ensure_ascii=False)}; "
             f"{hint}known: {', '.join(known)}",
         )
+    if kind == "missing":
+        where = ".".join(map(str, loc[:-1])) or "the file"
+        return ConfigProblem(_line(value), f"{where}: `{loc[-1]}` is missing")
     line = _line(value)
     shown = _shown(value)
     nothing = shown == "nothing"

@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 WORKFLOWS_DIR = Path(__file__).resolve().parent
+FLAGGEMS = "flaggems"  # the layout of a FlagGems-style repository (`src/flag_gems/`)
 PLACEHOLDERS = frozenset(
     {"op", "artifacts", "python", "workspace", "sha", "backend", "op_tests", "xdist"}
     | {"base", "budget_s", "target"}  # a comparison's: the merge base's checkout, its limits

@@ -17,8 +17,7 @@ from typing import Any
 
 from runner.report.results import ResultsError, read_artifact
 from workflows.models import BenchmarkResult, BenchmarkRow
-
-FLAGGEMS = "flaggems"
+from workflows.spec import FLAGGEMS
 
 
 def detect(checkout: Path) -> str | None:

@@ -4,6 +4,7 @@ Grammar:
 
     /test [|] SPEC [SPEC ...] [--no-bench] [--no-compare] [--new-op]
     SPEC := OPS [":" BACKENDS]     OPS := OP ("," OP)*     BACKENDS := BACKEND ("," BACKEND)*
+    /test [changed[:BACKENDS]] [--all] [--no-bench] [--no-compare]
     /test help | /test ?           /test cancel [SPEC ...]           /retest
     /test accept-regression [SPEC ...]
 
@@ -40,12 +41,14 @@ MAX_OP_LEN = 64
 MAX_TARGETS = 16  # jobs one command may start (after fan-out and deduplication)
 MAX_COMMANDS = 20  # command lines read from one comment; the rest get one line of answer
 OP_PATTERN = re.compile(r"[a-z_][a-z0-9_]*")
-FLAGS = ("--no-bench", "--no-compare", "--new-op")
+FLAGS = ("--no-bench", "--no-compare", "--new-op", "--all")
 HELP_WORDS = ("help", "?", "--help", "-h")
 ACCEPT = "accept-regression"
-SUBCOMMANDS = ("help", "cancel", ACCEPT)
+CHANGED = "changed"
+SUBCOMMANDS = ("help", "cancel", ACCEPT, CHANGED)
 USAGE = (
     "`/test OP[,OP...][:BACKEND[,BACKEND...]] ... [--no-bench] [--no-compare] [--new-op]`, "
+    "`/test [changed[:BACKEND,...]] [--all]` (the operators this PR changes), "
     "`/test help`, `/test cancel [OP[:BACKEND]...]`, "
     "`/test accept-regression [OP[:BACKEND]...]`, `/retest`"
 )
@@ -79,6 +82,17 @@ class TestCommand:
     bench: bool = True
     compare: bool = True
     new_op: bool = False  # an operator the service does not know yet: run it anyway
+
+
+@dataclass(frozen=True)
+class ChangedCommand:
+    """`/test changed[:BACKENDS]`, or `/test` alone: the operators the pull request changes,
+    each on each backend; past the repository's limit only with `--all`."""
+
+    backends: tuple[str, ...]
+    everything: bool = False  # `--all`
+    bench: bool = True
+    compare: bool = True
 
 
 @dataclass(frozen=True)
@@ -124,7 +138,13 @@ class CommandError:
 
 
 Command = (
-    TestCommand | HelpCommand | CancelCommand | AcceptCommand | RetestCommand | CommandError
+    TestCommand
+    | ChangedCommand
+    | HelpCommand
+    | CancelCommand
+    | AcceptCommand
+    | RetestCommand
+    | CommandError
 )
 
 
@@ -267,6 +287,15 @@ def format_command(cmd: Command) -> str:
         if cmd.new_op:
             words.append("--new-op")
         return " ".join(words)
+    if isinstance(cmd, ChangedCommand):
+        words = ["/test", f"{CHANGED}:{','.join(cmd.backends)}"]
+        if cmd.everything:
+            words.append("--all")
+        if not cmd.bench:
+            words.append("--no-bench")
+        if not cmd.compare:
+            words.append("--no-compare")
+        return " ".join(words)
     if isinstance(cmd, HelpCommand):
         return "/test help"
     if isinstance(cmd, CancelCommand):
@@ -351,9 +380,7 @@ def _parse_line(line: str, table: _BackendTable, defaults: tuple[str, ...]) -> C
                 [f"/test {' '.join(words)}"],
             )
         return RetestCommand()
-    if not words:
-        raise _Invalid(f"`/test` needs an operator to test. Accepted: {USAGE}.", ["/test help"])
-    head = words[0].lower()
+    head = words[0].lower() if words else ""
     if head in HELP_WORDS:
         return HelpCommand()
     if head == "cancel":
@@ -364,6 +391,9 @@ def _parse_line(line: str, table: _BackendTable, defaults: tuple[str, ...]) -> C
         return AcceptCommand(
             _selectors(words[1:], table, ACCEPT, "accepts every failed gate of this PR")
         )
+    specs = [w for w in words if not _is_flag(w)]
+    if not specs or any(CHANGED in w.lower().partition(":")[0].split(",") for w in specs):
+        return _parse_changed(words, table, defaults)
     if len(words) == 1 and not _is_flag(head) and ":" not in head and "," not in head:
         near = _close(head, SUBCOMMANDS, cutoff=0.75)
         if near and head not in table.folded:
@@ -373,6 +403,49 @@ def _parse_line(line: str, table: _BackendTable, defaults: tuple[str, ...]) -> C
                 near,
             )
     return _parse_test(words, table, defaults)
+
+
+def _parse_changed(
+    words: list[str], table: _BackendTable, defaults: tuple[str, ...]
+) -> ChangedCommand:
+    """`/test [changed[:BACKENDS]] [--all] [--no-bench] [--no-compare]`."""
+    specs = [w for w in words if not _is_flag(w)]
+    backends: list[str] = list(defaults)
+    if specs:
+        ops, colon, backends_text = specs[0].partition(":")
+        if ops.lower() != CHANGED or len(specs) > 1:
+            rest = [w for w in specs if CHANGED not in w.lower().partition(":")[0].split(",")]
+            raise _Invalid(
+                f"`{CHANGED}` stands alone: `/test {CHANGED}[:BACKEND,...]` runs the operators "
+                "this pull request changes; to name operators too, post them as another "
+                "command (`/test OP[:BACKEND]`).",
+                [f"/test {' '.join(rest)}"] if rest else [],
+            )
+        if colon and not backends_text:
+            raise _Invalid(
+                f"`{_clip(specs[0])}` names no backend after `:`. Write "
+                f"`/test {CHANGED}:BACKEND`, or `/test {CHANGED}` for the default backends."
+            )
+        if colon:
+            words_ = _items(backends_text, specs[0], "backend")
+            backends = list(dict.fromkeys(_backend(b, table) for b in words_))
+    if not backends:
+        raise _Invalid(
+            "no default backend is configured: name the backends, e.g. "
+            f"`/test {CHANGED}:BACKEND`; known backends: {table.describe()}."
+        )
+    flags = [_flag(w) for w in words if _is_flag(w)]
+    if "--new-op" in flags:
+        raise _Invalid(
+            f"`--new-op` names an operator the service does not know; `/test {CHANGED}` finds "
+            "the operators in the pull request itself, new ones included."
+        )
+    return ChangedCommand(
+        backends=tuple(backends),
+        everything="--all" in flags,
+        bench="--no-bench" not in flags,
+        compare="--no-compare" not in flags,
+    )
 
 
 def _words(rest: str) -> list[str]:
@@ -396,6 +469,11 @@ def _parse_test(words: list[str], table: _BackendTable, defaults: tuple[str, ...
             bench = bench and flag != "--no-bench"
             compare = compare and flag != "--no-compare"
             new_op = new_op or flag == "--new-op"
+            if flag == "--all":
+                raise _Invalid(
+                    f"`--all` goes with `/test {CHANGED}` (past the limit of operators it "
+                    "selects); `/test OP...` runs what it names."
+                )
             continue
         ops, backend_words = _split_spec(word)
         if not backend_words:
@@ -414,8 +492,6 @@ def _parse_test(words: list[str], table: _BackendTable, defaults: tuple[str, ...
             f"too many jobs: at most {MAX_TARGETS} (operator, backend) pairs "
             "per command. Split it into several comments.",
         )
-    if not targets:
-        raise _Invalid(f"`/test` needs an operator to test, not only flags. Accepted: {USAGE}.")
     return TestCommand(targets=tuple(targets), bench=bench, compare=compare, new_op=new_op)
 
 
@@ -518,7 +594,7 @@ def _flag(word: str) -> str:
     raise _Invalid(
         f"unknown flag `{_clip(word)}`.{hint} Accepted flags: `--no-bench` (accuracy only), "
         "`--no-compare` (no benchmark of the base branch), `--new-op` (an operator this "
-        "pull request adds).",
+        f"pull request adds), `--all` (with `/test {CHANGED}`: past the limit).",
         near,
     )
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ondemand.git import GitError
+from service.changes.selector import ChangeReport, ChangeSelector
 from service.db.engine import Database, utcnow
 from service.db.models import Job
 from service.queue import queries
@@ -20,6 +22,7 @@ from service.receive.approval import Approval, approved_head
 from service.receive.commands import (
     AcceptCommand,
     CancelCommand,
+    ChangedCommand,
     Command,
     CommandError,
     HelpCommand,
@@ -27,6 +30,7 @@ from service.receive.commands import (
     Selector,
     Target,
     TestCommand,
+    format_command,
     parse_comment,
 )
 from service.receive.gate import Gate
@@ -47,10 +51,17 @@ from service.render.replies import (
     render_retest_summary,
     render_unknown_operator,
 )
+from service.render.selection import (
+    SelectionReply,
+    render_capped,
+    render_selection,
+    render_selection_failed,
+)
 from service.render.views import JobView
-from service.report.github import FileTooLarge, GitHubClient, PullInfo
+from service.report.github import FILES_CAP, FileTooLarge, GitHubClient, PullInfo
 from service.report.job_views import JobViews
-from service.report.notices import enqueue_reaction, enqueue_reply
+from service.report.notices import enqueue_note, enqueue_reaction, enqueue_reply
+from workflows.changes import Selection
 from workflows.models import JobStatus
 from workflows.repo_config import (
     CONFIG_PATH,
@@ -66,6 +77,20 @@ HEAD_EVENTS = frozenset({"opened", "reopened", "synchronize"})  # the PR's head 
 HEAD_WAIT_S = 10.0  # how long a command that approves nothing waits for a late push event
 HEAD_RETRY_S = 2.0
 ACK_REACTION = "eyes"
+PUSH_NOTE = "changed-on-push"  # the one note per pull request a trusted push keeps current
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who asked for jobs on which pull request: a comment's author, or a pull request's
+    trusted author by pushing (no comment)."""
+
+    repo: str
+    clone_url: str
+    private: bool
+    pr_number: int
+    login: str
+    comment_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +122,12 @@ class CommentEvent:
             sender_type=data.sender.type,
         )
 
+    @property
+    def origin(self) -> Origin:
+        return Origin(
+            self.repo, self.clone_url, self.private, self.pr_number, self.login, self.comment_id
+        )
+
 
 class RetryLater(Exception):
     """The delivery cannot be decided yet (a push it depends on may still be on its way)."""
@@ -126,9 +157,11 @@ class DeliveryHandler:
         kick_outbox: Callable[[], None],
         heads: PullHeads,
         operators: OperatorCatalog,
+        selector: ChangeSelector | None = None,
         head_wait_s: float = HEAD_WAIT_S,
     ) -> None:
         self.db = db
+        self.selector = selector
         self.jobs = jobs
         self.heads = heads
         self.operators = operators
@@ -224,13 +257,58 @@ class DeliveryHandler:
         head = pr.head.sha
         if data.action in HEAD_EVENTS:
             self.heads.record(repo, pr.number, head, pr.updated_at, event=data.action, seen=False)
-        if data.action == "synchronize":
-            jobs = self.jobs.supersede(repo, pr.number, head)
-            return f"push to {head[:7]}: {len(jobs)} job(s) superseded or cancelled"
         if data.action == "closed":
             jobs = self.jobs.cancel(repo, pr.number, "pull request closed")
             return f"closed: {len(jobs)} job(s) cancelled"
-        return f"{data.action}: head {head[:7]} recorded"
+        done = f"{data.action}: head {head[:7]} recorded"
+        if data.action == "synchronize":
+            jobs = self.jobs.supersede(repo, pr.number, head)
+            done = f"push to {head[:7]}: {len(jobs)} job(s) superseded or cancelled"
+        if data.action in HEAD_EVENTS and self._github is not None:
+            done += f"; {self._on_push(data)}"
+        return done
+
+    def _on_push(self, data: PullRequestPayload) -> str:
+        """Run the changed operators of a pull request whose author may start jobs, when the
+        repository opts in (`changes.on_push`, read from its default branch): the author's
+        push approves its own head. Anyone else's pull request runs nothing and is told
+        nothing, whatever the file says; a maintainer's command still runs it."""
+        repo = data.repository.full_name
+        pr = data.pull_request
+        if pr.user is None:
+            return "no author: nothing runs"
+        settings = self._read_settings(repo, data.repository.default_branch)
+        wanted = settings.config.changes.on_push
+        known = (self.backend_names.get(b) for b in wanted)
+        backends = tuple(dict.fromkeys(b for b in known if b))
+        if not backends:
+            return "no automatic runs configured"
+        author = Commenter(pr.user.login, pr.user.type, None)
+        if is_bot(author) or not self.gate.decide(repo, author).allowed:
+            return f"author {pr.user.login} may not start jobs: nothing runs"
+        pull = self.github.pull(repo, pr.number)
+        if pull.state != "open" or pull.head_sha != pr.head.sha:
+            return f"head moved on to {pull.head_sha[:7]}: its own event runs it"
+        base = self._settings(repo, pull)  # the gate's thresholds, as for a command
+        origin = Origin(
+            repo, pull.clone_url or data.repository.clone_url, data.repository.private,
+            pr.number, pr.user.login,
+        )  # fmt: skip
+        cmd = ChangedCommand(backends=backends)
+        who = f"The push by @{pr.user.login}"
+        text, outcome = self._run_changed(origin, cmd, pull, pr.head.sha, base, who, quiet=True)
+        if text:
+            with self.db.writes() as session, session.begin():
+                enqueue_note(session, repo, pr.number, PUSH_NOTE, pr.head.sha, text)
+            self.kick_outbox()
+        return outcome
+
+    def _read_settings(self, repo: str, ref: str) -> ConfigReading:
+        try:
+            text = self.github.file_at(repo, CONFIG_PATH, ref)
+        except FileTooLarge as exc:
+            return too_large_reading(exc.size)
+        return parse_repo_config(text or "")
 
     # -- issue_comment ------------------------------------------------------------------
 
@@ -254,7 +332,7 @@ class DeliveryHandler:
         approval: Approval | None = None
         settings: ConfigReading | None = None
         replies: list[str] = []
-        if any(isinstance(c, TestCommand | RetestCommand) for c in commands):
+        if any(isinstance(c, TestCommand | RetestCommand | ChangedCommand) for c in commands):
             pull = self.github.pull(ev.repo, ev.pr_number)
             approval = self._approval(ev, pull, received_at)
             settings = self._settings(ev.repo, pull)
@@ -293,11 +371,7 @@ class DeliveryHandler:
     def _settings(self, repo: str, pull: PullInfo) -> ConfigReading:
         """The repository's settings file as its base has it (never the pull request's head:
         a pull request cannot loosen its own gate); the defaults where there is none."""
-        try:
-            text = self.github.file_at(repo, CONFIG_PATH, pull.base_sha)
-        except FileTooLarge as exc:
-            return too_large_reading(exc.size)
-        return parse_repo_config(text or "")
+        return self._read_settings(repo, pull.base_sha)
 
     def _one(
         self,
@@ -324,24 +398,27 @@ class DeliveryHandler:
             return render_not_approved(command, approval.head, approval.why), "head moved"
         if isinstance(command, TestCommand):
             return self._test(ev, command, pull, approval.sha, settings)
+        if isinstance(command, ChangedCommand):
+            who = f"`{format_command(command)}`"
+            return self._run_changed(ev.origin, command, pull, approval.sha, settings, who)
         if isinstance(command, RetestCommand):
             return self._retest(ev, pull, approval.sha, settings)
         return "", "unknown command"
 
     def _new_job(
         self,
-        ev: CommentEvent,
+        origin: Origin,
         pull: PullInfo,
         sha: str,
         target: Target,
-        cmd: TestCommand,
+        cmd: TestCommand | ChangedCommand,
         settings: ConfigReading,
     ) -> NewJob:
         policy = settings.config.for_op(target.op)
         return NewJob(
-            repo=ev.repo,
-            clone_url=pull.clone_url or ev.clone_url,
-            pr_number=ev.pr_number,
+            repo=origin.repo,
+            clone_url=pull.clone_url or origin.clone_url,
+            pr_number=origin.pr_number,
             sha=sha,
             op=target.op,
             backend=target.backend,
@@ -349,12 +426,72 @@ class DeliveryHandler:
             compare=cmd.compare,
             base_ref=pull.base_ref,
             base_sha=pull.base_sha,
-            requested_by=ev.login,
-            command_comment_id=ev.comment_id,
-            private=ev.private,
+            requested_by=origin.login,
+            command_comment_id=origin.comment_id,
+            private=origin.private,
             threshold=policy.threshold,
             gate=policy.gate,
         )
+
+    def _run_changed(
+        self,
+        origin: Origin,
+        cmd: ChangedCommand,
+        pull: PullInfo,
+        sha: str,
+        settings: ConfigReading,
+        who: str,
+        quiet: bool = False,
+    ) -> tuple[str, str]:
+        """Select the operators the pull request changes at `sha` and queue one job per
+        (operator, backend); the reply says what was chosen and why. `quiet` (a push): say
+        nothing when nothing changed."""
+        if self.selector is None:
+            raise NoCredentials("no GitHub credentials: set ONDEMAND_GITHUB_TOKEN or an App")
+        changes = settings.config.changes
+        try:
+            report = self.selector.select(
+                origin.repo, pull, sha, cmd.backends[0], changes.selection_rules()
+            )
+        except GitError as exc:
+            log.warning("selection of %s#%s failed: %s", origin.repo, origin.pr_number, exc)
+            return render_selection_failed(who, str(exc)), "selection failed"
+        if report.capped:
+            text = render_capped(who, report.total, FILES_CAP, cmd.backends)
+            return text, f"selection: {report.total} files, past GitHub's list"
+        chosen = _chosen(report)
+        if not chosen.operators and quiet:
+            return "", "selection: no operator changed"
+        over = len(chosen.operators) > changes.limit and not cmd.everything
+        queued: list[JobView] = []
+        existing: list[JobView] = []
+        if not over:
+            for op in chosen.operators:
+                for backend in cmd.backends:
+                    target = Target(op, backend)
+                    job, new = self.jobs.create_job(
+                        self._new_job(origin, pull, sha, target, cmd, settings)
+                    )
+                    again = origin.comment_id is not None  # this comment, processed again
+                    mine = new or (again and job.command_comment_id == origin.comment_id)
+                    (queued if mine else existing).append(self._view(job))
+        reply = SelectionReply(
+            who=who,
+            sha=sha,
+            backends=cmd.backends,
+            operators=chosen.operators,
+            unmatched=chosen.unmatched,
+            files=report.listed,
+            limit=changes.limit,
+            over_limit=over,
+            queued=queued,
+            existing=existing,
+        )
+        n_ops = len(chosen.operators)
+        outcome = f"selection: {n_ops} operator(s), {len(queued)} job(s) queued"
+        if over:
+            outcome = f"selection: {n_ops} operator(s), past the limit of {changes.limit}"
+        return render_selection(reply), outcome
 
     def _unknown_operator(self, repo: str, sha: str, target: Target, new_op: bool) -> str | None:
         """The answer for an operator the service knows is not there, or None to queue it:
@@ -384,7 +521,9 @@ class DeliveryHandler:
             if unknown is not None:
                 answers.append(unknown)
                 continue
-            job, new = self.jobs.create_job(self._new_job(ev, pull, sha, target, cmd, settings))
+            job, new = self.jobs.create_job(
+                self._new_job(ev.origin, pull, sha, target, cmd, settings)
+            )
             if new or job.command_comment_id == ev.comment_id:
                 created += 1  # (the second case: this very comment, processed again)
                 continue
@@ -400,7 +539,7 @@ class DeliveryHandler:
                 continue
             cmd = TestCommand((Target(last.op, last.backend),), last.bench, last.compare)
             job, _ = self.jobs.create_job(
-                self._new_job(ev, pull, sha, Target(last.op, last.backend), cmd, settings)
+                self._new_job(ev.origin, pull, sha, Target(last.op, last.backend), cmd, settings)
             )
             again.append(job)
         views = [self._view(job) for job in again]
@@ -441,6 +580,11 @@ class DeliveryHandler:
         with self.db.writes() as session, session.begin():
             enqueue_reply(session, ev.repo, ev.pr_number, ev.delivery_id, body)
         self.kick_outbox()
+
+
+def _chosen(report: ChangeReport) -> Selection:
+    assert report.selection is not None  # a capped report is answered before
+    return report.selection
 
 
 def _selects(selector: Selector, job: Job) -> bool:

@@ -23,6 +23,7 @@ class Repository(_Model):
     full_name: str = Field(pattern=r"^[^/\s]+/[^/\s]+$", max_length=200)
     clone_url: str = ""
     private: bool = False
+    default_branch: str = Field(default="main", max_length=255)
 
 
 class Comment(_Model):
@@ -56,6 +57,7 @@ class PullRequest(_Model):
     number: int
     head: Ref
     updated_at: datetime
+    user: Account | None = None  # its author
 
 
 class PullRequestPayload(_Model):

@@ -66,6 +66,8 @@ def render_help(
         "| `/test OP:BACKEND --no-bench` | accuracy only, no benchmark |",
         "| `/test OP:BACKEND --no-compare` | no benchmark of the base branch to compare with |",
         "| `/test OP:BACKEND --new-op` | an operator this pull request adds (not known yet) |",
+        "| `/test changed[:BACKEND,...]` or `/test` | the operators this pull request changes, "
+        "with why (above the repository's limit, only with `--all`) |",
         "| `/test cancel` | cancel this pull request's queued and running jobs |",
         "| `/test cancel OP[:BACKEND]` | cancel only the matching ones |",
         "| `/test accept-regression [OP[:BACKEND]]` | a maintainer accepts the regression that "

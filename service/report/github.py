@@ -87,6 +87,24 @@ class PullInfo:
     base_ref: str
     base_sha: str
     clone_url: str
+    changed_files: int = 0  # all of them, also past what the files API lists
+    author: str = ""
+
+
+@dataclass(frozen=True)
+class PullFile:
+    """One file of a pull request as the files API lists it; `patch` None when GitHub gives
+    none (a binary file, a diff too large)."""
+
+    filename: str
+    status: str
+    previous_filename: str | None = None
+    patch: str | None = None
+    changes: int = 0  # lines added and removed
+
+
+FILES_PAGE = 100  # the files API's largest page
+FILES_CAP = 3000  # GitHub lists at most this many files of a pull request
 
 
 def classify(
@@ -282,9 +300,34 @@ class GitHubClient:
                 base_ref=pr.base.ref,
                 base_sha=pr.base.sha,
                 clone_url=pr.base.repo.clone_url,
+                changed_files=int(pr.changed_files or 0),
+                author=pr.user.login if pr.user else "",
             )
 
         return self._call(read)
+
+    def pull_files(self, repo: str, number: int) -> list[PullFile]:
+        """The pull request's files, every page of them: at most FILES_CAP, as GitHub lists
+        no more (the pull request's `changed_files` counts them all)."""
+        found: list[PullFile] = []
+        for page in range(1, FILES_CAP // FILES_PAGE + 1):
+            query = urlencode({"per_page": FILES_PAGE, "page": page})
+            data = self._request(repo, "GET", f"/repos/{repo}/pulls/{int(number)}/files?{query}")
+            items = data if isinstance(data, list) else []
+            found += [
+                PullFile(
+                    filename=str(item["filename"]),
+                    status=str(item.get("status") or "modified"),
+                    previous_filename=item.get("previous_filename"),
+                    patch=item.get("patch"),
+                    changes=int(item.get("changes") or 0),
+                )
+                for item in items
+                if isinstance(item, dict) and item.get("filename")
+            ]
+            if len(items) < FILES_PAGE:
+                break
+        return found
 
     def permission(self, repo: str, login: str) -> str:
         """The user's permission on `repo` ("none" when not a collaborator)."""

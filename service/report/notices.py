@@ -42,6 +42,10 @@ def reply_marker(tag: str) -> str:
     return f"<!-- ondemand:reply:{tag} -->"
 
 
+def note_marker(name: str) -> str:
+    return f"<!-- ondemand:note:{name} -->"
+
+
 class Notices:
     """The queue's `JobListener`, and the composer of a result comment's current text."""
 
@@ -213,3 +217,22 @@ def enqueue_reply(session: Session, repo: str, pr_number: int, tag: str, body: s
             kind="reply", key=f"reply:{repo}:{tag}", dedupe_key=dedupe, payload=payload, **_fresh()
         )
     )
+
+
+def enqueue_note(
+    session: Session, repo: str, pr_number: int, name: str, tag: str, body: str
+) -> None:
+    """The pull request's one `name` note, created or edited in place to say `body`; `tag`
+    (e.g. the head it is about) makes each version once only. Versions go out in order."""
+    key = f"note:{repo}:{pr_number}:{name}"
+    dedupe = f"{key}:{tag}"
+    if session.scalars(select(OutboxItem.id).where(OutboxItem.dedupe_key == dedupe)).first():
+        return
+    marker = note_marker(name)
+    payload = {
+        "repo": repo,
+        "pr_number": pr_number,
+        "marker": marker,
+        "body": f"{marker}\n{body}",
+    }
+    session.add(OutboxItem(kind="note", key=key, dedupe_key=dedupe, payload=payload, **_fresh()))

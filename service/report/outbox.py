@@ -121,6 +121,13 @@ class OutboxWorker(Worker):
                 if found is not None:
                     return f"reply {found} (found after a retry)"
             return f"reply {gh.create_comment(p['repo'], int(p['pr_number']), p['body'])}"
+        if item.kind == "note":
+            pr = int(p["pr_number"])
+            found = gh.find_comment(p["repo"], pr, p["marker"])
+            if found is None:
+                return f"note {gh.create_comment(p['repo'], pr, p['body'])}"
+            gh.edit_comment(p["repo"], found, p["body"])
+            return f"note {found} edited"
         if item.kind == "comment":
             return self._send_comment(gh, item)
         if item.kind == "check":

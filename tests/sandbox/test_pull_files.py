@@ -57,6 +57,10 @@ def test_each_file_with_its_status_counts_and_rename(world: World) -> None:
     head = git(path, "rev-parse", "mixed")
     assert renamed.sha == git(path, "rev-parse", f"{head}:kernels/new_name.py")
     assert pull.changed_files == 4 and pull.additions == 3 and pull.deletions == 1
+    # Each file's patch, as GitHub gives it: the hunks with context, no header.
+    assert files["README.md"].patch == "@@ -1 +1,2 @@\n kernels\n+and more"
+    assert files["gone.txt"].patch == "@@ -1 +0,0 @@\n-bye"
+    assert renamed.patch is None  # a rename with no change has no hunk
     # The pull request's page lists them too, the rename as old → new.
     page = httpx.get(f"{world.sandbox.url}/{REPO}/pull/{number}").text
     assert "kernels/old_name.py → kernels/new_name.py" in page

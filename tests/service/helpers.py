@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
@@ -100,6 +102,7 @@ def service_settings(db_url: str, **overrides: object) -> Settings:
         "webhook_secrets": ["old-secret", "new-secret"],
         "public_url": "http://ondemand.test",
         "default_backends": ["cpu"],
+        "changes_dir": Path(tempfile.gettempdir()) / "ondemand-test-changes",
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

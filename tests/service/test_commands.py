@@ -16,6 +16,7 @@ from service.receive.commands import (
     MAX_TARGETS,
     AcceptCommand,
     CancelCommand,
+    ChangedCommand,
     Command,
     CommandError,
     HelpCommand,
@@ -170,6 +171,33 @@ def test_misspelt_accept_regression_gets_did_you_mean(typo: str) -> None:
     assert "did you mean `/test accept-regression`?" in err.message
 
 
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("/test", ChangedCommand(("mthreads",))),
+        ("/test changed", ChangedCommand(("mthreads",))),
+        ("/Test CHANGED", ChangedCommand(("mthreads",))),
+        ("/test | changed : cuda , cpu", ChangedCommand(("nvidia", "cpu"))),
+        ("/test changed:cpu,cpu --all", ChangedCommand(("cpu",), everything=True)),
+        ("/test --no-bench", ChangedCommand(("mthreads",), bench=False)),
+        ("/test changed --no-compare —all", ChangedCommand(("mthreads",), True, compare=False)),
+    ],
+)
+def test_changed_and_a_bare_test_select_from_the_diff(body: str, expected: Command) -> None:
+    assert one(body) == expected
+
+
+def test_changed_without_any_backend_is_an_error_naming_the_backends() -> None:
+    err = parse("/test", defaults=[])[0]
+    assert isinstance(err, CommandError)
+    assert "changed:BACKEND" in err.message and "`nvidia` (cuda)" in err.message
+    assert parse("/test changed:nvidia", defaults=[]) == [ChangedCommand(("nvidia",))]
+
+
+def test_a_misspelt_changed_gets_did_you_mean() -> None:
+    assert error("/test chnaged").suggestions == ("changed",)
+
+
 def test_retest() -> None:
     assert one("/retest") == RetestCommand()
     assert one("  /Retest  ") == RetestCommand()
@@ -313,8 +341,10 @@ def test_backend_written_as_an_operator_is_pointed_out() -> None:
         ("/test add:", "no backend", None),
         ("/test add,,mul:cpu", "empty operator", None),
         ("/test add:cpu,,nvidia", "empty backend", None),
-        ("/test", "needs an operator", None),
-        ("/test --no-bench", "not only flags", None),
+        ("/test changed add:cpu", "stands alone", "/test add:cpu"),
+        ("/test changed:", "no backend after", None),
+        ("/test changed --new-op", "finds the operators", None),
+        ("/test add:cpu --all", "goes with `/test changed`", None),
         ("/test cancel add --no-bench", "takes no flags", None),
         ("/test cancel add:gpu", "unknown backend", None),
         ("/test $(rm -rf ~):cpu", "not an operator name", None),
@@ -365,7 +395,7 @@ WORDS = st.sampled_from(
     [
         "/test", "/retest", "/Test", "/testing", "|", ":", ",", " ", "  ", "\t", "\n", "\r\n",
         "--no-bench", "--no-compare", "--new-op", "—no-bench", "-", "--", "help", "?", "cancel",
-        "hlep",
+        "hlep", "changed", "changed:cpu", "--all",
         "add", "Add", "cpu", "cuda", "musa", "mthreads", "nvidia", "tpu", "```", "~~~", ">",
         "<!--", "-->", "`", "a" * 70, "é", "\u2028", "\x00", "1", "_", ":cpu", "add,mul",
     ]
@@ -376,8 +406,16 @@ COMMANDISH = st.lists(WORDS, max_size=40).map("".join)
 def _check_invariants(commands: list[Command]) -> None:
     for cmd in commands:
         assert isinstance(
-            cmd, TestCommand | HelpCommand | CancelCommand | RetestCommand | CommandError
+            cmd,
+            TestCommand
+            | ChangedCommand
+            | HelpCommand
+            | CancelCommand
+            | RetestCommand
+            | CommandError,
         )
+        if isinstance(cmd, ChangedCommand):
+            assert cmd.backends and set(cmd.backends) <= set(CANONICAL)
         if isinstance(cmd, TestCommand):
             assert 1 <= len(cmd.targets) <= MAX_TARGETS
             assert len(set(cmd.targets)) == len(cmd.targets)
@@ -420,6 +458,13 @@ VALID = st.one_of(
     st.builds(TestCommand, TARGETS.map(tuple), st.booleans(), st.booleans(), st.booleans()),
     st.builds(CancelCommand, SELECTORS.map(tuple)),
     st.builds(AcceptCommand, SELECTORS.map(tuple)),
+    st.builds(
+        ChangedCommand,
+        st.lists(st.sampled_from(CANONICAL), min_size=1, unique=True).map(tuple),
+        st.booleans(),
+        st.booleans(),
+        st.booleans(),
+    ),
     st.just(HelpCommand()),
     st.just(RetestCommand()),
 )

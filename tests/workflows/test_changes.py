@@ -4,7 +4,15 @@ renames, and what touches nothing."""
 
 from __future__ import annotations
 
-from workflows.changes import Changed, changed_lines, select
+from workflows.changes import (
+    Changed,
+    Rule,
+    apply_rules,
+    changed_lines,
+    glob_pattern,
+    patch_lines,
+    select,
+)
 
 OURS = {
     "kernels/__init__.py": "",
@@ -139,3 +147,48 @@ def test_a_file_no_parser_can_read_touches_nothing_and_breaks_nothing() -> None:
     )
     assert set(found.operators) == {"solo"}
     assert found.unmatched == ["tests/kernels/test_deep.py"]
+
+
+def test_a_repository_rule_covers_what_the_graph_cannot_see() -> None:
+    """A table loaded by name: no import reaches it, the repository's rule does."""
+    tree = {**OURS, "kernels/tables/pool.yaml": ""}
+    change = Changed("kernels/tables/pool.yaml")
+    assert run(tree, OPS, change).operators == {}
+    rules = [Rule(("kernels/tables/**",), ("pool", "solo")), Rule(("docs/*.md",), ("pool",))]
+    found = apply_rules(run(tree, OPS, change), [change], rules)
+    assert found.operators == {
+        "pool": ["kernels/tables/pool.yaml: the repository's rule `kernels/tables/**`"],
+        "solo": ["kernels/tables/pool.yaml: the repository's rule `kernels/tables/**`"],
+    }
+    assert found.unmatched == []
+
+
+def test_path_globs_keep_star_within_a_folder() -> None:
+    assert glob_pattern("src/*.py").match("src/a.py")
+    assert not glob_pattern("src/*.py").match("src/x/a.py")
+    assert glob_pattern("src/**/*.py").match("src/a.py")
+    assert glob_pattern("src/**/*.py").match("src/x/y/a.py")
+    assert not glob_pattern("src/**/*.py").match("src/x/a.pyc")
+    assert glob_pattern("a?c").match("abc") and not glob_pattern("a?c").match("a/c")
+    assert glob_pattern("docs/[x].md").match("docs/[x].md")  # the rest is literal
+
+
+def test_changed_lines_from_a_patch_with_context() -> None:
+    """The files API gives each file's hunks with three lines of context: only the added and
+    removed lines count."""
+    patch = (
+        "@@ -1,5 +1,6 @@\n"
+        " import pytest\n"      # new 1
+        "-pytestmark = 1\n"      # removed before new 2
+        "+pytestmark = 2\n"      # new 2
+        "+extra = 3\n"           # new 3
+        " \n"                    # new 4
+        " def helper():\n"       # new 5
+        "@@ -20,3 +21,2 @@ def test_one(n):\n"
+        " a\n"                   # new 21
+        "-b\n"                   # removed before new 22
+        " c\n"                   # new 22
+        "\\ No newline at end of file"
+    )  # fmt: skip
+    assert patch_lines(patch) == ((2, 3), (22, 22))
+    assert patch_lines(None) is None and patch_lines("") is None

@@ -175,7 +175,7 @@ on_push: true
             'compare.operators.adaptive_max_pool3d: unknown key "gates"; did you mean gate? '
             "known: threshold, gate",
         ),
-        (7, 'the file: unknown key "on_push"; known: compare'),
+        (7, 'the file: unknown key "on_push"; known: compare, changes'),
     ]
 
 
@@ -210,10 +210,10 @@ def test_a_list_where_a_mapping_belongs() -> None:
         (3, 'compare.operators.op: expected a mapping of keys (threshold, gate), found "fail"')
     ]
     assert problems("\n- compare\n") == [
-        (2, "the file: expected a mapping of keys (compare), found a list")
+        (2, "the file: expected a mapping of keys (compare, changes), found a list")
     ]
     assert problems("just words\n") == [
-        (1, 'the file: expected a mapping of keys (compare), found "just words"')
+        (1, 'the file: expected a mapping of keys (compare, changes), found "just words"')
     ]
 
 
@@ -294,3 +294,30 @@ def test_the_model_is_strict_and_frozen() -> None:
         RepoConfig.model_validate({"compare": {"treshold": "20%"}})
     with pytest.raises(ValueError):
         config.compare = config.compare  # type: ignore[misc]
+
+
+def test_the_changes_section_limit_pushes_and_rules() -> None:
+    reading = parse_repo_config(
+        "changes:\n"
+        "  limit: 5\n"
+        "  on_push: nvidia\n"
+        "  rules:\n"
+        "    - paths: ['src/flag_gems/runtime/backend/_thead/*.py']\n"
+        "      operators: [mm, addmm]\n"
+    )
+    assert reading.ok, reading.problems
+    changes = reading.config.changes
+    assert (changes.limit, changes.on_push) == (5, ["nvidia"])
+    (rule,) = changes.selection_rules()
+    assert rule.paths == ("src/flag_gems/runtime/backend/_thead/*.py",)
+    assert rule.operators == ("mm", "addmm")
+    assert DEFAULTS.changes.limit == 20 and DEFAULTS.changes.on_push == []
+
+
+def test_changes_problems_point_into_the_rules() -> None:
+    assert problems("changes:\n  limit: 0\n  rules:\n    - paths: [x]\n      operatrs: [mm]\n") == [
+        (2, 'changes.limit: "0": Input should be greater than or equal to 1'),
+        (4, "changes.rules.0: `operators` is missing"),
+        (5, 'changes.rules.0: unknown key "operatrs"; did you mean operators? known: paths, '
+            "operators"),
+    ]  # fmt: skip

@@ -1,0 +1,180 @@
+"""Git, as every part runs it: argv lists only, no prompt, no hook, filter or fsmonitor of any
+repository's configuration; one cached bare mirror per repository URL, updated until it has a
+pinned commit; and a commit's tree and sources read in two calls (`ls-tree`, one
+`cat-file --batch`), for the change selection. The URL and SHA come from GitHub or the
+service: the SHA is checked to be hex before git sees it."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+SHA = re.compile(r"^[0-9a-f]{7,64}$")
+GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "LC_ALL": "C"}
+# No hook, filter or fsmonitor command of any repository's configuration ever runs: git runs
+# on mirrors of pull requests.
+GIT_SAFE = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+MAX_BLOB_BYTES = 2 * 1024 * 1024  # a source past this is left unread, as one not parsable
+
+
+class GitError(RuntimeError):
+    """A git call that failed; the message says which call and why."""
+
+
+def git(args: Sequence[str], cwd: Path | None = None, timeout: float = 600) -> str:
+    """Run git with `args`; its stdout, or GitError with its stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONDEMAND_")} | GIT_ENV
+    try:
+        proc = subprocess.run(
+            ["git", *GIT_SAFE, *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GitError(f"git {args[0]}: {exc}") from exc
+    if proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise GitError(f"git {' '.join(args[:2])}: {' / '.join(detail[-3:]) or 'failed'}")
+    return proc.stdout
+
+
+def check_sha(sha: str) -> str:
+    if not SHA.match(sha):
+        raise GitError(f"not a commit SHA: {sha!r}")
+    return sha
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (a file beside a mirror) across processes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class Mirrors:
+    """Bare mirrors under `root/mirrors`, one per repository URL."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.mirrors = root / "mirrors"
+
+    def mirror_path(self, url: str) -> Path:
+        digest = hashlib.sha256(url.encode()).hexdigest()[:16]
+        tail = re.sub(r"[^A-Za-z0-9_.-]+", "_", url.rstrip("/").rsplit("/", 1)[-1])[:40]
+        return self.mirrors / f"{tail}-{digest}.git"
+
+    def has_commit(self, mirror: Path, sha: str) -> bool:
+        try:
+            git(["cat-file", "-e", f"{sha}^{{commit}}"], cwd=mirror)
+        except GitError:
+            return False
+        return True
+
+    def fetch(self, url: str, sha: str, pr_number: int | None = None) -> Path:
+        """The mirror of `url`, updated until it has `sha`: branches and tags, then the PR's
+        head ref, then the SHA itself (servers that allow it)."""
+        check_sha(sha)
+        mirror = self.mirror_path(url)
+        with locked(mirror.with_suffix(".lock")):
+            if not (mirror / "HEAD").exists():
+                if mirror.exists():
+                    shutil.rmtree(mirror)
+                git(["init", "--bare", "--quiet", str(mirror)])
+            if self.has_commit(mirror, sha):
+                return mirror
+            attempts: list[list[str]] = [
+                ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
+            ]
+            if pr_number:
+                attempts.append(
+                    [f"+refs/pull/{int(pr_number)}/head:refs/pull/{int(pr_number)}/head"]
+                )
+            attempts.append([sha])
+            problems = []
+            for refspecs in attempts:
+                try:
+                    git(["fetch", "--quiet", "--no-tags", "--", url, *refspecs], cwd=mirror)
+                except GitError as exc:
+                    problems.append(str(exc))
+                    continue
+                if self.has_commit(mirror, sha):
+                    return mirror
+            why = "; ".join(problems) or "no fetched ref contains it"
+            raise GitError(f"commit {sha} not found in {url}: {why}")
+
+    def fetch_branch(self, mirror: Path, url: str, branch: str) -> None:
+        """Bring `branch` of `url` up to date in the mirror (for the merge base)."""
+        if branch.startswith("-") or not re.match(r"^[A-Za-z0-9._/-]+$", branch):
+            raise GitError(f"not a branch name: {branch!r}")
+        with locked(mirror.with_suffix(".lock")):
+            refspec = f"+refs/heads/{branch}:refs/heads/{branch}"
+            git(["fetch", "--quiet", "--no-tags", "--", url, refspec], cwd=mirror)
+
+
+def python_blobs(repo: Path, ref: str) -> dict[str, str | None]:
+    """Every path of the tree at `ref` → its blob (None for a file not read: not Python)."""
+    out = git(["ls-tree", "-r", "-z", "--end-of-options", ref], cwd=repo)
+    found: dict[str, str | None] = {}
+    for entry in filter(None, out.split("\0")):
+        meta, _, path = entry.partition("\t")
+        kind, sha = meta.split()[1:3]
+        found[path] = sha if kind == "blob" and path.endswith(".py") else None
+    return found
+
+
+def read_blobs(repo: Path, shas: Sequence[str], limit: int = MAX_BLOB_BYTES) -> dict[str, str]:
+    """The blobs' texts, read by one `git cat-file --batch` (a tree has thousands); a blob
+    over `limit` bytes is left out, as a file that cannot be parsed."""
+    unique = list(dict.fromkeys(shas))
+    proc = subprocess.run(
+        ["git", *GIT_SAFE, "-C", str(repo), "cat-file", "--batch"],
+        input="".join(f"{sha}\n" for sha in unique).encode(),
+        capture_output=True,
+        env=os.environ | GIT_ENV,
+        timeout=300,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise GitError(f"git cat-file: {proc.stderr.decode(errors='replace').strip()}")
+    data, at, found = proc.stdout, 0, {}
+    for sha in unique:
+        end = data.index(b"\n", at)
+        header = data[at:end].split()
+        at = end + 1
+        if len(header) < 3 or header[1] == b"missing":
+            continue
+        size = int(header[2])
+        if size <= limit:
+            found[sha] = data[at : at + size].decode("utf-8", errors="replace")
+        at += size + 1
+    return found
+
+
+class Tree:
+    """A commit's tree as the change selection reads it: every path, and the Python sources
+    (read up front, in one call)."""
+
+    def __init__(self, repo: Path, ref: str) -> None:
+        self._blobs = python_blobs(repo, ref)
+        self._sources = read_blobs(repo, [sha for sha in self._blobs.values() if sha])
+        self.paths = list(self._blobs)
+
+    def read(self, path: str) -> str | None:
+        """A Python file's source; None for a path that is not one (or too large to read)."""
+        return self._sources.get(self._blobs.get(path) or "")
