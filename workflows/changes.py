@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -256,25 +257,77 @@ def candidates(paths: Iterable[str], read: Callable[[str], str | None]) -> set[s
 
 def markers(source: str | None) -> set[str]:
     """Every `pytest.mark.<name>` a module's source uses."""
-    tree = _parse(source)
-    return _marks(tree) if tree is not None else set()
+    return set(_facts(source).marks) if source is not None else set()
 
 
 def _defined(source: str | None) -> set[str]:
     """The names a module defines at its top level (functions, and their leading `_` off)."""
-    return set(_defined_in(source)) if source is not None else set()
+    return set(_facts(source).defined) if source is not None else set()
 
 
-@functools.lru_cache(maxsize=16384)
-def _defined_in(source: str) -> frozenset[str]:
-    tree = _parse(source)
-    if tree is None:
-        return frozenset()
-    names = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            names |= {node.name, node.name.lstrip("_")}
-    return frozenset(names)
+@dataclass(frozen=True)
+class _Facts:
+    """What the selection asks of a module's source, read in one parse: its imports
+    (module, level, names), the functions it defines, the markers it uses."""
+
+    imports: tuple[tuple[str, int, tuple[str, ...]], ...] = ()
+    defined: frozenset[str] = frozenset()
+    marks: frozenset[str] = frozenset()
+
+
+_DEF = re.compile(r"^(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)", re.M)
+_MARK_USE = re.compile(r"\bmark\.([A-Za-z_]\w*)")
+_COMMENT = re.compile(r"#[^\n]*")
+_IMPORT = re.compile(
+    r"^[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)"
+    r"|import[ \t]+([^\n#;]+))",
+    re.M,
+)
+_FACTS_KEPT = 16384
+
+
+def _facts(source: str) -> _Facts:
+    """A module's facts, cached by a digest of its text (a tree's files repeat from commit to
+    commit; the text itself is not kept)."""
+    key = hashlib.blake2b(source.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    found = _FACTS.get(key)
+    if found is None:
+        found = _read_facts(source)
+        if len(_FACTS) >= _FACTS_KEPT:
+            _FACTS.pop(next(iter(_FACTS)))
+        _FACTS[key] = found
+    return found
+
+
+_FACTS: dict[bytes, _Facts] = {}
+
+
+def _read_facts(source: str) -> _Facts:
+    """The facts by pattern, not by parsing: a tree has thousands of modules and parsing them
+    all takes seconds. Top-level `def`s start a line; an import statement starts a line (a
+    parenthesised list may run over several); markers are `mark.<name>` outside comments. A line
+    inside a string that looks like one counts too: it can only add an operator, never lose
+    one."""
+    defined = set()
+    for name in _DEF.findall(source):
+        defined |= {name, name.lstrip("_")}
+    imports: list[tuple[str, int, tuple[str, ...]]] = []
+    for dots, module, names, plain in _IMPORT.findall(source):
+        if plain:
+            imports += [(_first_word(part), 0, ()) for part in plain.split(",")]
+        else:
+            names = _COMMENT.sub("", names).strip().strip("()")
+            listed = tuple(_first_word(part) for part in names.split(","))
+            imports.append((module, len(dots), tuple(n for n in listed if n and n != "*")))
+    imports = [i for i in imports if i[0] or i[1]]
+    marks = _MARK_USE.findall(_COMMENT.sub("", source)) if "mark." in source else []
+    return _Facts(tuple(imports), frozenset(defined), frozenset(marks))
+
+
+def _first_word(text: str) -> str:
+    """`  os.path as p \\` → `os.path`."""
+    words = text.replace("\\", " ").split()
+    return words[0] if words else ""
 
 
 @dataclass
@@ -313,25 +366,19 @@ def _import_graph(files: Sequence[str], read: Callable[[str], str | None]) -> _G
     return _Graph(modules, importers)
 
 
-@functools.lru_cache(maxsize=16384)
-def _imports_of(source: str, package: str) -> tuple[str, ...]:
-    """What a module's source imports, as dotted names (cached: a tree's files repeat from
-    commit to commit)."""
-    tree = _parse(source)
-    return tuple(_imported(tree, package)) if tree is not None else ()
-
-
-def _imported(tree: ast.AST, package: str) -> Iterable[str]:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: max(0, len(package.split(".")) - node.level + 1)]
-                base = ".".join([*anchor, base] if base else anchor)
-            yield base
-            yield from (f"{base}.{alias.name}" for alias in node.names)
+def _imports_of(source: str, package: str) -> Iterable[str]:
+    """What a module's source imports, as dotted names: a `from` import's module and each of
+    its names (a name may be a module), relative ones resolved against `package`."""
+    for module, level, names in _facts(source).imports:
+        if not level and not names:
+            yield module
+            continue
+        base = module
+        if level:
+            anchor = package.split(".")[: max(0, len(package.split(".")) - level + 1)]
+            base = ".".join([*anchor, module] if module else anchor)
+        yield base
+        yield from (f"{base}.{name}" for name in names)
 
 
 def _importers(graph: _Graph, path: str) -> set[str]:
