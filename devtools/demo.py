@@ -115,8 +115,11 @@ def main(argv: list[str]) -> int:
     console = Console(highlight=False)
     opts.workdir.mkdir(parents=True, exist_ok=True)
     stack = Stack(opts.workdir)
-    # SIGTERM stops the demo as Ctrl-C does: everything it started goes with it.
+    # SIGTERM stops the demo as Ctrl-C does: everything it started goes with it. Ctrl-C's own
+    # handler is set too: a shell that starts a command in the background leaves SIGINT
+    # ignored, and Python keeps an ignored SIGINT ignored.
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         return run_demo(opts, stack, console)
     except KeyboardInterrupt:

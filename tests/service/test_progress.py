@@ -5,6 +5,7 @@ changed), and the verdict at once, even with a paced edit waiting. On SQLite and
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -91,7 +92,8 @@ def test_progress_reaches_the_comment_paced_then_the_verdict_at_once(
         # No edit before the interval after the last one; ten updates, one edit per interval.
         assert shown - started >= INTERVAL_S * 0.9
         flow.wait_until(flow.quiet)
-        assert len(_comment(flow)["history"]) - edits <= 1 + int(burst_s // INTERVAL_S)
+        # A slot may fall inside the burst (an edit with part of it), then one more follows.
+        assert len(_comment(flow)["history"]) - edits <= 1 + math.ceil(burst_s / INTERVAL_S)
 
         # The verdict goes out at once, pulling in a paced edit that was waiting.
         late = _progress(step="accuracy", tests_done=400, tests_total=411, failed=1)
