@@ -162,7 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "dtype", type=lambda t: DTYPES.get(t, t), choices=sorted(set(DTYPES.values()))
     )
-    parser.add_argument("--config", help='e.g. "column_max.Config(4, 2, True)"')
+    parser.add_argument(
+        "--config",
+        action="append",
+        help='e.g. "column_max.Config(4, 2, True)"; again to compare plans in one run',
+    )
     parser.add_argument("--sass", type=Path, help="write the listing here")
     parser.add_argument("--top", type=int, default=12, help="opcodes to list")
     args = parser.parse_args(argv)
@@ -172,16 +176,20 @@ def main(argv: list[str] | None = None) -> int:
     if len(shape) != 5 or len(out) != 3:
         parser.error("shape is N,C,D,H,W and output_size OD,OH,OW")
     listings = []
-    for launch, tensors in launches(
-        args.op, shape, (out[0], out[1], out[2]), getattr(torch, args.dtype), args.config
-    ):
-        lines, registers = sass(compile_launch(launch, tensors))
-        counts = collections.Counter(opcode(line) for line in lines)
-        name = launch.kernel.fn.__name__
-        top = " ".join(f"{k} {v}" for k, v in counts.most_common(args.top))
-        print(f"{name}: {len(lines)} instructions, {registers} registers a thread")
-        print(f"  {top}")
-        listings.append(f"// {name}\n" + "\n".join(lines))
+    configs = args.config or [None]
+    for config in configs:
+        if len(configs) > 1:
+            print(f"config {config}:")
+        for launch, tensors in launches(
+            args.op, shape, (out[0], out[1], out[2]), getattr(torch, args.dtype), config
+        ):
+            lines, registers = sass(compile_launch(launch, tensors))
+            counts = collections.Counter(opcode(line) for line in lines)
+            name = launch.kernel.fn.__name__
+            top = " ".join(f"{k} {v}" for k, v in counts.most_common(args.top))
+            print(f"{name}: {len(lines)} instructions, {registers} registers a thread")
+            print(f"  {top}")
+            listings.append(f"// {name}\n" + "\n".join(lines))
     if args.sass:
         args.sass.write_text("\n\n".join(listings) + "\n")
     return 0

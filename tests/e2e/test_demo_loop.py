@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -43,20 +46,9 @@ def small_workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-@pytest.fixture(scope="module")
-def tiny_workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """workflows/cpu.yaml whose accuracy step selects only the quick empty-tensor tests: for a
-    test of the demo itself, not of the kernels."""
-    spec = yaml.safe_load((ROOT / "workflows" / "cpu.yaml").read_text())
-    for step in spec["steps"]:
-        if step["kind"] == "accuracy":
-            step["argv"] += ["-k", "test_empty"]
-    directory = tmp_path_factory.mktemp("tiny-workflows")
-    (directory / "cpu.yaml").write_text(yaml.safe_dump(spec))
-    return directory
-
-
-def run_demo(repo: Path, workdir: Path, workflows: Path) -> tuple[int, dict[str, Any], str]:
+def run_demo(
+    repo: Path, workdir: Path, workflows: Path, *extra: str
+) -> tuple[int, dict[str, Any], str]:
     out = workdir / "outcome.json"
     done = subprocess.run(
         [
@@ -74,6 +66,7 @@ def run_demo(repo: Path, workdir: Path, workflows: Path) -> tuple[int, dict[str,
             str(out),
             "--timeout",
             "600",
+            *extra,
         ],
         cwd=ROOT,
         capture_output=True,
@@ -101,12 +94,37 @@ def assert_nothing_left(outcome: dict[str, Any], workdir: Path) -> None:
     assert not leftovers, leftovers
 
 
-def test_a_passing_pull_request_gets_a_green_verdict(tmp_path: Path, small_workflows: Path) -> None:
+def test_a_passing_pull_request_gets_a_green_verdict_and_keep_runs_until_ctrl_c(
+    tmp_path: Path, small_workflows: Path
+) -> None:
+    """The demo's green path, left running with `--keep` (its pages answer after the
+    verdict) until Ctrl-C stops everything it started."""
     sha = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.strip()
-    rc, outcome, log = run_demo(ROOT, tmp_path / "demo", small_workflows)
-    assert rc == 0, log
+    workdir = tmp_path / "demo"
+    out = workdir / "outcome.json"
+    argv = [sys.executable, "-m", "ondemand", "demo", "--keep", "--workdir", str(workdir)]
+    argv += ["--workflows", str(small_workflows), "--json", str(out)]
+    demo = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"},
+    )
+    assert demo.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        line = demo.stdout.readline()
+        assert line, "".join(seen)
+        seen.append(line)
+        if "Ctrl-C stops it" in line:
+            break
+    log = "".join(seen)
+    outcome = json.loads(out.read_text())
     assert outcome["verdict"] == "success", log
     assert outcome["base_sha"] == sha  # the pull request changes a kernel on top of it
     assert outcome["sha"] != sha
@@ -126,7 +144,22 @@ def test_a_passing_pull_request_gets_a_green_verdict(tmp_path: Path, small_workf
     # what the terminal showed, as it happened
     assert "reaction" in log and "status ondemand/" in log and "pending" in log
     assert "the result comment on the pull request" in log
-    assert_nothing_left(outcome, tmp_path / "demo")
+
+    # --keep: everything stays up after the verdict, until Ctrl-C
+    dashboard = re.search(r"dashboard\s+(http://\S+)", log)
+    pull = re.search(r"pull request\s+(http://\S+/pull/\d+)", log)
+    assert dashboard and pull, log
+    page = httpx.get(pull.group(1), timeout=5)
+    assert page.status_code == 200 and "ondemand-bot" in page.text and "✅" in page.text
+    time.sleep(1)  # still up after the verdict
+    assert httpx.get(dashboard.group(1), timeout=5).status_code == 200
+    assert all(os.path.exists(f"/proc/{pid}") for pid in outcome["pids"])
+    demo.send_signal(signal.SIGINT)
+    rest, _ = demo.communicate(timeout=60)
+    assert demo.returncode == 0, log + rest
+    with pytest.raises(httpx.TransportError):
+        httpx.get(dashboard.group(1), timeout=2)
+    assert_nothing_left(outcome, workdir)
 
 
 def test_a_pull_request_that_breaks_the_kernel_gets_a_red_verdict_with_failing_tests(
@@ -156,7 +189,8 @@ def test_a_pull_request_that_breaks_the_kernel_gets_a_red_verdict_with_failing_t
         cwd=clone,
         check=True,
     )
-    rc, outcome, log = run_demo(clone, tmp_path / "demo", small_workflows)
+    # Accuracy only: the failing tests are what this shows, not the benchmark that follows them.
+    rc, outcome, log = run_demo(clone, tmp_path / "demo", small_workflows, "--flags=--no-bench")
     assert rc == 1, log
     assert outcome["verdict"] == "failure", log
     comment = outcome["comment"]
@@ -165,64 +199,3 @@ def test_a_pull_request_that_breaks_the_kernel_gets_a_red_verdict_with_failing_t
     assert failed and int(failed.group(1)) > 0, comment
     assert "test_upstream_shapes[" in comment, comment
     assert_nothing_left(outcome, tmp_path / "demo")
-
-
-def test_keep_leaves_everything_running_until_ctrl_c_stops_it(
-    tmp_path: Path, tiny_workflows: Path
-) -> None:
-    import signal
-    import time
-
-    import httpx
-
-    workdir = tmp_path / "demo"
-    out = workdir / "outcome.json"
-    demo = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ondemand",
-            "demo",
-            "--keep",
-            "--workdir",
-            str(workdir),
-            "--workflows",
-            str(tiny_workflows),
-            "--json",
-            str(out),
-            "--flags=--no-bench",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"},
-    )
-    assert demo.stdout is not None
-    seen: list[str] = []
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        line = demo.stdout.readline()
-        assert line, "".join(seen)
-        seen.append(line)
-        if "Ctrl-C stops it" in line:
-            break
-    text = "".join(seen)
-    dashboard = re.search(r"dashboard\s+(http://\S+)", text)
-    assert dashboard, text
-    pull = re.search(r"pull request\s+(http://\S+/pull/\d+)", text)
-    assert pull, text
-    page = httpx.get(pull.group(1), timeout=5)
-    assert page.status_code == 200 and "ondemand-bot" in page.text and "✅" in page.text
-    time.sleep(1)  # still up after the verdict
-    assert httpx.get(dashboard.group(1), timeout=5).status_code == 200
-    outcome = json.loads(out.read_text())
-    assert outcome["verdict"] == "success"
-    assert all(os.path.exists(f"/proc/{pid}") for pid in outcome["pids"])
-
-    demo.send_signal(signal.SIGINT)
-    rest, _ = demo.communicate(timeout=60)
-    assert demo.returncode == 0, text + rest
-    with pytest.raises(httpx.TransportError):
-        httpx.get(dashboard.group(1), timeout=2)
-    assert_nothing_left(outcome, workdir)

@@ -86,10 +86,10 @@ def test_concurrent_processes_build_once(tmp_path: Path) -> None:
         subprocess.Popen(
             [sys.executable, "-c", code, str(root)], env=env, stdout=subprocess.PIPE, text=True
         )
-        for _ in range(4)
+        for _ in range(2)
     ]
     outs = [proc.communicate(timeout=120)[0].strip() for proc in procs]
-    assert [proc.returncode for proc in procs] == [0] * 4
+    assert [proc.returncode for proc in procs] == [0] * 2
     assert len(set(outs)) == 1 and Path(outs[0]).read_text() == "built"
     assert (tmp_path / "cxx.calls").read_text() == "x"
 

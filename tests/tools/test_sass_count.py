@@ -33,10 +33,10 @@ def test_a_two_launch_plan_prints_each_kernel_and_writes_the_listing(tmp_path: P
 
 
 def test_a_config_is_planned_as_given() -> None:
-    """Two tiles of one shape compile to different code (the default plan is not used)."""
-    case = ("forward", "1,2,8,6,8", "2,3,4", "fp32", "--config")
-    counts = [
-        re.search(r"column_max_kernel: (\d+) instructions", count(*case, config)).group(1)
-        for config in ("column_max.Config(2, 1)", "column_max.Config(4, 2, True)")
-    ]
-    assert counts[0] != counts[1]
+    """Two tiles of one shape compile to different code (the default plan is not used); one
+    run compiles both."""
+    configs = ("column_max.Config(2, 1)", "column_max.Config(4, 2, True)")
+    out = count("forward", "1,2,8,6,8", "2,3,4", "fp32", *(f"--config={c}" for c in configs))
+    assert re.findall(r"^config (.+):$", out, re.M) == list(configs)
+    counts = re.findall(r"column_max_kernel: (\d+) instructions", out)
+    assert len(counts) == 2 and counts[0] != counts[1]
