@@ -66,7 +66,7 @@ class ChangeSelector:
             return ChangeReport(sha, pull.changed_files, 0, None)
         files = self.github.pull_files(repo, pull.number)
         changed = [as_changed(f) for f in files]
-        mirror = self.mirrors.fetch(pull.clone_url, sha, pull.number)
+        mirror = self.mirrors.fetch(pull.clone_url, sha, pull.number, shallow=True)
         tree = Tree(mirror, sha)
         workflow = self.workflows[backend]
         chosen = select_for_workflow(changed, tree.paths, tree.read, workflow, rules)
