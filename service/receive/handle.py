@@ -60,7 +60,7 @@ from service.render.selection import (
 from service.render.views import JobView
 from service.report.github import FILES_CAP, FileTooLarge, GitHubClient, PullInfo
 from service.report.job_views import JobViews
-from service.report.notices import enqueue_note, enqueue_reaction, enqueue_reply
+from service.report.notices import enqueue_note, enqueue_reaction, enqueue_reply, has_note
 from workflows.changes import Selection
 from workflows.models import JobStatus
 from workflows.repo_config import (
@@ -296,7 +296,9 @@ class DeliveryHandler:
         )  # fmt: skip
         cmd = ChangedCommand(backends=backends)
         who = f"The push by @{pr.user.login}"
-        text, outcome = self._run_changed(origin, cmd, pull, pr.head.sha, base, who, quiet=True)
+        with self.db.reads() as session:  # once a note says what ran, it says when nothing does
+            quiet = not has_note(session, repo, pr.number, PUSH_NOTE)
+        text, outcome = self._run_changed(origin, cmd, pull, pr.head.sha, base, who, quiet=quiet)
         if text:
             with self.db.writes() as session, session.begin():
                 enqueue_note(session, repo, pr.number, PUSH_NOTE, pr.head.sha, text)
@@ -444,8 +446,8 @@ class DeliveryHandler:
         quiet: bool = False,
     ) -> tuple[str, str]:
         """Select the operators the pull request changes at `sha` and queue one job per
-        (operator, backend); the reply says what was chosen and why. `quiet` (a push): say
-        nothing when nothing changed."""
+        (operator, backend); the reply says what was chosen and why. `quiet` (a push whose
+        pull request has no note yet): say nothing when no operator changed."""
         if self.selector is None:
             raise NoCredentials("no GitHub credentials: set ONDEMAND_GITHUB_TOKEN or an App")
         changes = settings.config.changes

@@ -219,12 +219,22 @@ def enqueue_reply(session: Session, repo: str, pr_number: int, tag: str, body: s
     )
 
 
+def note_key(repo: str, pr_number: int, name: str) -> str:
+    return f"note:{repo}:{pr_number}:{name}"
+
+
+def has_note(session: Session, repo: str, pr_number: int, name: str) -> bool:
+    """Whether the pull request's `name` note was ever written."""
+    key = note_key(repo, pr_number, name)
+    return session.scalars(select(OutboxItem.id).where(OutboxItem.key == key)).first() is not None
+
+
 def enqueue_note(
     session: Session, repo: str, pr_number: int, name: str, tag: str, body: str
 ) -> None:
     """The pull request's one `name` note, created or edited in place to say `body`; `tag`
     (e.g. the head it is about) makes each version once only. Versions go out in order."""
-    key = f"note:{repo}:{pr_number}:{name}"
+    key = note_key(repo, pr_number, name)
     dedupe = f"{key}:{tag}"
     if session.scalars(select(OutboxItem.id).where(OutboxItem.dedupe_key == dedupe)).first():
         return

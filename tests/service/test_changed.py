@@ -38,6 +38,13 @@ def answer(flow: Flow, contains: str, pr: int | None = None) -> str:
     )
 
 
+def push_note(flow: Flow) -> str:
+    """The body of the pull request's one push note ("" before there is one)."""
+    notes = [c["body"] for c in replies(flow) if "ondemand:note:changed-on-push" in c["body"]]
+    assert len(notes) <= 1, notes
+    return notes[0] if notes else ""
+
+
 def targets(flow: Flow, sha: str, active_only: bool = False) -> set[tuple[str, str]]:
     active = (JobStatus.queued, JobStatus.running)
     return {
@@ -139,8 +146,16 @@ def test_a_trusted_authors_push_runs_the_changed_operators_and_supersedes_the_la
         flow.admin.push(REPO, flow.pr, third, user="alice")
         flow.wait_until(lambda: targets(flow, third) == {("pool", "cpu"), ("solo", "cpu")})
         assert targets(flow, flow.next_head, active_only=True) == set()
-        flow.wait_until(lambda: f"`{third[:7]}`" in replies(flow)[-1]["body"])
-        assert len([c for c in replies(flow) if "changed-on-push" in c["body"]]) == 1
+        flow.wait_until(lambda: f"`{third[:7]}`" in push_note(flow))
+        assert "2 jobs queued on `cpu`" in push_note(flow)
+
+        # a push that leaves no operator changed: nothing runs, and the note says so
+        pool, solo = "kernels/ops/pool/__init__.py", "kernels/ops/solo/__init__.py"
+        undone = commit(repo, "feature", {pool: BASE[pool], solo: BASE[solo]}, "undo")
+        flow.admin.push(REPO, flow.pr, undone, user="alice")
+        flow.wait_until(lambda: f"`{undone[:7]}`" in push_note(flow))
+        assert "touches an operator, so nothing was queued" in push_note(flow)
+        assert targets(flow, third, active_only=True) == set() and targets(flow, undone) == set()
 
         # an outsider's pull request: nothing runs and nothing is said, whatever the file says
         git(repo, "checkout", "-q", "-b", "outside", flow.head)
