@@ -37,9 +37,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
     if _out is None:
         DIR.mkdir(parents=True, exist_ok=True)
         _out = (DIR / f"{os.getpid()}.jsonl").open("a")
-    cpu, wall = _cpu(), time.monotonic()
+    cpu, wall, started = _cpu(), time.monotonic(), time.time()
     yield
-    _out.write(json.dumps([item.nodeid, _cpu() - cpu, time.monotonic() - wall]) + "\n")
+    spent = [item.nodeid, _cpu() - cpu, time.monotonic() - wall, started]
+    _out.write(json.dumps(spent) + "\n")
     _out.flush()
 
 
@@ -47,7 +48,7 @@ def main(directory: Path = DIR) -> None:
     by_file: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
     for path in directory.glob("*.jsonl"):
         for line in path.read_text().splitlines():
-            nodeid, cpu, wall = json.loads(line)
+            nodeid, cpu, wall = json.loads(line)[:3]
             entry = by_file[nodeid.split("::")[0]]
             entry[0] += cpu
             entry[1] += wall
