@@ -119,6 +119,15 @@ def select_for_workflow(
     return chosen
 
 
+def accuracy_argv(workflow: WorkflowSpec) -> tuple[tuple[str, ...], ...]:
+    """The accuracy steps' argv of every layout of a workflow: what the selection reads of it
+    (two workflows with the same select the same operators)."""
+    layouts = [workflow.steps, *(workflow.layouts[k] for k in sorted(workflow.layouts))]
+    return tuple(
+        tuple(step.argv) for steps in layouts for step in steps if step.kind == "accuracy"
+    )
+
+
 def accuracy_roots(argv: Sequence[str], paths: Sequence[str]) -> list[str]:
     """The test directories an accuracy step's argv names (those the tree has), or none."""
     dirs = {p.rsplit("/", 1)[0] for p in paths if "/" in p}

@@ -453,7 +453,7 @@ class DeliveryHandler:
         changes = settings.config.changes
         try:
             report = self.selector.select(
-                origin.repo, pull, sha, cmd.backends[0], changes.selection_rules()
+                origin.repo, pull, sha, cmd.backends, changes.selection_rules()
             )
         except GitError as exc:
             log.warning("selection of %s#%s failed: %s", origin.repo, origin.pr_number, exc)
@@ -470,6 +470,8 @@ class DeliveryHandler:
         if not over:
             for op in chosen.operators:
                 for backend in cmd.backends:
+                    if op not in report.by_backend.get(backend, ()):
+                        continue  # this backend's tests do not name it
                     target = Target(op, backend)
                     job, new = self.jobs.create_job(
                         self._new_job(origin, pull, sha, target, cmd, settings)

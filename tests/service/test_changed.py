@@ -9,9 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.service.test_flow import BOT, REPO, Flow, make_flow
 from tests.support.git import git
 from workflows.models import JobStatus
+
+ROOT = Path(__file__).resolve().parents[2]
 
 BASE = {
     "kernels/__init__.py": "",
@@ -167,3 +171,28 @@ def test_a_trusted_authors_push_runs_the_changed_operators_and_supersedes_the_la
         flow.wait_until(flow.quiet)
         assert [j for j in flow.jobs() if j.pr_number == pr] == []
         assert replies(flow, pr) == []
+
+
+def test_each_backend_runs_the_operators_its_own_tests_name(tmp_path: Path) -> None:
+    """Two backends whose accuracy steps read different test folders: an operator only one of
+    them tests runs only there."""
+    workflows = tmp_path / "workflows"
+    workflows.mkdir()
+    cpu = yaml.safe_load((ROOT / "workflows" / "cpu.yaml").read_text())
+    alt = {**cpu, "name": "alt", "aliases": [], "labels": ["alt"]}
+    alt["steps"] = [
+        {**step, "argv": [("tests/alt" if a == "tests/kernels" else a) for a in step["argv"]]}
+        for step in cpu["steps"]
+    ]
+    for spec in (cpu, alt):
+        (workflows / f"{spec['name']}.yaml").write_text(yaml.safe_dump(spec))
+    base = {
+        **BASE,
+        "tests/alt/test_alt.py": "import pytest\n\n@pytest.mark.pool\ndef test_p():\n    pass\n",
+    }
+    head = {**HEAD, "kernels/ops/solo/__init__.py": "X = 2\n"}
+    with make_flow(tmp_path, base_files=base, head_files=head, workflows_dir=workflows) as flow:
+        flow.comment("/test changed:cpu,alt")
+        body = answer(flow, "operators changed")
+        assert "3 jobs queued on `cpu`, `alt`" in body
+        assert targets(flow, flow.head) == {("pool", "cpu"), ("solo", "cpu"), ("pool", "alt")}
