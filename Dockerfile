@@ -9,7 +9,11 @@ ARG RUNNER_BASE=python:3.12-slim
 
 FROM ${PYTHON_IMAGE} AS service
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
-RUN useradd --create-home --uid 10001 ondemand
+# git: `/test changed` reads a pull request's tree from a mirror the service fetches.
+# hadolint ignore=DL3008
+RUN apt-get update && apt-get install -y --no-install-recommends git ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --create-home --uid 10001 ondemand
 WORKDIR /app
 COPY pyproject.toml README.md ./
 # The product only: the GitHub sandbox, the demo and the lab's tools stay out of the image.
@@ -20,7 +24,8 @@ COPY workflows ./workflows
 # hadolint ignore=DL3013
 RUN pip install ".[service]"
 USER 10001
-ENV ONDEMAND_DATABASE_URL=sqlite:////home/ondemand/ondemand.db
+ENV ONDEMAND_DATABASE_URL=sqlite:////home/ondemand/ondemand.db \
+    ONDEMAND_CHANGES_DIR=/home/ondemand/changes
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD ["python", "-c", "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4).status == 200 else 1)"]

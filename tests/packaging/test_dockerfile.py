@@ -37,6 +37,9 @@ def test_service_and_runner_targets() -> None:
     service, runner = text.split("AS runner")
     assert "HEALTHCHECK" in service and "/healthz" in service
     assert 'CMD ["ondemand", "serve"' in service and "USER 10001" in service
+    # the change selection runs git, on a mirror in the service user's home
+    assert "install -y --no-install-recommends git" in service
+    assert "ONDEMAND_CHANGES_DIR=/home/ondemand/" in service
     # the runner daemon stays root to jail each step as the unprivileged job user
     assert 'ENTRYPOINT ["ondemand", "runner"' in runner and '"--job-user", "ondemand-job"' in runner
     assert "useradd --system" in runner and "ondemand-job" in runner and "util-linux" in runner
