@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import shutil
 import sys
 from collections.abc import Callable
 from types import FrameType
@@ -77,6 +78,13 @@ def main(argv: list[str]) -> int:
         f"database {database} · {settings_source()}{trial}",
         flush=True,
     )
+    if shutil.which("git") is None:
+        print(
+            "ondemand serve: no git on PATH: `/test changed` will answer that it cannot read "
+            "the pull request's tree (install git)",
+            file=sys.stderr,
+            flush=True,
+        )
     # What start-up built (the ORM, the app, the workflows) lives as long as the process: out of
     # the collector's sight, a full collection takes milliseconds instead of a 100 ms pause in
     # every request under way.

@@ -53,6 +53,7 @@ def test_serve_runs_and_answers(tmp_path: Path) -> None:
         "ONDEMAND_DATABASE_URL": f"sqlite:///{tmp_path / 'serve.db'}",
         "ONDEMAND_WEBHOOK_SECRETS": "s",
         "ONDEMAND_LOCAL_TRIAL": "1",  # no GitHub credentials
+        "PATH": str(tmp_path),  # no git: it says so, and serves all the same
     }
     proc = subprocess.Popen(
         [
@@ -85,6 +86,8 @@ def test_serve_runs_and_answers(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+    said = proc.stdout.read().decode() if proc.stdout else ""
+    assert "no git on PATH: `/test changed` will answer" in said, said
 
 
 def test_serve_refuses_bad_settings(tmp_path: Path) -> None:
