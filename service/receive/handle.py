@@ -295,7 +295,11 @@ class DeliveryHandler:
             pr.number, pr.user.login,
         )  # fmt: skip
         cmd = ChangedCommand(backends=backends)
-        who = f"The push by @{pr.user.login}"
+        # The pusher may not be the author (a maintainer pushing to the branch), and a note
+        # that mentions someone pings them on every edit: it names neither.
+        who = "A push to this pull request"
+        if data.action != "synchronize":
+            who = f"This pull request, {data.action}"
         with self.db.reads() as session:  # once a note says what ran, it says when nothing does
             quiet = not has_note(session, repo, pr.number, PUSH_NOTE)
         text, outcome = self._run_changed(origin, cmd, pull, pr.head.sha, base, who, quiet=quiet)

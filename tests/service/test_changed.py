@@ -141,7 +141,7 @@ def test_a_trusted_authors_push_runs_the_changed_operators_and_supersedes_the_la
         repo = tmp_path / "kernels"
         flow.admin.push(REPO, flow.pr, flow.next_head, user="alice")
         flow.wait_until(lambda: targets(flow, flow.next_head) == {("pool", "cpu")})
-        note = answer(flow, "The push by @alice")
+        note = answer(flow, "A push to this pull request")
         assert "ondemand:note:changed-on-push" in note and "1 job queued on `cpu`" in note
 
         # the next push: the automatic jobs of the previous head are superseded, the note
@@ -171,6 +171,14 @@ def test_a_trusted_authors_push_runs_the_changed_operators_and_supersedes_the_la
         flow.wait_until(flow.quiet)
         assert [j for j in flow.jobs() if j.pr_number == pr] == []
         assert replies(flow, pr) == []
+
+        # the same change opened by a trusted author runs by itself
+        mine = int(flow.admin.open_pull(REPO, head=outside, base="main", user="alice")["number"])
+        flow.wait_until(
+            lambda: {(j.op, j.backend) for j in flow.jobs() if j.pr_number == mine}
+            == {("pool", "cpu"), ("solo", "cpu")}
+        )
+        assert "This pull request, opened at" in answer(flow, "ondemand:note", pr=mine)
 
 
 def test_each_backend_runs_the_operators_its_own_tests_name(tmp_path: Path) -> None:
