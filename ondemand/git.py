@@ -28,9 +28,14 @@ class GitError(RuntimeError):
     """A git call that failed; the message says which call and why."""
 
 
+def _env() -> dict[str, str]:
+    """Git's environment: no prompt, no service secret."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("ONDEMAND_")} | GIT_ENV
+
+
 def git(args: Sequence[str], cwd: Path | None = None, timeout: float = 600) -> str:
     """Run git with `args`; its stdout, or GitError with its stderr."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ONDEMAND_")} | GIT_ENV
+    env = _env()
     try:
         proc = subprocess.run(
             ["git", *GIT_SAFE, *args],
@@ -103,22 +108,19 @@ class Mirrors:
                 git(["init", "--bare", "--quiet", str(mirror)])
             if self.has_commit(mirror, sha):
                 return mirror
-            attempts: list[list[str]] = [
-                ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
-            ]
-            if pr_number:
-                attempts.append(
-                    [f"+refs/pull/{int(pr_number)}/head:refs/pull/{int(pr_number)}/head"]
-                )
-            attempts.append([sha])
+            pull = f"+refs/pull/{int(pr_number)}/head:refs/pull/{int(pr_number)}/head"
+            wanted = [[sha], [pull]] if pr_number else [[sha]]
+            every = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"]
+            # (options, refspecs): history first, the PR's head, then the SHA itself; shallow,
+            # the SHA and the PR's head one deep before any of that.
+            attempts = [([], every), *(([], w) for w in reversed(wanted))]
             if shallow:
-                attempts = [["--depth=1", *a] for a in reversed(attempts)] + attempts
+                attempts = [(["--depth=1"], w) for w in wanted] + attempts
             problems = []
-            for refspecs in attempts:
+            for options, refspecs in attempts:
                 try:
-                    options = [r for r in refspecs if r.startswith("--")]
-                    refs = [r for r in refspecs if not r.startswith("--")]
-                    git(["fetch", "--quiet", "--no-tags", *options, "--", url, *refs], cwd=mirror)
+                    fetch = ["fetch", "--quiet", "--no-tags", *options, "--", url, *refspecs]
+                    git(fetch, cwd=mirror)
                 except GitError as exc:
                     problems.append(str(exc))
                     continue
@@ -155,7 +157,7 @@ def read_blobs(repo: Path, shas: Sequence[str], limit: int = MAX_BLOB_BYTES) -> 
         ["git", *GIT_SAFE, "-C", str(repo), "cat-file", "--batch"],
         input="".join(f"{sha}\n" for sha in unique).encode(),
         capture_output=True,
-        env=os.environ | GIT_ENV,
+        env=_env(),
         timeout=300,
         check=False,
     )

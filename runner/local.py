@@ -87,11 +87,6 @@ def repo_settings(repo: Path, ref: str | None) -> RepoConfig:
     return reading.config
 
 
-def settings(repo: Path, ref: str | None, op: str) -> ComparePolicy:
-    """The comparison's threshold and gate for `op` (see `repo_settings`)."""
-    return repo_settings(repo, ref).for_op(op)
-
-
 def gate_failed(spec: JobSpec, result: JobResult, policy: ComparePolicy) -> bool:
     """Whether the repository's gate fails this result (a significant regression)."""
     try:
@@ -238,9 +233,10 @@ def run_main(argv: list[str]) -> int:
     except (UsageError, WorkflowError) as exc:
         print(f"ondemand run: {exc}", file=sys.stderr)
         return 2
+    config = repo_settings(repo, args.base)  # read once: its problems are said once
     if not changed:
-        return _run_op(args, workflows, op, backend, repo, sha, base_sha)
-    changes = repo_settings(repo, args.base).changes
+        return _run_op(args, workflows, config, op, backend, repo, sha, base_sha)
+    changes = config.changes
     limit = args.limit or changes.limit
     try:
         chosen = select_changed(
@@ -253,7 +249,8 @@ def run_main(argv: list[str]) -> int:
     if not chosen.operators or (len(chosen.operators) > limit and not args.all):
         return 0 if not chosen.operators else 2
     return max(
-        _run_op(args, workflows, name, backend, repo, sha, base_sha) for name in chosen.operators
+        _run_op(args, workflows, config, name, backend, repo, sha, base_sha)
+        for name in chosen.operators
     )
 
 
@@ -276,13 +273,14 @@ def render_selection(chosen: Selection, limit: int) -> str:
 def _run_op(
     args: argparse.Namespace,
     workflows: Mapping[str, WorkflowSpec],
+    config: RepoConfig,
     op: str,
     backend: str,
     repo: Path,
     sha: str,
     base_sha: str | None,
 ) -> int:
-    """One operator's workflow here; its exit status."""
+    """One operator's workflow here, judged by the repository's `config`; its exit status."""
     spec = JobSpec(
         id=0,
         repo=repo.name,
@@ -336,7 +334,7 @@ def _run_op(
         stream.close()
     if args.json:
         args.json.write_text(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
-    policy = settings(repo, args.base, op)
+    policy = config.for_op(op)
     print(render(spec, result, log_path, policy), flush=True)
     # After the verdict: the trusted build that warms the next run (runner/daemon/warmup.py).
     quiet = replace(context, on_output=lambda data: None if args.quiet else on_stderr(data))

@@ -183,40 +183,33 @@ def _fresh(due: datetime | None = None) -> dict[str, Any]:
     return {"created_at": now, "next_attempt_at": due or now, "attempts": 0}
 
 
-def enqueue_reaction(session: Session, repo: str, comment_id: int, content: str) -> None:
-    """A reaction on a command comment (once per comment and content)."""
-    dedupe = f"reaction:{repo}:{comment_id}:{content}"
+def _enqueue_once(
+    session: Session, kind: str, key: str, dedupe: str, payload: dict[str, Any]
+) -> None:
+    """An outbox item of `key`, once for `dedupe`: the same notice asked for again (a
+    delivery processed a second time) adds nothing."""
     if session.scalars(select(OutboxItem.id).where(OutboxItem.dedupe_key == dedupe)).first():
         return
+    session.add(OutboxItem(kind=kind, key=key, dedupe_key=dedupe, payload=payload, **_fresh()))
+
+
+def _comment_payload(repo: str, pr_number: int, marker: str, body: str) -> dict[str, Any]:
+    """A comment the outbox posts (or finds again by `marker`, its first line)."""
+    return {"repo": repo, "pr_number": pr_number, "marker": marker, "body": f"{marker}\n{body}"}
+
+
+def enqueue_reaction(session: Session, repo: str, comment_id: int, content: str) -> None:
+    """A reaction on a command comment (once per comment and content)."""
     payload = {"repo": repo, "comment_id": comment_id, "content": content}
-    session.add(
-        OutboxItem(
-            kind="reaction",
-            key=f"reaction:{repo}:{comment_id}",
-            dedupe_key=dedupe,
-            payload=payload,
-            **_fresh(),
-        )
-    )
+    key = f"reaction:{repo}:{comment_id}"
+    _enqueue_once(session, "reaction", key, f"{key}:{content}", payload)
 
 
 def enqueue_reply(session: Session, repo: str, pr_number: int, tag: str, body: str) -> None:
     """A one-off reply comment; `tag` (e.g. the delivery id) makes it once only."""
-    dedupe = f"reply:{repo}:{tag}"
-    if session.scalars(select(OutboxItem.id).where(OutboxItem.dedupe_key == dedupe)).first():
-        return
-    marker = reply_marker(tag)
-    payload = {
-        "repo": repo,
-        "pr_number": pr_number,
-        "marker": marker,
-        "body": f"{marker}\n{body}",
-    }
-    session.add(
-        OutboxItem(
-            kind="reply", key=f"reply:{repo}:{tag}", dedupe_key=dedupe, payload=payload, **_fresh()
-        )
-    )
+    key = f"reply:{repo}:{tag}"
+    payload = _comment_payload(repo, pr_number, reply_marker(tag), body)
+    _enqueue_once(session, "reply", key, key, payload)
 
 
 def note_key(repo: str, pr_number: int, name: str) -> str:
@@ -235,14 +228,5 @@ def enqueue_note(
     """The pull request's one `name` note, created or edited in place to say `body`; `tag`
     (e.g. the head it is about) makes each version once only. Versions go out in order."""
     key = note_key(repo, pr_number, name)
-    dedupe = f"{key}:{tag}"
-    if session.scalars(select(OutboxItem.id).where(OutboxItem.dedupe_key == dedupe)).first():
-        return
-    marker = note_marker(name)
-    payload = {
-        "repo": repo,
-        "pr_number": pr_number,
-        "marker": marker,
-        "body": f"{marker}\n{body}",
-    }
-    session.add(OutboxItem(kind="note", key=key, dedupe_key=dedupe, payload=payload, **_fresh()))
+    payload = _comment_payload(repo, pr_number, note_marker(name), body)
+    _enqueue_once(session, "note", key, f"{key}:{tag}", payload)
