@@ -136,6 +136,7 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
             ChangeSelector(github, Mirrors(settings.changes_dir), workflows) if github else None
         ),
         head_wait_s=settings.head_wait_s,
+        settings_cache_s=settings.permission_cache_seconds,
     )
     return Service(
         settings=settings,

@@ -36,7 +36,7 @@ from service.receive.commands import (
 from service.receive.gate import Gate
 from service.receive.heads import PullHeads
 from service.receive.payloads import CheckRunPayload, CommentPayload, PullRequestPayload
-from service.receive.trust import Commenter, is_bot
+from service.receive.trust import Commenter, TTLCache, is_bot
 from service.render.comment import gate_failed
 from service.render.config_replies import render_problems
 from service.render.replies import (
@@ -159,9 +159,16 @@ class DeliveryHandler:
         operators: OperatorCatalog,
         selector: ChangeSelector | None = None,
         head_wait_s: float = HEAD_WAIT_S,
+        settings_cache_s: float = 60.0,
     ) -> None:
         self.db = db
         self.selector = selector
+        # The settings file, read for every command and push: a burst (a base moved, every
+        # pull request rebased) reads it once. At a SHA it cannot change; at the default
+        # branch a change shows within `settings_cache_s`.
+        self._settings_read: TTLCache[tuple[str, str], ConfigReading] = TTLCache(
+            max(settings_cache_s, 0.001)
+        )
         self.jobs = jobs
         self.heads = heads
         self.operators = operators
@@ -310,11 +317,15 @@ class DeliveryHandler:
         return outcome
 
     def _read_settings(self, repo: str, ref: str) -> ConfigReading:
-        try:
-            text = self.github.file_at(repo, CONFIG_PATH, ref)
-        except FileTooLarge as exc:
-            return too_large_reading(exc.size)
-        return parse_repo_config(text or "")
+        """The settings file at `ref` (a SHA or a branch), from GitHub or read lately."""
+        reading = self._settings_read.get((repo, ref))
+        if reading is None:
+            try:
+                reading = parse_repo_config(self.github.file_at(repo, CONFIG_PATH, ref) or "")
+            except FileTooLarge as exc:
+                reading = too_large_reading(exc.size)
+            self._settings_read.set((repo, ref), reading)
+        return reading
 
     # -- issue_comment ------------------------------------------------------------------
 

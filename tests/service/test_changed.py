@@ -145,10 +145,15 @@ def test_a_trusted_authors_push_runs_the_changed_operators_and_supersedes_the_la
         assert "ondemand:note:changed-on-push" in note and "1 job queued on `cpu`" in note
 
         # the next push: the automatic jobs of the previous head are superseded, the note
-        # is edited in place (one note per pull request)
+        # is edited in place (one note per pull request); the settings, read for the first
+        # push, are not read again (a failure armed on GitHub's contents API stays unspent)
+        contents = f"/repos/{REPO}/contents/"
+        flow.admin.inject_fault(500, path_prefix=contents)
         third = commit(repo, "feature", {"kernels/ops/solo/__init__.py": "X = 3\n"}, "solo")
         flow.admin.push(REPO, flow.pr, third, user="alice")
         flow.wait_until(lambda: targets(flow, third) == {("pool", "cpu"), ("solo", "cpu")})
+        assert [f["remaining"] for f in flow.admin.state()["faults"]] == [1]
+        flow.admin.clear_faults()
         assert targets(flow, flow.next_head, active_only=True) == set()
         flow.wait_until(lambda: f"`{third[:7]}`" in push_note(flow))
         assert "2 jobs queued on `cpu`" in push_note(flow)
