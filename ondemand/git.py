@@ -22,6 +22,7 @@ GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "LC_ALL": "C"}
 # on mirrors of pull requests.
 GIT_SAFE = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 MAX_BLOB_BYTES = 2 * 1024 * 1024  # a source past this is left unread, as one not parsable
+MAX_TREE_BYTES = 256 * 1024 * 1024  # the Python sources read of one tree (FlagGems': 25 MB)
 
 
 class GitError(RuntimeError):
@@ -138,14 +139,16 @@ class Mirrors:
             git(["fetch", "--quiet", "--no-tags", "--", url, refspec], cwd=mirror)
 
 
-def python_blobs(repo: Path, ref: str) -> dict[str, str | None]:
-    """Every path of the tree at `ref` → its blob (None for a file not read: not Python)."""
-    out = git(["ls-tree", "-r", "-z", "--end-of-options", ref], cwd=repo)
-    found: dict[str, str | None] = {}
+def python_blobs(repo: Path, ref: str) -> dict[str, tuple[str, int] | None]:
+    """Every path of the tree at `ref` → its blob and size (None for a file not read: not
+    Python, or past MAX_BLOB_BYTES)."""
+    out = git(["ls-tree", "-r", "-l", "-z", "--end-of-options", ref], cwd=repo)
+    found: dict[str, tuple[str, int] | None] = {}
     for entry in filter(None, out.split("\0")):
         meta, _, path = entry.partition("\t")
-        kind, sha = meta.split()[1:3]
-        found[path] = sha if kind == "blob" and path.endswith(".py") else None
+        kind, sha, size = meta.split()[1:4]
+        python = kind == "blob" and path.endswith(".py") and int(size) <= MAX_BLOB_BYTES
+        found[path] = (sha, int(size)) if python else None
     return found
 
 
@@ -181,11 +184,20 @@ class Tree:
     """A commit's tree as the change selection reads it: every path, and the Python sources
     (read up front, in one call)."""
 
-    def __init__(self, repo: Path, ref: str) -> None:
-        self._blobs = python_blobs(repo, ref)
-        self._sources = read_blobs(repo, [sha for sha in self._blobs.values() if sha])
-        self.paths = list(self._blobs)
+    def __init__(self, repo: Path, ref: str, budget: int = MAX_TREE_BYTES) -> None:
+        """GitError when the tree's Python sources come to more than `budget` bytes: a pull
+        request's tree is read into memory, and a hostile one could be any size."""
+        blobs = python_blobs(repo, ref)
+        total = sum(blob[1] for blob in blobs.values() if blob)
+        if total > budget:
+            raise GitError(
+                f"the Python files of {ref[:12]} come to {total / 2**20:,.0f} MiB; "
+                f"the selection reads at most {budget / 2**20:,.0f} MiB"
+            )
+        self._blobs = {path: blob[0] for path, blob in blobs.items() if blob}
+        self._sources = read_blobs(repo, list(self._blobs.values()))
+        self.paths = list(blobs)
 
     def read(self, path: str) -> str | None:
         """A Python file's source; None for a path that is not one (or too large to read)."""
-        return self._sources.get(self._blobs.get(path) or "")
+        return self._sources.get(self._blobs.get(path, ""))

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from ondemand.git import MAX_BLOB_BYTES, GitError, Tree
 from runner.job.workspace import WorkspaceError, Workspaces
 from tests.runner.tinyrepo import TinyRepo, add_hidden_commit
+from tests.support.git import git
 
 
 def _head(path: Path) -> str:
@@ -65,3 +67,24 @@ def test_merge_base_and_stale_worktree(tiny_repo: TinyRepo, tmp_path: Path) -> N
     spaces.add_worktree(mirror, tiny_repo.head_sha, target)
     assert _head(target) == tiny_repo.head_sha
     assert not (target / "leftover").exists()
+
+
+def test_a_tree_reads_its_python_sources_within_bounds(tmp_path: Path) -> None:
+    """The change selection's view of a commit: every path, Python sources read in one call,
+    one past MAX_BLOB_BYTES left unread, and a tree whose sources pass the budget refused
+    (a pull request's tree is read into memory, whatever its size)."""
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "a.py").write_text("import os\n")
+    (repo / "big.py").write_text("x = 1\n" * (MAX_BLOB_BYTES // 6 + 1))
+    (repo / "notes.md").write_text("hi\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "tree")
+    sha = git(repo, "rev-parse", "HEAD")
+    tree = Tree(repo, sha)
+    assert sorted(tree.paths) == ["a.py", "big.py", "notes.md"]
+    assert tree.read("a.py") == "import os\n"
+    assert tree.read("big.py") is None and tree.read("notes.md") is None
+    with pytest.raises(GitError, match=r"come to 0 MiB; the selection reads at most 0 MiB"):
+        Tree(repo, sha, budget=5)
