@@ -118,8 +118,11 @@ def test_no_operator_changed_and_an_untrusted_commenter(tmp_path: Path) -> None:
     with make_flow(tmp_path, base_files=BASE) as flow:  # the head changes only op.py
         flow.comment("/test changed", user="mallory")
         assert "only people with write permission" in answer(flow, "@mallory")
+        # GitHub failing the files list twice: the command waits it out, then is answered
+        flow.admin.inject_fault(502, count=2, path_prefix=f"/repos/{REPO}/pulls/{flow.pr}/files")
         flow.comment("/test changed")
         body = answer(flow, "touches an operator")
+        assert flow.admin.state()["faults"] == []  # both spent on the files list
         assert "none of the 1 changed file touches an operator" in body
         assert flow.jobs() == []
 
