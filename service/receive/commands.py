@@ -394,15 +394,26 @@ def _parse_line(line: str, table: _BackendTable, defaults: tuple[str, ...]) -> C
     specs = [w for w in words if not _is_flag(w)]
     if not specs or any(CHANGED in w.lower().partition(":")[0].split(",") for w in specs):
         return _parse_changed(words, table, defaults)
-    if len(words) == 1 and not _is_flag(head) and ":" not in head and "," not in head:
-        near = _close(head, SUBCOMMANDS, cutoff=0.75)
-        if near and head not in table.folded:
-            raise _Invalid(
-                f"unknown subcommand `{_clip(words[0])}`: did you mean `/test {near[0]}`? "
-                f"(To test an operator of that name, give its backend: `{head}:BACKEND`.)",
-                near,
-            )
+    near = _meant_subcommand(head) if head not in table.folded else []
+    if near:
+        raise _Invalid(
+            f"unknown subcommand `{_clip(words[0])}`: did you mean `/test {near[0]}`? "
+            f"(To test an operator of that name, give its backend: `{head}:BACKEND`.)",
+            near,
+        )
     return _parse_test(words, table, defaults)
+
+
+def _meant_subcommand(word: str) -> list[str]:
+    """The subcommands a first word without a backend most likely misspells: a near miss
+    (`cancle`) or a shortening of four letters or more (`accept`, `accept-reg`). An operator
+    of such a name is still reachable as `word:BACKEND`."""
+    if not word or _is_flag(word) or ":" in word or "," in word:
+        return []
+    near = _close(word, SUBCOMMANDS, cutoff=0.75)
+    spelled = word.replace("_", "-")
+    shortened = [s for s in SUBCOMMANDS if len(spelled) >= 4 and s.startswith(spelled)]
+    return list(dict.fromkeys(near + shortened))
 
 
 def _parse_changed(

@@ -164,11 +164,32 @@ def test_accept_regression_takes_no_flags() -> None:
     assert "`/test accept-regression OP[:BACKEND]...`" in err.message
 
 
-@pytest.mark.parametrize("typo", ["accept-regresion", "accept_regression", "acceptregression"])
+@pytest.mark.parametrize(
+    "typo",
+    [
+        "accept-regresion",
+        "accept_regression",
+        "acceptregression",
+        "accept",
+        "Accept-reg",
+        "accept add:cpu",
+        "accept_regression add mul:cpu",
+    ],
+)
 def test_misspelt_accept_regression_gets_did_you_mean(typo: str) -> None:
+    """A shortened or misspelt subcommand, alone or before selectors, is answered, not
+    queued as an operator of that name on the default backends."""
     err = error(f"/test {typo}")
     assert err.suggestions == ("accept-regression",)
     assert "did you mean `/test accept-regression`?" in err.message
+    assert f"`{typo.split()[0].lower()}:BACKEND`" in err.message
+
+
+@pytest.mark.parametrize("body", ["/test accept:cpu", "/test acc", "/test cancel2:cpu add"])
+def test_an_operator_named_like_a_subcommand_is_reachable_with_its_backend(body: str) -> None:
+    command = one(body)
+    assert isinstance(command, TestCommand)
+    assert command.targets[0].op == body.split()[1].split(":")[0]
 
 
 @pytest.mark.parametrize(
