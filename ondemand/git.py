@@ -109,8 +109,10 @@ class Mirrors:
                 git(["init", "--bare", "--quiet", str(mirror)])
             if self.has_commit(mirror, sha):
                 return mirror
-            pull = f"+refs/pull/{int(pr_number)}/head:refs/pull/{int(pr_number)}/head"
-            wanted = [[sha], [pull]] if pr_number else [[sha]]
+            wanted = [[sha]]
+            if pr_number is not None:
+                pr = int(pr_number)
+                wanted.append([f"+refs/pull/{pr}/head:refs/pull/{pr}/head"])
             every = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"]
             # (options, refspecs): history first, the PR's head, then the SHA itself; shallow,
             # the SHA and the PR's head one deep before any of that.

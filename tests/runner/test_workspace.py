@@ -36,6 +36,22 @@ def test_worktree_at_the_pinned_sha(tiny_repo: TinyRepo, tmp_path: Path) -> None
     assert str(tree) not in listing
 
 
+def test_a_base_commit_pushed_after_the_mirror_was_made_is_fetched(
+    tiny_repo: TinyRepo, tmp_path: Path
+) -> None:
+    """The merge base is asked for by SHA alone (no pull request): a base branch that moved
+    since the mirror's last fetch is fetched, not an error."""
+    spaces = Workspaces(tmp_path / "cache")
+    mirror = spaces.fetch(str(tiny_repo.path), tiny_repo.head_sha, 7)
+    git(tiny_repo.path, "commit", "-q", "--allow-empty", "-m", "main moves on")
+    moved = git(tiny_repo.path, "rev-parse", "HEAD")
+    assert not spaces.has_commit(mirror, moved)
+    assert spaces.fetch(str(tiny_repo.path), moved, None) == mirror
+    assert spaces.has_commit(mirror, moved)
+    with pytest.raises(WorkspaceError, match="not found"):
+        spaces.fetch(str(tiny_repo.path), "1" * 40, None)
+
+
 def test_sha_only_on_the_pull_request_ref(tiny_repo: TinyRepo, tmp_path: Path) -> None:
     hidden = add_hidden_commit(tiny_repo)
     spaces = Workspaces(tmp_path / "cache")
