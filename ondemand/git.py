@@ -6,6 +6,7 @@ service: the SHA is checked to be hex before git sees it."""
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import hashlib
 import os
@@ -29,14 +30,28 @@ class GitError(RuntimeError):
     """A git call that failed; the message says which call and why."""
 
 
-def _env() -> dict[str, str]:
-    """Git's environment: no prompt, no service secret."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("ONDEMAND_")} | GIT_ENV
+def _env(token: str | None = None) -> dict[str, str]:
+    """Git's environment: no prompt, no service secret; with `token`, every HTTP request
+    carries it as GitHub takes a token for git (basic auth, user `x-access-token`). It goes
+    by environment, never argv (which any process on the host can read), and is written to
+    no configuration file."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONDEMAND_")} | GIT_ENV
+    if token:
+        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        env |= {
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": "http.extraHeader",
+            "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+        }
+    return env
 
 
-def git(args: Sequence[str], cwd: Path | None = None, timeout: float = 600) -> str:
-    """Run git with `args`; its stdout, or GitError with its stderr."""
-    env = _env()
+def git(
+    args: Sequence[str], cwd: Path | None = None, timeout: float = 600, token: str | None = None
+) -> str:
+    """Run git with `args` (a fetch from a private repository with a read `token`); its
+    stdout, or GitError with its stderr."""
+    env = _env(token)
     try:
         proc = subprocess.run(
             ["git", *GIT_SAFE, *args],
@@ -93,13 +108,19 @@ class Mirrors:
         return True
 
     def fetch(
-        self, url: str, sha: str, pr_number: int | None = None, *, shallow: bool = False
+        self,
+        url: str,
+        sha: str,
+        pr_number: int | None = None,
+        *,
+        shallow: bool = False,
+        token: str | None = None,
     ) -> Path:
         """The mirror of `url`, updated until it has `sha`: branches and tags, then the PR's
         head ref, then the SHA itself (servers that allow it). `shallow`: only the commit is
         wanted, not its history (its tree, for the change selection): the SHA alone, one
         commit deep, first; a first fetch of a large repository's every branch takes far
-        longer."""
+        longer. `token`: a private repository's read token."""
         check_sha(sha)
         mirror = self.mirror_path(url)
         with locked(mirror.with_suffix(".lock")):
@@ -123,7 +144,7 @@ class Mirrors:
             for options, refspecs in attempts:
                 try:
                     fetch = ["fetch", "--quiet", "--no-tags", *options, "--", url, *refspecs]
-                    git(fetch, cwd=mirror)
+                    git(fetch, cwd=mirror, token=token)
                 except GitError as exc:
                     problems.append(str(exc))
                     continue
@@ -132,13 +153,15 @@ class Mirrors:
             why = "; ".join(problems) or "no fetched ref contains it"
             raise GitError(f"commit {sha} not found in {url}: {why}")
 
-    def fetch_branch(self, mirror: Path, url: str, branch: str) -> None:
+    def fetch_branch(
+        self, mirror: Path, url: str, branch: str, *, token: str | None = None
+    ) -> None:
         """Bring `branch` of `url` up to date in the mirror (for the merge base)."""
         if branch.startswith("-") or not re.match(r"^[A-Za-z0-9._/-]+$", branch):
             raise GitError(f"not a branch name: {branch!r}")
         with locked(mirror.with_suffix(".lock")):
             refspec = f"+refs/heads/{branch}:refs/heads/{branch}"
-            git(["fetch", "--quiet", "--no-tags", "--", url, refspec], cwd=mirror)
+            git(["fetch", "--quiet", "--no-tags", "--", url, refspec], cwd=mirror, token=token)
 
 
 def python_blobs(repo: Path, ref: str) -> dict[str, tuple[str, int] | None]:

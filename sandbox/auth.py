@@ -3,6 +3,8 @@ GitHub App's RS256 JWT (`iss` = app id) checked against the App's registered pub
 
 from __future__ import annotations
 
+import base64
+import binascii
 import time
 from dataclasses import dataclass
 from typing import Literal
@@ -23,6 +25,8 @@ class Caller:
     login: str | None = None
     installation_id: int | None = None
     app_id: int | None = None
+    repositories: tuple[str, ...] | None = None  # an installation token limited to these
+    read_only: bool = False
 
 
 ANONYMOUS = Caller("anonymous")
@@ -79,7 +83,28 @@ def resolve(state: SandboxState, header: str | None) -> Caller:
     grant = state.token_user(value)
     if grant is None:
         raise SandboxError(401, "Bad credentials")
-    return Caller("token", login=grant.login, installation_id=grant.installation_id)
+    return Caller(
+        "token",
+        login=grant.login,
+        installation_id=grant.installation_id,
+        repositories=grant.repositories,
+        read_only=grant.read_only,
+    )
+
+
+def basic_caller(state: SandboxState, header: str | None) -> Caller:
+    """The caller of a git request: `Authorization: Basic` with the token as the password
+    (any user name: GitHub takes `x-access-token` for installation tokens), or anonymous."""
+    if not header:
+        return ANONYMOUS
+    scheme, _, value = header.strip().partition(" ")
+    if scheme.lower() != "basic":
+        return resolve(state, header)
+    try:
+        _, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise SandboxError(401, "Bad credentials") from exc
+    return resolve(state, f"token {password}") if password else ANONYMOUS
 
 
 def peek_login(state: SandboxState, header: str | None) -> str | None:

@@ -52,20 +52,30 @@ class Ctx:
 def ctx(request: Request) -> Ctx:
     state: SandboxState = request.app.state.sandbox
     caller = resolve(state, request.headers.get("authorization"))
+    if caller.read_only and request.method not in ("GET", "HEAD"):
+        raise SandboxError(403, "Resource not accessible by integration")
     base = str(request.base_url).rstrip("/")
     return Ctx(state, request.app.state.deliverer, caller, base, request)
+
+
+def may_see(state: SandboxState, caller: Caller, repo: Repo) -> bool:
+    """Whether `caller` may read `repo`: anyone a public one outside a token's repository
+    list; a private one, its collaborators and the tokens of an installation covering it."""
+    if caller.repositories is not None and repo.name not in caller.repositories:
+        return False
+    if not repo.private:
+        return True
+    if caller.installation_id is not None:
+        covering = state.installation_for(repo)
+        return covering is not None and covering.id == caller.installation_id
+    return caller.login is not None and state.permission(repo, caller.login) != "none"
 
 
 def visible_repo(c: Ctx, owner: str, name: str) -> Repo:
     """The repository, or 404 when it does not exist or the caller may not see it."""
     repo = c.state.repo(owner, name)
-    if repo.private:
-        login = c.caller.login
-        covered = c.caller.installation_id is not None and (
-            c.state.installation_for(repo) is not None
-        )
-        if not covered and (login is None or c.state.permission(repo, login) == "none"):
-            raise SandboxError(404, "Not Found")
+    if not may_see(c.state, c.caller, repo):
+        raise SandboxError(404, "Not Found")
     return repo
 
 
@@ -191,19 +201,32 @@ def create_access_token(
         if inst is None or inst.app_id != app_id:
             raise SandboxError(404, "Not Found")
         app = c.state.apps[app_id]
+        asked = payload or {}
+        names = asked.get("repositories")
+        if names is not None:
+            names = tuple(str(n) for n in names)
+            owned = {r.name for r in c.state.repos.values() if inst.account in (r.owner, None)}
+            if not names or not set(names) <= owned:
+                raise SandboxError(
+                    422,
+                    "There is at least one repository that does not exist or is not "
+                    "accessible to the parent installation.",
+                )
+        permissions = asked.get("permissions") or shapes.app_json(c.base, c.state, app)[
+            "permissions"
+        ]
         grant = c.state.add_token(
             app.bot_login,
             installation_id=inst.id,
             expires_at=now() + INSTALLATION_TOKEN_TTL,
+            repositories=names,
+            read_only="write" not in permissions.values(),
         )
-        permissions = (payload or {}).get("permissions") or shapes.app_json(c.base, c.state, app)[
-            "permissions"
-        ]
         return {
             "token": grant.token,
             "expires_at": shapes.ts(grant.expires_at),
             "permissions": permissions,
-            "repository_selection": "all",
+            "repository_selection": "all" if names is None else "selected",
         }
 
 

@@ -1,4 +1,4 @@
-"""What wraps every REST call (not the admin API, nor the pages): injected faults, GitHub's
+"""What wraps every REST call (not the admin API, the pages, nor git): injected faults, GitHub's
 rate-limit and request-id headers, and the call log."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from sandbox.auth import peek_login
+from sandbox.git_http import is_git
 from sandbox.pages import is_page
 from sandbox.state import Fault, SandboxState
 
@@ -65,7 +66,7 @@ async def github_middleware(
     request: Request, call_next: Callable[[Request], Awaitable[Response]]
 ) -> Response:
     path = request.url.path
-    if path.startswith(ADMIN_PREFIX) or is_page(path):
+    if path.startswith(ADMIN_PREFIX) or is_page(path) or is_git(path):
         return await call_next(request)
     state: SandboxState = request.app.state.sandbox
     header = request.headers.get("authorization")

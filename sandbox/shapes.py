@@ -86,6 +86,12 @@ def full_user_json(base: str, user: User) -> Json:
     return data
 
 
+def clone_url(base: str, repo: Repo) -> str:
+    """Where git fetches `repo`: a private one over this server's smart HTTP, which asks for
+    a token as GitHub does; a public one from its path on disk (no server in between)."""
+    return f"{base}/{repo.full_name}.git" if repo.private else repo.git_path
+
+
 def repo_json(base: str, state: SandboxState, repo: Repo, viewer: str | None = None) -> Json:
     api = f"{base}/repos/{repo.full_name}"
     data: Json = {
@@ -108,7 +114,7 @@ def repo_json(base: str, state: SandboxState, repo: Repo, viewer: str | None = N
         "hooks_url": f"{api}/hooks",
         "git_url": repo.git_path,
         "ssh_url": repo.git_path,
-        "clone_url": repo.git_path,
+        "clone_url": clone_url(base, repo),
         "svn_url": f"{base}/{repo.full_name}",
         "homepage": None,
         "size": 0,

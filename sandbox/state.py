@@ -83,6 +83,8 @@ class Token:
     login: str
     installation_id: int | None = None
     expires_at: datetime | None = None
+    repositories: tuple[str, ...] | None = None  # names it is limited to (installation tokens)
+    read_only: bool = False  # asked for with no `write` permission: every write is refused
 
 
 @dataclass
@@ -328,11 +330,13 @@ class SandboxState:
         *,
         installation_id: int | None = None,
         expires_at: datetime | None = None,
+        repositories: tuple[str, ...] | None = None,
+        read_only: bool = False,
     ) -> Token:
         with self.lock:
             self.user(login)
             value = token or f"{'ghs' if installation_id else 'ghp'}_{secrets.token_hex(18)}"
-            grant = Token(value, login, installation_id, expires_at)
+            grant = Token(value, login, installation_id, expires_at, repositories, read_only)
             self.tokens[value] = grant
             self.touch()
             return grant

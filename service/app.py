@@ -214,6 +214,7 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
             wakeup=service.wakeup,
             backend_names=service.backend_names,
             stopping=service.stopping,
+            read_token=service.github.read_token if service.github else lambda _repo: None,
         )
     )
     app.include_router(webhook_router(settings, service.recorder, service.inbox.kick))

@@ -56,6 +56,12 @@ class JobSpec(_Model):
     options: JobOptions = Field(default_factory=JobOptions)
     lease_seconds: int = 120
     attempt: int = 1
+    git_token: str | None = Field(
+        default=None,
+        repr=False,
+        description="a private repository's read token for git (that repository, contents "
+        "read, an hour's life); never in a log or a result",
+    )
 
 
 class StepStatus(StrEnum):

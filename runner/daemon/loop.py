@@ -329,7 +329,11 @@ class Daemon:
         stream = LogStream(
             logs / f"job-{spec.id}.log", self.client, spec.id, limit=self.config.log_max_bytes
         ).start()
-        redacted = Redactor(stream.write, self.secrets)
+
+        def secrets() -> list[str | None]:  # the job's read token too
+            return [*self.secrets(), spec.git_token]
+
+        redacted = Redactor(stream.write, secrets)
         progress = ProgressSender(
             lambda now: self.client.progress(spec.id, now), self.config.progress_interval_s
         )
@@ -385,7 +389,7 @@ class Daemon:
             if result.status is JobStatus.cancelled:
                 result = result.model_copy(update={"error_message": beat.reason})
             clean = JobResult.model_validate_json(
-                redact_text(result.model_dump_json(), self.secrets())
+                redact_text(result.model_dump_json(), secrets())
             )
             self.report(spec, clean)
         self.prune_logs(logs)

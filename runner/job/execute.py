@@ -146,7 +146,10 @@ class _Job:
         return self.ctx.jail.owner if self.ctx.jail is not None else None
 
     def checkout(self, sha: str, name: str) -> Path:
-        mirror = self.ctx.workspaces.fetch(self.spec.clone_url, sha, self.spec.pr_number)
+        spec = self.spec
+        mirror = self.ctx.workspaces.fetch(
+            spec.clone_url, sha, spec.pr_number, token=spec.git_token
+        )
         path = self.ctx.workspaces.add_worktree(mirror, sha, self.ctx.job_dir / name)
         self.worktrees.append((mirror, path))
         give(path, self.owner, 0o755)  # the job user's to change; the mirror stays the runner's
@@ -454,9 +457,13 @@ class _Job:
         try:
             mirror = self.worktrees[0][0]
             if spec.base_sha:
-                self.ctx.workspaces.fetch(spec.clone_url, spec.base_sha, None)
+                self.ctx.workspaces.fetch(
+                    spec.clone_url, spec.base_sha, None, token=spec.git_token
+                )
             elif spec.base_ref:
-                self.ctx.workspaces.fetch_branch(mirror, spec.clone_url, spec.base_ref)
+                self.ctx.workspaces.fetch_branch(
+                    mirror, spec.clone_url, spec.base_ref, token=spec.git_token
+                )
             merge_base = self.ctx.workspaces.merge_base(mirror, spec.sha, base)
             if merge_base is None or merge_base == spec.sha:
                 self.log(f"no merge base with {base} to compare with")

@@ -75,13 +75,15 @@ class ChangeSelector:
         rules: Sequence[Rule] = (),
     ) -> ChangeReport:
         """The operators `pull` changes at `sha` (its head, approved), as each backend's
-        workflow names them (once per distinct set of accuracy steps). GitError when the
-        commit cannot be fetched; GitHubError as for every call."""
+        workflow names them (once per distinct set of accuracy steps); a private repository
+        is fetched with a token. GitError when the commit cannot be fetched; GitHubError as
+        for every call."""
         if pull.changed_files > FILES_CAP:
             return ChangeReport(sha, pull.changed_files, 0, None)
         files = self.github.pull_files(repo, pull.number)
         changed = [as_changed(f) for f in files]
-        mirror = self.mirrors.fetch(pull.clone_url, sha, pull.number, shallow=True)
+        token = self.github.git_token(repo) if pull.private else None
+        mirror = self.mirrors.fetch(pull.clone_url, sha, pull.number, shallow=True, token=token)
         tree = Tree(mirror, sha)
         union = Selection()
         by_key: dict[tuple[tuple[str, ...], ...], Selection] = {}

@@ -96,8 +96,8 @@ class _Pending:
     changed: bool = False
 
 
-def job_spec(job: Job, lease_seconds: int) -> JobSpec:
-    """The wire form of a claimed job."""
+def job_spec(job: Job, lease_seconds: int, git_token: str | None = None) -> JobSpec:
+    """The wire form of a claimed job (with a private repository's read token)."""
     return JobSpec(
         id=job.id,
         repo=job.repo,
@@ -111,6 +111,7 @@ def job_spec(job: Job, lease_seconds: int) -> JobSpec:
         options=JobOptions(bench=job.bench, compare=job.compare),
         lease_seconds=lease_seconds,
         attempt=job.attempt,
+        git_token=git_token,
     )
 
 

@@ -89,6 +89,7 @@ class PullInfo:
     clone_url: str
     changed_files: int = 0  # all of them, also past what the files API lists
     author: str = ""
+    private: bool = False  # git fetches it with a token
 
 
 @dataclass(frozen=True)
@@ -237,18 +238,45 @@ class GitHubClient:
             client = self._new(Auth.Token(self._token))
         else:
             assert self._app_auth is not None
-            integration = GithubIntegration(
-                auth=self._app_auth, base_url=self.base_url, timeout=self.timeout
-            )
-            if "/" in repo:
-                owner, name = repo.split("/", 1)
-                installation = self._call(lambda: integration.get_repo_installation(owner, name))
-            else:  # an organization: team lookups have no repository to go by
-                installation = self._call(lambda: integration.get_org_installation(repo))
-            client = self._new(self._app_auth.get_installation_auth(installation.id))
+            client = self._new(self._app_auth.get_installation_auth(self._installation(repo)))
         with self._lock:
             self._clients[key] = client
         return client
+
+    def _integration(self) -> GithubIntegration:
+        assert self._app_auth is not None
+        return GithubIntegration(auth=self._app_auth, base_url=self.base_url, timeout=self.timeout)
+
+    def _installation(self, repo: str) -> int:
+        """The App's installation id for `owner/name`, or for an organization `owner` (team
+        lookups have no repository to go by)."""
+        integration = self._integration()
+        if "/" in repo:
+            owner, name = repo.split("/", 1)
+            found = self._call(lambda: integration.get_repo_installation(owner, name))
+        else:
+            found = self._call(lambda: integration.get_org_installation(repo))
+        return int(found.id)
+
+    def read_token(self, repo: str) -> str | None:
+        """A token that reads `owner/name`'s git contents and nothing more, to hand a runner
+        for a private repository: in App mode a fresh installation token limited to that
+        repository and `contents: read` (it lives an hour). None with a token user: the
+        service's own token reads and writes everything it may, and is never handed out."""
+        if self._app_auth is None:
+            return None
+        path = f"/app/installations/{self._installation(repo)}/access_tokens"
+        body = {"repositories": [repo.split("/", 1)[1]], "permissions": {"contents": "read"}}
+        integration = self._integration()
+        _, data = self._call(
+            lambda: integration.requester.requestJsonAndCheck("POST", path, input=body)
+        )
+        return str(data["token"])
+
+    def git_token(self, repo: str) -> str | None:
+        """What the service itself fetches a private `owner/name` with: a read token in App
+        mode, its own token otherwise."""
+        return self.read_token(repo) if self._app_auth is not None else self._token
 
     def _call(self, fn: Callable[[], T]) -> T:
         left = self.paused_for()
@@ -302,6 +330,7 @@ class GitHubClient:
                 clone_url=pr.base.repo.clone_url,
                 changed_files=int(pr.changed_files or 0),
                 author=pr.user.login if pr.user else "",
+                private=bool(pr.base.repo.private),
             )
 
         return self._call(read)

@@ -5,10 +5,12 @@ sees only jobs it holds: anything else is 404."""
 # No `from __future__ import annotations`: the routes' annotations name the runner dependency
 # built inside `runner_api_router`, which FastAPI can only see when they are evaluated there.
 
+import asyncio
 import hmac
+import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
@@ -21,10 +23,13 @@ from service.queue.jobs import JobQueue, job_channel, job_spec
 from service.queue.logs import JobLogs
 from service.queue.runners import RunnerRegistry
 from service.queue.wakeup import Wakeup
+from service.report.github import GitHubError
 from service.settings import Settings
 from workflows.models import JobResult, Progress
 
 MAX_LOG_CHUNK = 1024 * 1024
+TOKEN_RETRY_S = 2.0  # GitHub gave no read token for a private job: it is claimed again then
+log = logging.getLogger(__name__)
 
 
 class RegisterRequest(BaseModel):
@@ -93,8 +98,10 @@ def runner_api_router(
     wakeup: Wakeup,
     backend_names: Mapping[str, str],
     stopping: threading.Event,
+    read_token: Callable[[str], str | None],
 ) -> APIRouter:
-    """The runner API's routes over the queue's repositories."""
+    """The runner API's routes over the queue's repositories; `read_token` mints what a
+    runner fetches a private repository with."""
     router = APIRouter(prefix="/api/v1")
     known = ", ".join(sorted(set(backend_names.values())))
 
@@ -163,11 +170,26 @@ def runner_api_router(
             since = wakeup.snapshot(backends)
             job = await run_in_threadpool(jobs.claim, runner.id, backends)
             if job is not None:
+                token: str | None = None
+                if job.private:
+                    try:
+                        token = await run_in_threadpool(read_token, job.repo)
+                    except GitHubError as exc:
+                        # Not the pull request's fault: the job waits in the queue again.
+                        await run_in_threadpool(jobs.release, runner.id, job.id)
+                        log.warning("job %s: no read token for %s: %s", job.id, job.repo, exc)
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0 or stopping.is_set():
+                            return Response(status_code=204)
+                        await asyncio.sleep(min(remaining, TOKEN_RETRY_S))
+                        continue
                 if await request.is_disconnected():
                     await run_in_threadpool(jobs.release, runner.id, job.id)
                     return Response(status_code=204)
-                spec = job_spec(job, jobs.lease_seconds)
-                return JSONResponse(spec.model_dump(mode="json"))
+                spec = job_spec(job, jobs.lease_seconds, token)
+                # A public job's claim reads as before: a runner that knows no token parses it.
+                hidden = {"git_token"} if token is None else None
+                return JSONResponse(spec.model_dump(mode="json", exclude=hidden))
             remaining = deadline - time.monotonic()
             if remaining <= 0 or stopping.is_set():
                 return Response(status_code=204)

@@ -14,7 +14,10 @@ import pytest
 from runner.job.execute import JobContext, execute
 from runner.job.sandboxing import Jail, jail_for_host
 from runner.job.workspace import Workspaces
+from sandbox.app import create_app
+from sandbox.client import SandboxAdmin
 from tests.runner.tinyrepo import TinyRepo
+from tests.support.live import live_server
 from workflows.models import JobResult, JobSpec, JobStatus, StepStatus
 from workflows.spec import ProofLog, StepKind, WorkflowSpec, load_workflows
 
@@ -95,6 +98,39 @@ def test_passing_operator_with_benchmark_against_the_merge_base(
     assert "3 passed, 2 skipped" in log
     # The worktrees are gone afterwards.
     assert not (tmp_path / "job" / "src").exists() and not (tmp_path / "job" / "base").exists()
+
+
+def test_a_private_repository_is_checked_out_with_the_jobs_read_token(
+    tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path
+) -> None:
+    """The repository behind a sandbox that asks for credentials, as GitHub does for a
+    private one: the job's token fetches the pull request and the merge base, and appears in
+    nothing the job reports; with no token the checkout errors, saying why."""
+    with live_server(create_app()) as url, SandboxAdmin(url) as admin:
+        admin.create_user("o", "Organization")
+        admin.create_user("reader")
+        admin.create_repo("o", "tinyops", str(tiny_repo.path), private=True)
+        admin.set_permission("o/tinyops", "reader", "read")
+        token = admin.create_token("reader")
+        clone = f"{url}/o/tinyops.git"
+        result, log = _run(
+            tiny_repo,
+            runner_cache,
+            tmp_path,
+            "good_op",
+            base_ref="main",
+            clone_url=clone,
+            git_token=token,
+        )
+        assert result.status is JobStatus.succeeded, log
+        assert result.steps[-1].name == "benchmark (merge base)"
+        assert result.steps[-1].status is StepStatus.succeeded
+        assert token not in log and token not in result.model_dump_json()
+        cold = tmp_path / "cold"  # a runner whose mirror does not have the commit yet
+        denied, log = _run(tiny_repo, cold, cold, "good_op", clone_url=clone)
+        assert denied.status is JobStatus.errored
+        assert denied.steps[0].name == "checkout"
+        assert "Authentication failed" in (denied.error_message or "") + log
 
 
 def _with_proof(logger: str) -> WorkflowSpec:

@@ -1,0 +1,100 @@
+"""Git's smart HTTP protocol (fetch only) at `/{owner}/{name}.git`, as GitHub serves it: a
+public repository to anyone, a private one to a token that may read it (basic auth, the token
+as the password); anyone else gets 401 with a challenge (no credentials) or 404 (credentials
+that may not see it), so a private repository's existence is not given away. Not a REST
+call: no rate limit, no faults, no call log."""
+
+from __future__ import annotations
+
+import gzip
+import re
+import subprocess
+
+from fastapi import APIRouter, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from sandbox.auth import basic_caller
+from sandbox.github_api import may_see
+from sandbox.state import Repo, SandboxError, SandboxState
+
+router = APIRouter()
+GIT_PATH = re.compile(r"^/[^/]+/[^/]+\.git/")
+SERVICE = "git-upload-pack"
+TIMEOUT_S = 120
+# GitHub lets a fetch ask for any commit it has, advertised or not (a pull request's head
+# SHA, a merge base); git's own server needs telling.
+UPLOAD_PACK = ["git", "-c", "uploadpack.allowAnySHA1InWant=true", "upload-pack", "--stateless-rpc"]
+
+
+def is_git(path: str) -> bool:
+    return GIT_PATH.match(path) is not None
+
+
+def _readable(request: Request, owner: str, name: str) -> Repo | None:
+    """The repository if the caller may read it; None when the caller sent no credentials
+    and should be asked for some; else 404 (also for a repository that does not exist)."""
+    state: SandboxState = request.app.state.sandbox
+    header = request.headers.get("authorization")
+    caller = basic_caller(state, header)  # 401 for a token that does not exist
+    repo = state.repos.get(f"{owner}/{name}")
+    if repo is not None and may_see(state, caller, repo):
+        return repo
+    if header is None:
+        return None
+    raise SandboxError(404, "Repository not found.")
+
+
+def _pkt(line: str) -> bytes:
+    data = line.encode()
+    return f"{len(data) + 4:04x}".encode() + data
+
+
+def _upload_pack(repo: Repo, body: bytes, *advertise: str) -> bytes:
+    proc = subprocess.run(
+        [*UPLOAD_PACK, *advertise, repo.git_path],
+        input=body,
+        capture_output=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SandboxError(500, proc.stderr.decode(errors="replace").strip() or "upload-pack")
+    return proc.stdout
+
+
+def _challenge() -> Response:
+    return Response(
+        "Authentication required\n",
+        status_code=401,
+        headers={"WWW-Authenticate": 'Basic realm="GitHub"'},
+        media_type="text/plain",
+    )
+
+
+@router.get("/{owner}/{name}.git/info/refs")
+async def info_refs(owner: str, name: str, request: Request) -> Response:
+    """The refs advertisement that opens a fetch (the smart protocol only)."""
+    if request.query_params.get("service") != SERVICE:
+        raise SandboxError(403, "Only the smart protocol's git-upload-pack is served")
+    repo = _readable(request, owner, name)
+    if repo is None:
+        return _challenge()
+    refs = await run_in_threadpool(_upload_pack, repo, b"", "--advertise-refs")
+    return Response(
+        _pkt(f"# service={SERVICE}\n") + b"0000" + refs,
+        media_type=f"application/x-{SERVICE}-advertisement",
+        headers={"Cache-Control": "no-cache"},
+    )
+
+
+@router.post(f"/{{owner}}/{{name}}.git/{SERVICE}")
+async def upload_pack(owner: str, name: str, request: Request) -> Response:
+    """One round of the fetch negotiation: the client's wants and haves in, a pack out."""
+    repo = _readable(request, owner, name)
+    if repo is None:
+        return _challenge()
+    body = await request.body()
+    if request.headers.get("content-encoding") == "gzip":
+        body = gzip.decompress(body)
+    pack = await run_in_threadpool(_upload_pack, repo, body)
+    return Response(pack, media_type=f"application/x-{SERVICE}-result")
