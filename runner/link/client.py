@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from workflows.models import JobResult, JobSpec, Progress
+
+log = logging.getLogger(__name__)
 
 
 class ServiceUnavailable(RuntimeError):
@@ -109,7 +112,13 @@ class ServiceClient:
         )
         if response.status_code == 204:
             return None
-        return JobSpec.model_validate(response.json())
+        data = response.json()
+        # A newer service may send more than this runner knows: the job is still the job.
+        unknown = sorted(set(data) - set(JobSpec.model_fields))
+        if unknown:
+            names = ", ".join(unknown)
+            log.warning("job %s: ignoring fields this runner does not know: %s", data["id"], names)
+        return JobSpec.model_validate({k: v for k, v in data.items() if k not in unknown})
 
     def release(self, job_id: int) -> None:
         """Give back a claimed job this runner will not start (it is stopping)."""
