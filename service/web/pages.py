@@ -14,7 +14,7 @@ for a job that does not exist) and is never listed."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from importlib.resources import files
 from typing import Any
 
@@ -59,6 +59,13 @@ templates = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+
+
+def _iso(moment: datetime | None) -> str | None:
+    """ISO 8601 in UTC; a naive datetime is taken to be UTC already."""
+    if moment is None:
+        return None
+    return (moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
 
 
 def pages_router(
@@ -151,6 +158,7 @@ def pages_router(
             log_size=live["log_size"],
             log_cut=live["log_cut"],
             live_url=f"/jobs/{job_id}/live{key_query}",
+            result_url=f"/jobs/{job_id}/result.json{key_query}",
             pr_url=f"{repo_url}/pull/{current.pr_number}",
             commit_url=f"{repo_url}/commit/{current.sha}",
             refresh=None,
@@ -161,6 +169,34 @@ def pages_router(
     def job_live(job_id: int, key: str | None = None) -> Response:
         _, _, live = job_state(job_id, key)
         return JSONResponse(live, headers={"Cache-Control": "no-store"})
+
+    @router.get("/jobs/{job_id}/result.json")
+    def job_result(job_id: int, key: str | None = None) -> JSONResponse:
+        """The job and its result as the runner reported it (accuracy, every benchmark row
+        with both sides' rounds, medians and the change's interval, the environment), for
+        scripts and for anyone checking a verdict; `result` is null until the job ends."""
+        with db.reads() as session:
+            job = visible(session.get(Job, job_id), job_id, key)
+            body = {
+                "id": job.id,
+                "repo": job.repo,
+                "pr_number": job.pr_number,
+                "sha": job.sha,
+                "base_sha": job.base_sha,
+                "op": job.op,
+                "backend": job.backend,
+                "status": job.status,
+                "attempt": job.attempt,
+                "reason": job.reason,
+                "threshold": job.threshold,
+                "gate": job.gate,
+                "accepted_by": job.accepted_by,
+                "created_at": _iso(job.created_at),
+                "started_at": _iso(job.started_at),
+                "finished_at": _iso(job.finished_at),
+                "result": job.result,
+            }
+        return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
     @router.get("/jobs/{job_id}/log", response_class=PlainTextResponse)
     def job_log(

@@ -15,7 +15,7 @@ from service.web.page_views import ChartPoint, charts, job_speedup, speedup_svg,
 from service.web.report_html import report_html
 from tests.service.helpers import live_service, service_settings
 from tests.web.support import HOSTILE, finish_job, new_job, result, run_job
-from workflows.models import Progress, Rounds
+from workflows.models import JobResult, Progress, Rounds
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -87,8 +87,17 @@ def test_job_page_report_log_and_privacy(db_url: str) -> None:
         page = httpx.get(f"{live.url}/jobs/{job.id}").text
         assert "accuracy: 2 of 3 tests · 1 failed (t::&lt;script&gt;" in page
 
-        finish_job(live, runner, job.id, result("a" * 40))
+        assert httpx.get(f"{live.url}/jobs/{job.id}/result.json").json()["result"] is None
+        done = result("a" * 40)
+        finish_job(live, runner, job.id, done)
+        data = httpx.get(f"{live.url}/jobs/{job.id}/result.json").json()
+        assert (data["id"], data["repo"], data["op"], data["status"]) == (
+            job.id, "octo/kernels", "add", "failed",
+        )  # fmt: skip
+        assert data["finished_at"].endswith("+00:00") and data["attempt"] == 1
+        assert JobResult.model_validate(data["result"]) == done  # what the runner reported
         page = httpx.get(f"{live.url}/jobs/{job.id}").text
+        assert f'href="/jobs/{job.id}/result.json">result as JSON</a>' in page
         report = page.split('<div class="report" id="report">', 1)[1].split("</div>", 1)[0]
         assert "<h3>" in report and "<table>" in report and "<pre" not in report.split("<h4")[0]
         assert "ondemand:add:cpu" not in page and "###" not in report and "**" not in report
@@ -102,13 +111,14 @@ def test_job_page_report_log_and_privacy(db_url: str) -> None:
 
         secret, _ = live.service.jobs.create_job(new_job(repo="octo/secret", private=True))
         key = live.service.links.key(secret.id)
-        for path in ("", "/live", "/log"):
+        for path in ("", "/live", "/log", "/result.json"):
             assert httpx.get(f"{live.url}/jobs/{secret.id}{path}").status_code == 404
             wrong = httpx.get(f"{live.url}/jobs/{secret.id}{path}", params={"key": "0" * 32})
             assert wrong.status_code == 404
             assert httpx.get(f"{live.url}/jobs/{secret.id}{path}", params={"key": key}).is_success
         keyed = httpx.get(f"{live.url}/jobs/{secret.id}", params={"key": key}).text
         assert f'data-live="/jobs/{secret.id}/live?key={key}"' in keyed
+        assert f'href="/jobs/{secret.id}/result.json?key={key}"' in keyed
         assert "octo/secret" not in httpx.get(f"{live.url}/").text
 
 
