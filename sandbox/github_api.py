@@ -66,8 +66,8 @@ def may_see(state: SandboxState, caller: Caller, repo: Repo) -> bool:
     if not repo.private:
         return True
     if caller.installation_id is not None:
-        covering = state.installation_for(repo)
-        return covering is not None and covering.id == caller.installation_id
+        installation = state.installations.get(caller.installation_id)
+        return installation is not None and installation.account in (repo.owner, None)
     return caller.login is not None and state.permission(repo, caller.login) != "none"
 
 
@@ -220,7 +220,7 @@ def create_access_token(
             installation_id=inst.id,
             expires_at=now() + INSTALLATION_TOKEN_TTL,
             repositories=names,
-            read_only="write" not in permissions.values(),
+            read_only=not {"write", "admin"} & set(permissions.values()),
         )
         return {
             "token": grant.token,
