@@ -129,6 +129,7 @@ class _Job:
         self.operators: list[str] = []
         self.notes: list[str] = []
         self.worktrees: list[tuple[Path, Path]] = []
+        self.base_fetched = False  # the base branch came with the checkout
         self.seeded: int | None = None  # entries the private compile cache started with
         self._compiles_anew: bool | None = None  # see compiles_anew()
 
@@ -445,6 +446,32 @@ class _Job:
         ]
         return results.close_matches(self.spec.op, markers)
 
+    def check_out(self) -> Path:
+        """The pull request's tree, and the merge base's commits when the job will compare."""
+        path = self.checkout(self.spec.sha, "src")
+        self.fetch_base()
+        return path
+
+    def fetch_base(self) -> None:
+        """The merge base's commits, fetched with the pull request's when the job will compare:
+        the network is then needed by the checkout alone, while a private repository's read
+        token is fresh (it lives an hour; the accuracy step may take longer). A failure here
+        is left to the comparison, which fetches again and says why it could not."""
+        spec = self.spec
+        if not (spec.options.bench and spec.options.compare) or not self.worktrees:
+            return
+        mirror = self.worktrees[0][0]
+        with contextlib.suppress(WorkspaceError):
+            if spec.base_sha:
+                self.ctx.workspaces.fetch(
+                    spec.clone_url, spec.base_sha, None, token=spec.git_token
+                )
+            elif spec.base_ref:
+                self.ctx.workspaces.fetch_branch(
+                    mirror, spec.clone_url, spec.base_ref, token=spec.git_token
+                )
+                self.base_fetched = True
+
     def base_tree(self, step: Step) -> tuple[str, Path] | None:
         """The merge base's commit and checkout to compare with, or None (no base, or it is
         the pull request's own commit, or it could not be checked out: said as a skipped
@@ -456,11 +483,11 @@ class _Job:
         started = _now()
         try:
             mirror = self.worktrees[0][0]
-            if spec.base_sha:
+            if spec.base_sha:  # at once when the checkout fetched it
                 self.ctx.workspaces.fetch(
                     spec.clone_url, spec.base_sha, None, token=spec.git_token
                 )
-            elif spec.base_ref:
+            elif spec.base_ref and not self.base_fetched:
                 self.ctx.workspaces.fetch_branch(
                     mirror, spec.clone_url, spec.base_ref, token=spec.git_token
                 )
@@ -619,7 +646,7 @@ class _Job:
         spec = self.spec
         if not OP_NAME.match(spec.op):
             raise _Stop(JobStatus.errored, "setup", f"not an operator name: {spec.op!r}")
-        checkout = self.setup("checkout", lambda: self.checkout(spec.sha, "src"))
+        checkout = self.setup("checkout", self.check_out)
         layout = self.ctx.layout or layouts.detect(checkout)
         if layout:
             self.log(f"repository layout: {layout}")
