@@ -57,6 +57,12 @@ def daemon_parser() -> argparse.ArgumentParser:
     parser.add_argument("--grace-seconds", type=float, default=10.0, help="SIGTERM → SIGKILL")
     parser.add_argument("--no-network-isolation", action="store_true")
     parser.add_argument(
+        "--ephemeral",
+        action="store_true",
+        help="run one job, then deregister and exit (a machine or container made for one job; "
+        "one slot)",
+    )
+    parser.add_argument(
         "--no-compile-cache",
         action="store_true",
         help="no shared compile cache: every job compiles its kernels afresh (docs/runner.md)",
@@ -114,6 +120,9 @@ def daemon_main(argv: list[str]) -> int:
         if args.devices
         else [None] * (args.slots or 1)
     )
+    if args.ephemeral and len(devices) != 1:
+        print("ondemand runner: --ephemeral runs one job: give one slot", file=sys.stderr)
+        return 2
     # Read once, then gone from the environment every child process inherits.
     token = os.environ.pop(REGISTRATION_TOKEN_ENV, None)
     if args.registration_token_file:
@@ -149,6 +158,7 @@ def daemon_main(argv: list[str]) -> int:
         grace_s=args.grace_seconds,
         network_isolation=not args.no_network_isolation,
         compile_cache=not args.no_compile_cache,
+        ephemeral=args.ephemeral,
         job_user=None if args.no_job_user else args.job_user,
         packages=PackageSources.from_args(args),
         log_max_bytes=args.log_max_bytes,

@@ -16,6 +16,8 @@ reported to the service), `runner.daemon.heartbeat` (a job's lease, cancel and l
   and hand them back (`interrupt`): not the pull request's fault, so the service requeues each
   for its next attempt on any runner; exit. A crash leaves only the per-slot job directories,
   which the next start removes; the service's lease brings the job back.
+- Ephemeral (`--ephemeral`, one slot): one job, no trusted build after it, then deregister
+  (the token stops working) and exit, for a machine or container made for one job.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class DaemonConfig:
     log_max_bytes: int = DEFAULT_LIMIT  # one job's log: its head and tail past this
     progress_interval_s: float = 2.0  # a job's progress goes to the service at most this often
     compile_cache: bool = True  # a shared compile cache filled by trusted builds
+    ephemeral: bool = False  # one job, then deregister and exit
 
 
 class Daemon:
@@ -117,6 +120,7 @@ class Daemon:
         )
         self.stopping = threading.Event()  # first signal: no new claims
         self.stop_now = threading.Event()  # second signal: cancel running jobs
+        self.claimed = threading.Event()  # an ephemeral runner took its one job
         self.signal_name: str | None = None  # the signal that stopped it: a cancel says so
         self.cancels: dict[int, threading.Event] = {}
         self.lock = threading.Lock()  # guards `cancels` (also taken by the signal handler)
@@ -271,15 +275,40 @@ class Daemon:
         for thread in threads:
             while thread.is_alive():
                 thread.join(timeout=0.5)
+        if self.config.ephemeral:
+            self.leave()
         log.info("runner %s stopped", self.config.name)
         return 0
+
+    def leave(self) -> None:
+        """Deregister (an ephemeral runner, its job done or it stopped), retried a while when
+        the service is unreachable; the saved token goes either way: the next start of this
+        state directory registers anew."""
+        backoff = Backoff(self.retry)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.client.deregister()
+                log.info("runner %s deregistered", self.config.name)
+                break
+            except (Unauthorized, NotHeld):
+                break  # the service forgot it already
+            except Rejected as exc:
+                log.error("cannot deregister: %s", exc)
+                break
+            except ServiceUnavailable as exc:
+                if time.monotonic() > deadline or self.stop_now.is_set():
+                    log.error("cannot deregister (%s); the service will see it offline", exc)
+                    break
+                time.sleep(backoff.next())
+        self.credentials.forget()
 
     # -- the claim loop ------------------------------------------------------------------------
 
     def slot_loop(self, slot: int) -> None:
         """Claim and run jobs until stopped; a bug in one round is logged, not fatal."""
         backoff = Backoff(self.retry)
-        while not self.stopping.is_set():
+        while not (self.stopping.is_set() or self.claimed.is_set()):
             try:
                 self.slot_round(slot, backoff)
             except Exception:
@@ -314,6 +343,8 @@ class Daemon:
             with contextlib.suppress(ServiceUnavailable, Rejected, NotHeld):
                 self.client.release(spec.id)
             return
+        if self.config.ephemeral:
+            self.claimed.set()  # no other claim: after this job, it leaves
         self.run_job(slot, spec)
 
     def run_job(self, slot: int, spec: JobSpec) -> None:
@@ -398,7 +429,8 @@ class Daemon:
     def warm(self, context: JobContext, spec: JobSpec, workflow: WorkflowSpec) -> None:
         """The trusted build of the job's base after its verdict (runner/daemon/warmup.py); a
         first signal to stop cancels it."""
-        if self.compile_cache is None or self.stopping.is_set():
+        # An ephemeral runner's caches leave with it: it builds nothing for a next job.
+        if self.compile_cache is None or self.stopping.is_set() or self.config.ephemeral:
             return
         context = replace(context, on_output=lambda data: None, cancel=self.stopping)
         try:

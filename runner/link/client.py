@@ -100,6 +100,13 @@ class ServiceClient:
         data = self._post("/api/v1/runners/register", body).json()
         return int(data["runner_id"]), str(data["token"])
 
+    def deregister(self) -> None:
+        """Leave the service: this runner's token stops working (Rejected while it holds a
+        job)."""
+        response = self._post("/api/v1/runners/deregister", {})
+        if response.status_code == 409:
+            raise Rejected(f"deregister: 409 {response.text[:200]}", 409)
+
     def health(self, healthy: bool, reason: str | None, backends: list[str]) -> None:
         self._post(
             "/api/v1/runners/health", {"healthy": healthy, "reason": reason, "backends": backends}

@@ -12,7 +12,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.db.engine import Database, utcnow
-from service.db.models import Runner
+from service.db.models import Job, Runner
+from workflows.models import JobStatus
 
 
 def hash_token(token: str) -> str:
@@ -53,10 +54,29 @@ class RunnerRegistry:
             return runner.id, token
 
     def authenticate(self, token: str) -> Runner | None:
+        """The runner of `token`; None for an unknown token or a removed runner's."""
         with self.db.reads() as session:
             return session.scalars(
-                select(Runner).where(Runner.token_hash == hash_token(token))
+                select(Runner).where(
+                    Runner.token_hash == hash_token(token), Runner.removed_at.is_(None)
+                )
             ).first()
+
+    def deregister(self, runner_id: int) -> bool:
+        """Remove a runner (an ephemeral one, after its job): its token stops working and it
+        is no longer listed; its jobs keep its name. False while it holds a running job,
+        which it must report or hand back first."""
+        with self.db.writes() as session, session.begin():
+            runner = session.get(Runner, runner_id)
+            if runner is None:
+                return True
+            holding = session.scalars(
+                select(Job.id).where(Job.runner_id == runner_id, Job.status == JobStatus.running)
+            ).first()
+            if holding is not None:
+                return False
+            runner.removed_at = runner.removed_at or utcnow()
+            return True
 
     def set_health(
         self, runner_id: int, healthy: bool, reason: str | None, backends: Sequence[str] | None
@@ -72,12 +92,14 @@ class RunnerRegistry:
             runner.last_seen_at = utcnow()
 
     def all(self, session: Session | None = None) -> list[Runner]:
-        """Every runner; read in `session` when given (a caller inside a write transaction
-        must not take a second connection: on SQLite it would wait on its own lock's pool)."""
+        """Every runner not removed; read in `session` when given (a caller inside a write
+        transaction must not take a second connection: on SQLite it would wait on its own
+        lock's pool)."""
+        listed = select(Runner).where(Runner.removed_at.is_(None)).order_by(Runner.id)
         if session is not None:
-            return list(session.scalars(select(Runner).order_by(Runner.id)))
+            return list(session.scalars(listed))
         with self.db.reads() as own:
-            return list(own.scalars(select(Runner).order_by(Runner.id)))
+            return list(own.scalars(listed))
 
     def online(self, runner: Runner, now: datetime | None = None) -> bool:
         now = now or utcnow()

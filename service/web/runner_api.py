@@ -146,6 +146,16 @@ def runner_api_router(
         )
         return RegisterResponse(runner_id=runner_id, token=token)
 
+    @router.post("/runners/deregister", status_code=204)
+    def deregister(runner: RunnerDep) -> Response:
+        """The runner leaves (an ephemeral one after its job): its token stops working."""
+        if not runners.deregister(runner.id):
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                "this runner holds a running job: report it or hand it back first",
+            )
+        return Response(status_code=204)
+
     @router.post("/runners/health", status_code=204)
     def health(body: HealthRequest, runner: RunnerDep) -> Response:
         backends = canonical(body.backends) if body.backends else None

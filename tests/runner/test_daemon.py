@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ondemand.retry import Backoff
+from runner.cli import daemon_main
 from runner.daemon.loop import Daemon, DaemonConfig
 from runner.link.client import NotHeld, Rejected, ServiceUnavailable, Unauthorized
 from workflows.models import JobResult, JobSpec, JobStatus
@@ -155,3 +156,19 @@ def test_job_logs_are_pruned_by_count_and_by_bytes(tmp_path: Path) -> None:
     daemon.config.keep_log_bytes, daemon.config.keep_logs = 10**9, 1
     daemon.prune_logs(logs)
     assert [p.name for p in logs.iterdir()] == ["job-0.log"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--ephemeral", "--slots", "2"], "--ephemeral runs one job: give one slot"),
+        (["--ephemeral", "--devices", "0,1"], "--ephemeral runs one job: give one slot"),
+        (["--slots", "2", "--devices", "0,1"], "give --slots or --devices, not both"),
+    ],
+)
+def test_slot_options_that_cannot_go_together_are_refused(
+    extra: list[str], said: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    argv = ["--service", "http://127.0.0.1:9", "--backend", "cpu", "--state-dir", str(tmp_path)]
+    assert daemon_main([*argv, *extra]) == 2
+    assert said in capsys.readouterr().err

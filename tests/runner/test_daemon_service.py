@@ -221,6 +221,44 @@ def test_pass_fail_unknown_then_sigterm_when_idle(
     assert "stopped" in daemon.output()
 
 
+def test_an_ephemeral_runner_runs_one_job_then_leaves(
+    tiny_repo: TinyRepo, roomy_workflows: Path, tmp_path: Path
+) -> None:
+    """`--ephemeral`: one job, reported, then the runner deregisters (its token no longer
+    works, it is not listed) and exits 0, leaving the next job queued; the same state
+    directory started again registers anew and takes that job."""
+    settings = service_settings(
+        f"sqlite:///{tmp_path / 'ephemeral.db'}", registration_tokens=[REGISTRATION]
+    )
+    app = create_app(settings)
+    with live_server(app) as url:
+        service = Service(url, app.state.service)
+        first = service.enqueue(tiny_repo, "good_op", bench=False)
+        second = service.enqueue(tiny_repo, "bad_op", bench=False)
+        state = tmp_path / "runner-e"
+        daemon = Daemon(url, state, roomy_workflows, "--ephemeral")
+        try:
+            assert daemon.wait(timeout=90) == 0
+        finally:
+            daemon.stop()
+        assert service.status(first) is JobStatus.succeeded, service.log(first)
+        assert service.status(second) is JobStatus.queued
+        assert "deregistered" in daemon.output()
+        assert not (state / "runner.json").exists()
+        assert service.parts.runners.all() == []
+
+        again = Daemon(url, state, roomy_workflows, "--ephemeral")
+        try:
+            assert again.wait(timeout=90) == 0
+        finally:
+            again.stop()
+        assert service.status(second) is JobStatus.failed, service.log(second)
+        jobs = [service.parts.jobs.get_job(j) for j in (first, second)]
+        runners = [getattr(j, "runner_id", None) for j in jobs]
+        assert None not in runners and runners[0] != runners[1]  # registered anew
+        assert service.parts.runners.all() == []
+
+
 def test_cancellation(tiny_repo: TinyRepo, roomy_workflows: Path, tmp_path: Path) -> None:
     """A cancel reaches a running step in under two seconds through the job's open channel:
     with a 60 s lease the next heartbeat is up to 20 s away, so only the channel can do it."""

@@ -246,3 +246,34 @@ def test_a_stopping_runner_gives_an_unstarted_claim_back(svc: LiveService) -> No
     again = httpx.post(f"{api}/claim", json={}, headers=auth(token)).json()
     assert httpx.post(f"{api}/{again['id']}/heartbeat", json={}, headers=auth(token)).is_success
     assert httpx.post(f"{api}/{job.id}/release", json={}, headers=auth(token)).status_code == 409
+
+
+def test_a_runner_deregisters_once_it_holds_no_job(svc: LiveService) -> None:
+    """An ephemeral runner leaves after its job: refused while it holds one, then its token
+    stops working and it is no longer listed, while its job keeps its name."""
+    _, token = svc.register("ephemeral-7", ["cpu"])
+    job, _ = svc.service.jobs.create_job(new_job("add", "cpu"))
+    claim = httpx.post(f"{svc.url}/api/v1/jobs/claim", json={"wait_s": 0}, headers=auth(token))
+    assert claim.status_code == 200
+    leave = f"{svc.url}/api/v1/runners/deregister"
+    held = httpx.post(leave, json={}, headers=auth(token))
+    assert held.status_code == 409 and "report it or hand it back" in held.text
+    done = httpx.post(
+        f"{svc.url}/api/v1/jobs/{job.id}/complete", json=result(), headers=auth(token)
+    )
+    assert done.status_code == 200
+    assert svc.service.runners.online_count("cpu") == 1
+    assert "ephemeral-7" in runners_listed(svc)
+    assert httpx.post(leave, json={}, headers=auth(token)).status_code == 204
+    assert svc.service.runners.online_count("cpu") == 0
+    again = httpx.post(f"{svc.url}/api/v1/jobs/claim", json={"wait_s": 0}, headers=auth(token))
+    assert again.status_code == 401
+    assert "ephemeral-7" not in runners_listed(svc)
+    finished = svc.service.jobs.get_job(job.id)
+    assert finished is not None and finished.runner_name == "ephemeral-7"
+
+
+def runners_listed(svc: LiveService) -> str:
+    """The dashboard's runners section."""
+    page = httpx.get(f"{svc.url}/").text
+    return page.split("<h2>Runners</h2>", 1)[1].split("<h2>", 1)[0]
