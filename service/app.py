@@ -155,7 +155,9 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
         handler=handler,
         recorder=recorder,
         inbox=Inbox(db, handler, policy, stopping, busy=recorder.busy),
-        reaper=LeaseReaper(jobs, stopping),
+        reaper=LeaseReaper(
+            jobs, stopping, runners=runners, forget_days=settings.runner_forget_days
+        ),
         stopping=stopping,
     )
 

@@ -55,6 +55,13 @@ class Settings(BaseSettings):
     runner_online_seconds: float = Field(
         default=90.0, gt=0, description="a runner seen within this window counts as online"
     )
+    runner_forget_days: float = Field(
+        default=14.0,
+        gt=0,
+        description="a runner unseen this long is removed (a machine gone for good, an "
+        "ephemeral runner killed before it could deregister); if it comes back it registers "
+        "again",
+    )
     head_wait_s: float = Field(
         default=10.0,
         ge=0,

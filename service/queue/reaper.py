@@ -13,13 +13,16 @@ import time
 from collections.abc import Callable
 
 from service.queue.jobs import JobQueue
+from service.queue.runners import RunnerRegistry
 from service.worker import Worker
 
 log = logging.getLogger(__name__)
+FORGET_EVERY_S = 60.0  # how often unseen runners are looked for
 
 
 class LeaseReaper(Worker):
-    """Checks leases a few times per lease period (at most every 5 s, at least every 0.25 s)."""
+    """Checks leases a few times per lease period (at most every 5 s, at least every 0.25 s),
+    and once a minute removes the runners unseen for `forget_days`."""
 
     name = "lease-reaper"
 
@@ -28,9 +31,14 @@ class LeaseReaper(Worker):
         jobs: JobQueue,
         stopping: threading.Event,
         clock: Callable[[], float] = time.monotonic,
+        runners: RunnerRegistry | None = None,
+        forget_days: float = 14.0,
     ) -> None:
         super().__init__(stopping, jobs.db.outages)
         self.jobs = jobs
+        self.runners = runners
+        self.forget_days = forget_days
+        self._next_forget = 0.0
         self.interval = min(5.0, max(0.25, jobs.lease_seconds / 4))
         self.grace_s = float(jobs.lease_seconds)
         self._clock = clock
@@ -48,4 +56,8 @@ class LeaseReaper(Worker):
             return min(wait, self.interval)
         for job in self.jobs.reap():
             log.info("job %s: lease lapsed -> %s", job.id, job.status)
+        if self.runners is not None and self._clock() >= self._next_forget:
+            self._next_forget = self._clock() + FORGET_EVERY_S
+            for name in self.runners.forget_unseen(self.forget_days):
+                log.info("runner %s unseen for %g days: removed", name, self.forget_days)
         return self.interval

@@ -62,6 +62,23 @@ class RunnerRegistry:
                 )
             ).first()
 
+    def forget_unseen(self, days: float, now: datetime | None = None) -> list[str]:
+        """Remove the runners unseen for `days` that hold no running job; their names. One
+        that comes back finds its token refused and registers again."""
+        cutoff = (now or utcnow()) - timedelta(days=days)
+        with self.db.writes() as session, session.begin():
+            holding = select(Job.runner_id).where(Job.status == JobStatus.running)
+            gone = session.scalars(
+                select(Runner).where(
+                    Runner.removed_at.is_(None),
+                    Runner.last_seen_at < cutoff,
+                    Runner.id.not_in(holding.where(Job.runner_id.is_not(None))),
+                )
+            ).all()
+            for runner in gone:
+                runner.removed_at = now or utcnow()
+            return [runner.name for runner in gone]
+
     def deregister(self, runner_id: int) -> bool:
         """Remove a runner (an ephemeral one, after its job): its token stops working and it
         is no longer listed; its jobs keep its name. False while it holds a running job,

@@ -6,11 +6,16 @@ import dataclasses
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import select
 
+from service.db.engine import utcnow
+from service.db.models import Runner
+from service.queue.reaper import LeaseReaper
 from tests.service.helpers import LiveService, live_service, new_job, service_settings
 from workflows.models import JobResult, JobStatus
 
@@ -277,3 +282,35 @@ def runners_listed(svc: LiveService) -> str:
     """The dashboard's runners section."""
     page = httpx.get(f"{svc.url}/").text
     return page.split("<h2>Runners</h2>", 1)[1].split("<h2>", 1)[0]
+
+
+def test_runners_unseen_for_long_are_removed_unless_they_hold_a_job(svc: LiveService) -> None:
+    """As GitHub does with self-hosted runners gone for two weeks: the reaper removes a runner
+    unseen past `runner_forget_days` (a machine gone, an ephemeral runner killed before it could
+    deregister), never one holding a running job; a removed one that comes back is refused
+    and registers again."""
+    _, idle = svc.register("gone-idle", ["cpu"])
+    _, busy = svc.register("gone-busy", ["cpu"])
+    svc.service.jobs.create_job(new_job("add", "cpu"))
+    claim = httpx.post(f"{svc.url}/api/v1/jobs/claim", json={"wait_s": 0}, headers=auth(busy))
+    assert claim.status_code == 200
+    _, fresh = svc.register("seen-today", ["cpu"])
+    registry = svc.service.runners
+    stale = utcnow() - timedelta(days=15)
+    with svc.service.db.writes() as session, session.begin():
+        for runner in session.scalars(select(Runner)):
+            if runner.name.startswith("gone-"):
+                runner.last_seen_at = stale
+    clock = [0.0]
+    reaper = LeaseReaper(
+        svc.service.jobs, threading.Event(), clock=lambda: clock[0], runners=registry,
+        forget_days=14,
+    )
+    clock[0] = 10_000.0  # past the reaper's start-up grace
+    reaper.run_once()
+    assert sorted(r.name for r in registry.all()) == ["gone-busy", "seen-today"]
+    refused = httpx.post(f"{svc.url}/api/v1/jobs/claim", json={"wait_s": 0}, headers=auth(idle))
+    assert refused.status_code == 401
+    for token in (busy, fresh):
+        assert registry.authenticate(token) is not None
+    assert registry.forget_unseen(14) == []  # looked at once a minute; nothing new anyway
