@@ -162,6 +162,7 @@ class GitHubClient:
         self._token = token
         self._app_auth = Auth.AppAuth(app_id, private_key) if token is None else None
         self._clients: dict[str, Github] = {}
+        self._installations: dict[str, int] = {}  # owner/name or owner -> installation id
         self._lock = threading.Lock()
         self._paused_until = 0.0  # time.monotonic() before which no call is made
         self._probes = RetryPolicy(base_s=0.5, cap_s=probe_max_s)
@@ -249,13 +250,19 @@ class GitHubClient:
 
     def _installation(self, repo: str) -> int:
         """The App's installation id for `owner/name`, or for an organization `owner` (team
-        lookups have no repository to go by)."""
+        lookups have no repository to go by); asked of GitHub once per name."""
+        with self._lock:
+            known = self._installations.get(repo)
+        if known is not None:
+            return known
         integration = self._integration()
         if "/" in repo:
             owner, name = repo.split("/", 1)
             found = self._call(lambda: integration.get_repo_installation(owner, name))
         else:
             found = self._call(lambda: integration.get_org_installation(repo))
+        with self._lock:
+            self._installations[repo] = int(found.id)
         return int(found.id)
 
     def read_token(self, repo: str) -> str | None:
@@ -268,9 +275,15 @@ class GitHubClient:
         path = f"/app/installations/{self._installation(repo)}/access_tokens"
         body = {"repositories": [repo.split("/", 1)[1]], "permissions": {"contents": "read"}}
         integration = self._integration()
-        _, data = self._call(
-            lambda: integration.requester.requestJsonAndCheck("POST", path, input=body)
-        )
+        try:
+            _, data = self._call(
+                lambda: integration.requester.requestJsonAndCheck("POST", path, input=body)
+            )
+        except GitHubError as exc:
+            if exc.status == 404:  # the App was installed again: a new installation id
+                with self._lock:
+                    self._installations.pop(repo, None)
+            raise
         return str(data["token"])
 
     def git_token(self, repo: str) -> str | None:
