@@ -129,7 +129,7 @@ class _Job:
         self.operators: list[str] = []
         self.notes: list[str] = []
         self.worktrees: list[tuple[Path, Path]] = []
-        self.base_fetched = False  # the base branch came with the checkout
+        self.base_fetched = False  # the merge base's commits are in the mirror
         self.seeded: int | None = None  # entries the private compile cache started with
         self._compiles_anew: bool | None = None  # see compiles_anew()
 
@@ -447,30 +447,29 @@ class _Job:
         return results.close_matches(self.spec.op, markers)
 
     def check_out(self) -> Path:
-        """The pull request's tree, and the merge base's commits when the job will compare."""
+        """The pull request's tree, and the merge base's commits when the job will compare:
+        the network is then needed by the checkout alone, while a private repository's read
+        token is fresh (it lives an hour; the accuracy step may take longer). A failure to
+        fetch the base is left to the comparison, which tries again and says why."""
         path = self.checkout(self.spec.sha, "src")
-        self.fetch_base()
+        if self.spec.options.bench and self.spec.options.compare:
+            with contextlib.suppress(WorkspaceError):
+                self.fetch_base()
         return path
 
     def fetch_base(self) -> None:
-        """The merge base's commits, fetched with the pull request's when the job will compare:
-        the network is then needed by the checkout alone, while a private repository's read
-        token is fresh (it lives an hour; the accuracy step may take longer). A failure here
-        is left to the comparison, which fetches again and says why it could not."""
+        """The merge base's commit (or its branch) in the mirror, fetched once a job."""
         spec = self.spec
-        if not (spec.options.bench and spec.options.compare) or not self.worktrees:
+        if self.base_fetched:
             return
-        mirror = self.worktrees[0][0]
-        with contextlib.suppress(WorkspaceError):
-            if spec.base_sha:
-                self.ctx.workspaces.fetch(
-                    spec.clone_url, spec.base_sha, None, token=spec.git_token
-                )
-            elif spec.base_ref:
-                self.ctx.workspaces.fetch_branch(
-                    mirror, spec.clone_url, spec.base_ref, token=spec.git_token
-                )
-                self.base_fetched = True
+        if spec.base_sha:
+            self.ctx.workspaces.fetch(spec.clone_url, spec.base_sha, None, token=spec.git_token)
+        elif spec.base_ref:
+            mirror = self.worktrees[0][0]
+            self.ctx.workspaces.fetch_branch(
+                mirror, spec.clone_url, spec.base_ref, token=spec.git_token
+            )
+        self.base_fetched = True
 
     def base_tree(self, step: Step) -> tuple[str, Path] | None:
         """The merge base's commit and checkout to compare with, or None (no base, or it is
@@ -483,14 +482,7 @@ class _Job:
         started = _now()
         try:
             mirror = self.worktrees[0][0]
-            if spec.base_sha:  # at once when the checkout fetched it
-                self.ctx.workspaces.fetch(
-                    spec.clone_url, spec.base_sha, None, token=spec.git_token
-                )
-            elif spec.base_ref and not self.base_fetched:
-                self.ctx.workspaces.fetch_branch(
-                    mirror, spec.clone_url, spec.base_ref, token=spec.git_token
-                )
+            self.fetch_base()
             merge_base = self.ctx.workspaces.merge_base(mirror, spec.sha, base)
             if merge_base is None or merge_base == spec.sha:
                 self.log(f"no merge base with {base} to compare with")
