@@ -3,10 +3,12 @@ the benchmark, the merge-base comparison, and every way a job ends."""
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,7 @@ from sandbox.client import SandboxAdmin
 from tests.runner.tinyrepo import TinyRepo
 from tests.support.live import live_server
 from workflows.models import JobResult, JobSpec, JobStatus, StepStatus
-from workflows.spec import ProofLog, StepKind, WorkflowSpec, load_workflows
+from workflows.spec import ProofLog, Step, StepKind, WorkflowSpec, load_workflows
 
 CPU = load_workflows()["cpu"]
 
@@ -48,6 +50,7 @@ def _run(
     cancel: threading.Event | None = None,
     jail: Jail | None = None,
     log: bytearray | None = None,
+    on_step_start: Callable[[int], None] | None = None,
     **kw: object,
 ) -> tuple[JobResult, str]:
     log = bytearray() if log is None else log
@@ -61,6 +64,7 @@ def _run(
         cancel=cancel or threading.Event(),
         jail=jail,
         grace_s=1,
+        on_step_start=on_step_start,
     )
     result = execute(_spec(repo, op, **kw), workflow, ctx)
     return result, log.decode()
@@ -115,24 +119,30 @@ def test_a_private_repository_is_checked_out_with_the_jobs_read_token(
         admin.set_permission("o/tinyops", "reader", "read")
         token = admin.create_token("reader")
         clone = f"{url}/o/tinyops.git"
-        log = bytearray()
-        ctx = JobContext(
-            workspaces=Workspaces(runner_cache),
-            env_cache=runner_cache / "envs",
-            job_dir=tmp_path / "job",
-            runner_name="test-runner",
-            runner_version="0",
-            on_output=log.extend,
-            cancel=threading.Event(),
-            grace_s=1,
+        # A step that shows what a pull request's code could read: its environment and git's.
+        snoop = Step(
+            name="snoop",
+            argv=["{python}", "-c", "import os, subprocess; print(dict(os.environ)); "
+                  "subprocess.run(['git', 'config', '--list', '--show-origin'])"],
+        )  # fmt: skip
+        workflow = CPU.model_copy(update={"steps": [snoop, *CPU.steps]})
+        result, log = _run(
+            tiny_repo,
+            runner_cache,
+            tmp_path,
+            "good_op",
+            workflow,
             on_step_start=lambda _: admin.set_permission("o/tinyops", "reader", "none"),
+            base_ref="main",
+            clone_url=clone,
+            git_token=token,
         )
-        spec = _spec(tiny_repo, "good_op", base_ref="main", clone_url=clone, git_token=token)
-        result = execute(spec, CPU, ctx)
-        assert result.status is JobStatus.succeeded, log.decode()
+        assert result.status is JobStatus.succeeded, log
         assert result.steps[-1].name == "benchmark (merge base)"
         assert result.steps[-1].status is StepStatus.succeeded
-        assert token not in log.decode() and token not in result.model_dump_json()
+        assert "'HOME'" in log  # the snoop step printed its environment (unredacted here)
+        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        assert token not in log and basic not in log and token not in result.model_dump_json()
         cold = tmp_path / "cold"  # a runner whose mirror does not have the commit yet
         admin.set_permission("o/tinyops", "reader", "read")
         denied, text = _run(tiny_repo, cold, cold, "good_op", clone_url=clone)
