@@ -80,6 +80,11 @@ def resolve(state: SandboxState, header: str | None) -> Caller:
         return ANONYMOUS
     if _looks_like_jwt(value):
         return app_caller(state, value)
+    return token_caller(state, value)
+
+
+def token_caller(state: SandboxState, value: str) -> Caller:
+    """The caller a token (a user's or an installation's) stands for; 401 if none."""
     grant = state.token_user(value)
     if grant is None:
         raise SandboxError(401, "Bad credentials")
@@ -104,7 +109,7 @@ def basic_caller(state: SandboxState, header: str | None) -> Caller:
         _, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
     except (binascii.Error, UnicodeDecodeError) as exc:
         raise SandboxError(401, "Bad credentials") from exc
-    return resolve(state, f"token {password}") if password else ANONYMOUS
+    return token_caller(state, password) if password else ANONYMOUS
 
 
 def peek_login(state: SandboxState, header: str | None) -> str | None:
