@@ -236,22 +236,23 @@ def test_an_ephemeral_runner_runs_one_job_then_leaves(
         first = service.enqueue(tiny_repo, "good_op", bench=False)
         second = service.enqueue(tiny_repo, "bad_op", bench=False)
         state = tmp_path / "runner-e"
-        daemon = Daemon(url, state, roomy_workflows, "--ephemeral")
-        try:
-            assert daemon.wait(timeout=90) == 0
-        finally:
-            daemon.stop()
+
+        def run_once() -> str:
+            """Start an ephemeral runner on `state`; its log once it has exited 0."""
+            daemon = Daemon(url, state, roomy_workflows, "--ephemeral")
+            try:
+                assert daemon.wait(timeout=90) == 0
+                return daemon.output()
+            finally:
+                daemon.stop()
+
+        assert "deregistered" in run_once()
         assert service.status(first) is JobStatus.succeeded, service.log(first)
         assert service.status(second) is JobStatus.queued
-        assert "deregistered" in daemon.output()
         assert not (state / "runner.json").exists()
         assert service.parts.runners.all() == []
 
-        again = Daemon(url, state, roomy_workflows, "--ephemeral")
-        try:
-            assert again.wait(timeout=90) == 0
-        finally:
-            again.stop()
+        run_once()
         assert service.status(second) is JobStatus.failed, service.log(second)
         jobs = [service.parts.jobs.get_job(j) for j in (first, second)]
         runners = [getattr(j, "runner_id", None) for j in jobs]
