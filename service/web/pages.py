@@ -14,7 +14,7 @@ for a job that does not exist) and is never listed."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from importlib.resources import files
 from typing import Any
 
@@ -62,10 +62,8 @@ templates = Environment(
 
 
 def _iso(moment: datetime | None) -> str | None:
-    """ISO 8601 in UTC; a naive datetime is taken to be UTC already."""
-    if moment is None:
-        return None
-    return (moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+    """ISO 8601 (the database's datetimes are aware, in UTC)."""
+    return moment.isoformat() if moment is not None else None
 
 
 def pages_router(
