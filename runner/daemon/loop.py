@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
+from typing import TypeVar
 
 from ondemand.retry import Backoff, RetryPolicy
 from runner.daemon.health import Health, run_device_check
@@ -57,6 +58,8 @@ log = logging.getLogger("ondemand.runner")
 BACKOFF_BASE_S = 0.5
 REPORT_DEADLINE_S = 600.0  # keep retrying a result upload this long
 REPORT_TRIES_WHEN_STOPPING = 3  # after a second signal, give up sooner
+LEAVE_DEADLINE_S = 60.0  # an ephemeral runner's deregistration is retried this long
+T = TypeVar("T")
 
 
 def runner_version() -> str:
@@ -284,23 +287,15 @@ class Daemon:
         """Deregister (an ephemeral runner, its job done or it stopped), retried a while when
         the service is unreachable; the saved token goes either way: the next start of this
         state directory registers anew."""
-        backoff = Backoff(self.retry)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                self.client.deregister()
-                log.info("runner %s deregistered", self.config.name)
-                break
-            except (Unauthorized, NotHeld):
-                break  # the service forgot it already
-            except Rejected as exc:
-                log.error("cannot deregister: %s", exc)
-                break
-            except ServiceUnavailable as exc:
-                if time.monotonic() > deadline or self.stop_now.is_set():
-                    log.error("cannot deregister (%s); the service will see it offline", exc)
-                    break
-                time.sleep(backoff.next())
+        try:
+            self.retried("deregister", self.client.deregister, LEAVE_DEADLINE_S)
+            log.info("runner %s deregistered", self.config.name)
+        except (Unauthorized, NotHeld):
+            pass  # the service forgot it already
+        except Rejected as exc:
+            log.error("cannot deregister: %s", exc)
+        except ServiceUnavailable as exc:
+            log.error("cannot deregister (%s); the service will see it offline", exc)
         self.credentials.forget()
 
     # -- the claim loop ------------------------------------------------------------------------
@@ -453,26 +448,31 @@ class Daemon:
         """Tell the service how the job ended (`call`: its result, or that this runner
         stopped it); retried while the service is unreachable (about ten minutes, a few tries
         once a second signal asked to stop now)."""
+        try:
+            status = self.retried(f"job {spec.id}: {what}", call, REPORT_DEADLINE_S)
+            log.info("job %s: %s: %s", spec.id, what, status)
+        except NotHeld:
+            log.warning("job %s: not held any more; result dropped", spec.id)
+        except Rejected as exc:
+            log.error("job %s: result refused: %s", spec.id, exc)
+        except ServiceUnavailable as exc:
+            log.error("job %s: giving up (%s): %s", spec.id, what, exc)
+
+    def retried(self, what: str, call: Callable[[], T], deadline_s: float) -> T:
+        """`call`, tried again while the service is unreachable, for `deadline_s` (a few
+        tries once a second signal asked to stop now); then its ServiceUnavailable. Other
+        errors are raised at once."""
         backoff = Backoff(self.retry)
-        deadline = time.monotonic() + REPORT_DEADLINE_S
+        deadline = time.monotonic() + deadline_s
         while True:
             try:
-                status = call()
-                log.info("job %s: %s: %s", spec.id, what, status)
-                return
-            except NotHeld:
-                log.warning("job %s: not held any more; result dropped", spec.id)
-                return
-            except Rejected as exc:
-                log.error("job %s: result refused: %s", spec.id, exc)
-                return
+                return call()
             except ServiceUnavailable as exc:
                 hurry = self.stop_now.is_set() and backoff.failures > REPORT_TRIES_WHEN_STOPPING
                 if time.monotonic() > deadline or hurry:
-                    log.error("job %s: giving up (%s): %s", spec.id, what, exc)
-                    return
+                    raise
                 delay = backoff.next()
-                log.warning("job %s: %s failed (%s); retrying in %.1fs", spec.id, what, exc, delay)
+                log.warning("%s failed (%s); retrying in %.1fs", what, exc, delay)
                 time.sleep(delay)
 
     def prune_logs(self, logs: Path) -> None:
