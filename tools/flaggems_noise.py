@@ -9,39 +9,25 @@ the rest.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
 
-Row = tuple[str, str]  # dtype, shapes
+from runner.job.layouts import read_flaggems_records
 
 
 def records(path: Path, op: str) -> list[dict[str, float | str]]:
-    """Each measured row of `op` in a record log, in the order written."""
-    out: list[dict[str, float | str]] = []
-    for line in path.read_text(errors="replace").splitlines():
-        start = line.find("{")
-        if start < 0:
-            continue
-        try:
-            record = json.loads(line[start:])
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(record, dict) or record.get("op_name") not in (op, None):
-            continue
-        for item in record.get("result") or []:
-            if isinstance(item, dict) and isinstance(item.get("latency"), int | float):
-                shape = json.dumps(item.get("shape_detail"))[:40]
-                out.append(
-                    {
-                        "row": f"{record.get('dtype', '')}|{shape}",
-                        "latency": float(item["latency"]),
-                        "base": float(item.get("latency_base") or 0.0),
-                    }
-                )
-    return out
+    """Each measured row of `op` in a record log, in the order written, read as the runner
+    reads them."""
+    return [
+        {
+            "row": f"{r.dtype} {r.size}->{r.output_size}",
+            "latency": r.kernel_ms,
+            "base": r.reference_ms,
+        }
+        for r in read_flaggems_records([path], op).rows
+    ]
 
 
 def spread(values: list[float]) -> str:

@@ -3,8 +3,9 @@
 # benchmark file, as the runner's flaggems layout runs it, in N processes of the same tree one
 # after another (between processes), then once with the file given K times (within one
 # process); each process's wall time and the import of flag_gems alone. Needs
-# .device/flaggems.tar.xz (a FlagGems tree) and .device/wheelhouse/ (what it needs and the
-# image lacks). Results under $OUT.
+# .device/flaggems.tar.xz (a FlagGems tree), .device/wheelhouse/ (what it needs and the image
+# lacks) and .whl/ (the runner's pure-Python packages: the reader parses the records as the
+# runner does; SKIP_WHEELS=1 when the host has them). Results under $OUT.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 OP=${OP:-adaptive_max_pool3d_backward}
@@ -24,6 +25,9 @@ for w in .device/wheelhouse/*.whl; do
   esac
 done
 python3 -m pip install -q --no-index --no-deps --target "$site" "${wheels[@]}" || exit 1
+ours=/tmp/ondemand-site  # for the reader only: FlagGems' runs never see it
+[ -n "${SKIP_WHEELS:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile \
+  --target "$ours" .whl/*.whl || exit 1
 export PYTHONPATH="$fg/src:$site" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/times.txt"
 cd "$fg" || exit 1
@@ -57,4 +61,5 @@ timeout 400 python3 -m pytest --keep-duplicates "${files[@]}" -m "$OP" -q -s -p 
 echo "one process, the file $K times: exit $? in $(ms "$start") ms" | tee -a "$OUT/times.txt"
 mkdir -p "$OUT/inproc" && mv result*.log "$OUT/inproc/" 2>/dev/null
 ls ~/.flaggems ~/.cache/flaggems 2>/dev/null | head -5 | tee -a "$OUT/times.txt"
-cd "$tools" && python3 -m tools.flaggems_noise "$OUT" "$OP" | tee "$OUT/noise.txt"
+cd "$tools" && PYTHONPATH="$tools:$ours" python3 -m tools.flaggems_noise "$OUT" "$OP" |
+  tee "$OUT/noise.txt"

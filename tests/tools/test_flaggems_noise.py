@@ -44,7 +44,7 @@ def test_spreads_between_processes_within_one_and_the_first(
     ]  # fmt: skip
     assert records(tmp_path / "inproc" / "result_y.log", "other") == []
     main(tmp_path, "op")
-    row = [line for line in capsys.readouterr().out.splitlines() if "torch.float16" in line]
+    row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("float16 ")]
     assert len(row) == 1
     # Between: median 0.105, spread 4.00x; the first is 4.00x the rest's median; within 1.20x.
     assert "0.1050 x4.00" in row[0] and " 4.00 " in row[0] and "0.1100 x1.20" in row[0]
