@@ -450,6 +450,21 @@ class DeliveryHandler:
             gate=policy.gate,
         )
 
+    def _queue(
+        self,
+        origin: Origin,
+        pull: PullInfo,
+        sha: str,
+        target: Target,
+        cmd: TestCommand | ChangedCommand,
+        settings: ConfigReading,
+    ) -> tuple[Job, bool]:
+        """The job of `target`, created now or already queued or running; True when it is
+        this request's: new, or made by this very comment processed again."""
+        job, new = self.jobs.create_job(self._new_job(origin, pull, sha, target, cmd, settings))
+        again = origin.comment_id is not None and job.command_comment_id == origin.comment_id
+        return job, new or again
+
     def _run_changed(
         self,
         origin: Origin,
@@ -487,12 +502,7 @@ class DeliveryHandler:
                 for backend in cmd.backends:
                     if op not in report.by_backend.get(backend, ()):
                         continue  # this backend's tests do not name it
-                    target = Target(op, backend)
-                    job, new = self.jobs.create_job(
-                        self._new_job(origin, pull, sha, target, cmd, settings)
-                    )
-                    again = origin.comment_id is not None  # this comment, processed again
-                    mine = new or (again and job.command_comment_id == origin.comment_id)
+                    job, mine = self._queue(origin, pull, sha, Target(op, backend), cmd, settings)
                     (queued if mine else existing).append(self._view(job))
         reply = SelectionReply(
             who=who,
@@ -540,11 +550,9 @@ class DeliveryHandler:
             if unknown is not None:
                 answers.append(unknown)
                 continue
-            job, new = self.jobs.create_job(
-                self._new_job(ev.origin, pull, sha, target, cmd, settings)
-            )
-            if new or job.command_comment_id == ev.comment_id:
-                created += 1  # (the second case: this very comment, processed again)
+            job, mine = self._queue(ev.origin, pull, sha, target, cmd, settings)
+            if mine:
+                created += 1
                 continue
             answers.append(render_duplicate(target, self._view(job)))
         return "\n\n".join(answers), f"{created} job(s) queued, {len(answers)} not queued"
