@@ -422,34 +422,6 @@ class DeliveryHandler:
             return self._retest(ev, pull, approval.sha, settings)
         return "", "unknown command"
 
-    def _new_job(
-        self,
-        origin: Origin,
-        pull: PullInfo,
-        sha: str,
-        target: Target,
-        cmd: TestCommand | ChangedCommand,
-        settings: ConfigReading,
-    ) -> NewJob:
-        policy = settings.config.for_op(target.op)
-        return NewJob(
-            repo=origin.repo,
-            clone_url=pull.clone_url or origin.clone_url,
-            pr_number=origin.pr_number,
-            sha=sha,
-            op=target.op,
-            backend=target.backend,
-            bench=cmd.bench,
-            compare=cmd.compare,
-            base_ref=pull.base_ref,
-            base_sha=pull.base_sha,
-            requested_by=origin.login,
-            command_comment_id=origin.comment_id,
-            private=origin.private,
-            threshold=policy.threshold,
-            gate=policy.gate,
-        )
-
     def _queue(
         self,
         origin: Origin,
@@ -461,7 +433,26 @@ class DeliveryHandler:
     ) -> tuple[Job, bool]:
         """The job of `target`, created now or already queued or running; True when it is
         this request's: new, or made by this very comment processed again."""
-        job, new = self.jobs.create_job(self._new_job(origin, pull, sha, target, cmd, settings))
+        policy = settings.config.for_op(target.op)
+        job, new = self.jobs.create_job(
+            NewJob(
+                repo=origin.repo,
+                clone_url=pull.clone_url or origin.clone_url,
+                pr_number=origin.pr_number,
+                sha=sha,
+                op=target.op,
+                backend=target.backend,
+                bench=cmd.bench,
+                compare=cmd.compare,
+                base_ref=pull.base_ref,
+                base_sha=pull.base_sha,
+                requested_by=origin.login,
+                command_comment_id=origin.comment_id,
+                private=origin.private,
+                threshold=policy.threshold,
+                gate=policy.gate,
+            )
+        )
         again = origin.comment_id is not None and job.command_comment_id == origin.comment_id
         return job, new or again
 
@@ -565,9 +556,7 @@ class DeliveryHandler:
             if last.status not in RETEST_STATUSES:
                 continue
             cmd = TestCommand((Target(last.op, last.backend),), last.bench, last.compare)
-            job, _ = self.jobs.create_job(
-                self._new_job(ev.origin, pull, sha, Target(last.op, last.backend), cmd, settings)
-            )
+            job, _ = self._queue(ev.origin, pull, sha, cmd.targets[0], cmd, settings)
             again.append(job)
         views = [self._view(job) for job in again]
         return render_retest_summary(views), f"retest: {len(again)} job(s)"
