@@ -59,6 +59,7 @@ class Options:
     json_out: Path | None
     change: bool = True
     extra: list[str] = field(default_factory=list)
+    runner_args: list[str] = field(default_factory=list)
 
 
 def parse_args(argv: list[str]) -> Options:
@@ -87,6 +88,13 @@ def parse_args(argv: list[str]) -> Options:
     parser.add_argument(
         "--flags", default="", help="extra command flags, e.g. '--no-compare --no-bench'"
     )
+    parser.add_argument(
+        "--runner-arg",
+        action="append",
+        default=[],
+        dest="runner_args",
+        help="an option for the runner, e.g. --runner-arg=--python=/usr/bin/python3.10 (repeat)",
+    )
     args = parser.parse_args(argv)
     workdir = args.workdir or Path(".ondemand") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     return Options(
@@ -101,6 +109,7 @@ def parse_args(argv: list[str]) -> Options:
         json_out=args.json_out,
         change=args.change,
         extra=args.flags.split(),
+        runner_args=args.runner_args,
     )
 
 
@@ -212,6 +221,7 @@ def run_demo(opts: Options, stack: Stack, console: Console) -> int:
     ]
     if opts.workflows:
         runner_argv += ["--workflows", str(opts.workflows)]
+    runner_argv += opts.runner_args
     runner = stack.start("runner", runner_argv, {"ONDEMAND_REGISTRATION_TOKEN": registration})
     _wait_registered(runner, opts.workdir / "runner" / "runner.json")
     console.print(f"  runner             {opts.backend}  (log {runner.log})")

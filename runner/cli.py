@@ -11,6 +11,7 @@ from pathlib import Path
 
 from runner import local
 from runner.daemon.loop import DaemonConfig, serve
+from runner.environment import interpreter
 from runner.environment.pyenv import PackageSources
 from runner.job.logstream import DEFAULT_LIMIT, MIN_LIMIT
 from workflows.spec import WorkflowError, backend_names, load_workflows
@@ -78,6 +79,7 @@ def daemon_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run steps as the runner's own user (root: for a trial on a machine of your own)",
     )
+    interpreter.add_argument(parser)
     PackageSources.add_arguments(parser)
     parser.add_argument(
         "--log-max-bytes",
@@ -142,6 +144,11 @@ def daemon_main(argv: list[str]) -> int:
         )
         return 2
     backends = list(dict.fromkeys(names[b.lower()] for b in backends))
+    try:
+        pythons = interpreter.configured(args.python, backends)
+    except ValueError as exc:
+        print(f"ondemand runner: {exc}", file=sys.stderr)
+        return 2
     labels = args.labels or sorted({label for b in backends for label in workflows[b].labels})
     config = DaemonConfig(
         service_url=args.service.rstrip("/"),
@@ -163,6 +170,7 @@ def daemon_main(argv: list[str]) -> int:
         packages=PackageSources.from_args(args),
         log_max_bytes=args.log_max_bytes,
         keep_log_bytes=args.keep_log_bytes,
+        pythons=pythons,
     )
     return serve(config, workflows)
 

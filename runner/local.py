@@ -18,7 +18,9 @@ from typing import Any
 
 from runner.daemon.loop import runner_version
 from runner.daemon.warmup import warm
+from runner.environment import interpreter
 from runner.environment.compile_cache import CompileCache
+from runner.environment.interpreter import InterpreterError
 from runner.environment.parallel import default_workers
 from runner.environment.pyenv import PackageSources
 from runner.job.execute import OP_NAME, JobContext, execute
@@ -187,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workflows", type=Path, help="directory of workflow YAML files")
     parser.add_argument("--cache", type=Path, default=None, help="mirrors and Python envs")
     parser.add_argument("--quiet", "-q", action="store_true", help="do not echo the job log")
+    interpreter.add_argument(parser)
     PackageSources.add_arguments(parser)
     parser.add_argument(
         "--job-user",
@@ -296,11 +299,16 @@ def _run_op(
     # The steps' environment is scrubbed; the device choice made here is kept.
     var = workflows[backend].visible_devices_var
     visible = (var, os.environ[var]) if var and var in os.environ else None
+    workflow = workflows[backend]
     try:
         jail = jail_for_host(args.job_user, not args.no_network_isolation)
-    except JailError as exc:
+        given = interpreter.configured(args.python, [backend]).get(backend)
+        python, how = interpreter.find(workflow.python_env.host_modules, given)
+    except (JailError, InterpreterError, ValueError) as exc:
         print(f"ondemand run: {exc}", file=sys.stderr)
         return 2
+    if not python.own or given is not None:
+        print(f"ondemand run: jobs run on {python.describe()}, {how}", file=sys.stderr)
     run_dir = Path(tempfile.mkdtemp(prefix=f"ondemand-run-{op}-"))
     if jail is not None and jail.user is not None:
         run_dir.chmod(0o711)  # the job user passes through to its workspace
@@ -324,12 +332,13 @@ def _run_op(
         visible_devices=visible,
         jail=jail,
         packages=PackageSources.from_args(args),
+        interpreter=python,
         compile_cache=None if args.no_compile_cache else CompileCache(cache / "compile"),
         workers=args.workers if args.workers is not None else default_workers(),
         warm_workers=args.warm_workers,
     )
     try:
-        result = execute(spec, workflows[backend], context)
+        result = execute(spec, workflow, context)
     finally:
         stream.close()
     if args.json:

@@ -172,6 +172,19 @@ class PythonEnv(BaseModel):
         description="a pin the host's version does not meet installs the pinned version "
         "(default: the host's version is used, and the report notes it)",
     )
+    host_modules: list[str] = Field(
+        default_factory=lambda: ["torch", "triton"],
+        description="what the job's Python must import from the host (the vendor's stack): a "
+        "runner not told which Python to use takes the first it finds that has them all",
+    )
+
+    @field_validator("host_modules")
+    @classmethod
+    def _module_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_.]*$", name):
+                raise ValueError(f"not a module name: {name!r}")
+        return names
 
 
 class WorkflowSpec(BaseModel):

@@ -32,11 +32,17 @@ ReportFn = Callable[[bool, str | None, list[str]], None]
 
 
 def run_device_check(
-    workflow: WorkflowSpec, *, home: Path, visible_devices: tuple[str, str] | None
+    workflow: WorkflowSpec,
+    *,
+    home: Path,
+    visible_devices: tuple[str, str] | None,
+    python: Path | str | None = None,
 ) -> str | None:
-    """Run `workflow.device_check` in a step-like scrubbed environment under `home`; None when
-    it passes, else why not."""
-    argv = [a.replace("{python}", sys.executable) for a in workflow.device_check]
+    """Run `workflow.device_check` with `python` (the backend's job interpreter; default the
+    runner's own) in a step-like scrubbed environment under `home`; None when it passes, else
+    why not."""
+    interpreter = str(python or sys.executable)
+    argv = [a.replace("{python}", interpreter) for a in workflow.device_check]
     env = scrubbed_env(
         os.environ, home=home, workflow_env=workflow.env, visible_devices=visible_devices
     )

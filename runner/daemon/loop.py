@@ -41,6 +41,7 @@ from runner.daemon.health import Health, run_device_check
 from runner.daemon.heartbeat import Heartbeat
 from runner.daemon.warmup import warm
 from runner.environment.compile_cache import CompileCache
+from runner.environment.interpreter import Interpreter, InterpreterError, find
 from runner.environment.parallel import default_workers
 from runner.environment.pyenv import PackageSources
 from runner.job.execute import JobContext, execute
@@ -94,6 +95,7 @@ class DaemonConfig:
     progress_interval_s: float = 2.0  # a job's progress goes to the service at most this often
     compile_cache: bool = True  # a shared compile cache filled by trusted builds
     ephemeral: bool = False  # one job, then deregister and exit
+    pythons: dict[str, Path] = field(default_factory=dict)  # backend → its jobs' interpreter
 
 
 class Daemon:
@@ -128,17 +130,12 @@ class Daemon:
         self.cancels: dict[int, threading.Event] = {}
         self.lock = threading.Lock()  # guards `cancels` (also taken by the signal handler)
         self.register_lock = threading.Lock()
-        # The device checks run on slot 0's device, in a home of their own.
-        first_device = config.devices[0] if config.devices else None
+        self.interpreters, self.no_python = job_interpreters(config, workflows)
         self.health = Health(
             workflows=workflows,
             backends=config.backends,
             check_interval_s=config.check_interval_s,
-            check=lambda workflow: run_device_check(
-                workflow,
-                home=config.work_dir / "check-home",
-                visible_devices=visible_devices(workflow.visible_devices_var, first_device),
-            ),
+            check=self.check_device,
             report=self.client.health,
         )
         self.workspaces = Workspaces(config.work_dir / "cache")
@@ -148,6 +145,19 @@ class Daemon:
             self.jail = jail_for_host(config.job_user, config.network_isolation)
         except JailError as exc:
             raise SystemExit(f"ondemand runner: {exc}") from exc
+
+    def check_device(self, workflow: WorkflowSpec) -> str | None:
+        """The backend's device check, run with its job interpreter on slot 0's device in a
+        home of its own; None when it passes, else why not (also: no interpreter for it)."""
+        if workflow.name in self.no_python:
+            return self.no_python[workflow.name]
+        first_device = self.config.devices[0] if self.config.devices else None
+        return run_device_check(
+            workflow,
+            home=self.config.work_dir / "check-home",
+            visible_devices=visible_devices(workflow.visible_devices_var, first_device),
+            python=self.interpreters[workflow.name].executable,
+        )
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -251,8 +261,10 @@ class Daemon:
         """Serve until signalled; the exit status."""
         self.lay_out()
         if self.jail is not None and self.jail.user is not None:
+            pythons = {sys.executable, *(str(i.executable) for i in self.interpreters.values())}
             try:
-                check_jail(self.jail, sys.executable)
+                for python in sorted(pythons):
+                    check_jail(self.jail, python)
             except JailError as exc:
                 log.error("%s", exc)
                 return 2
@@ -382,6 +394,7 @@ class Daemon:
             ),
             jail=self.jail_for(slot),
             packages=self.config.packages,
+            interpreter=self.interpreters.get(spec.backend),
             grace_s=self.config.grace_s,
             on_step_start=lambda pid: pidfile.write_text(str(pid)),
             on_progress=progress.update,
@@ -487,6 +500,30 @@ class Daemon:
                 continue
             if rank > 0 and (rank >= self.config.keep_logs or total > self.config.keep_log_bytes):
                 path.unlink(missing_ok=True)
+
+
+def job_interpreters(
+    config: DaemonConfig, workflows: Mapping[str, WorkflowSpec]
+) -> tuple[dict[str, Interpreter], dict[str, str]]:
+    """Each backend's job interpreter (said in the log), and for a backend none was found for,
+    why: it is then reported sick and takes no job. A configured one that cannot be used stops
+    the runner (SystemExit), naming the setting."""
+    found: dict[str, Interpreter] = {}
+    missing: dict[str, str] = {}
+    for backend in config.backends:
+        modules = workflows[backend].python_env.host_modules
+        given = config.pythons.get(backend)
+        try:
+            chosen, how = find(modules, given)
+        except InterpreterError as exc:
+            if given is not None:
+                raise SystemExit(f"ondemand runner: --python for {backend}: {exc}") from exc
+            log.error("backend %s: %s", backend, exc)
+            missing[backend] = str(exc)
+            continue
+        found[backend] = chosen
+        log.info("backend %s: jobs run on %s, %s", backend, chosen.describe(), how)
+    return found, missing
 
 
 def empty(directory: Path) -> None:

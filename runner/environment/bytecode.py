@@ -50,9 +50,11 @@ def sources(dirs: Iterable[str]) -> Iterator[str]:
             yield from (os.path.join(root, f) for f in files if f.endswith(".py"))
 
 
-def _own_bytecode(source: Path) -> Path:
-    """Where Python keeps `source`'s bytecode without a prefix: its `__pycache__`."""
-    return source.parent / "__pycache__" / f"{source.stem}.{sys.implementation.cache_tag}.pyc"
+def _own_bytecode(source: Path, cache_tag: str | None = None) -> Path:
+    """Where Python keeps `source`'s bytecode without a prefix: its `__pycache__` (for the
+    interpreter whose tag is `cache_tag`, default this one)."""
+    tag = cache_tag or sys.implementation.cache_tag
+    return source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
 
 
 # The packages every step imports, and the largest: one of them without bytecode is reason
@@ -60,10 +62,12 @@ def _own_bytecode(source: Path) -> Path:
 DEVICE_STACK = frozenset({"torch", "triton", "torch_musa"})
 
 
-def lacks_bytecode(site_dirs: Sequence[str], threshold: float = 0.5) -> bool:
-    """Whether the packages in `site_dirs` lack bytecode of this interpreter beside their
-    `__init__.py`: any of the device stack, or at least `threshold` of all of them. A cheap
-    look, one file a package."""
+def lacks_bytecode(
+    site_dirs: Sequence[str], threshold: float = 0.5, cache_tag: str | None = None
+) -> bool:
+    """Whether the packages in `site_dirs` lack bytecode of the interpreter whose tag is
+    `cache_tag` (default this one's) beside their `__init__.py`: any of the device stack, or at
+    least `threshold` of all of them. A cheap look, one file a package."""
     missing: list[str] = []
     inits = 0
     for site in site_dirs:
@@ -73,7 +77,7 @@ def lacks_bytecode(site_dirs: Sequence[str], threshold: float = 0.5) -> bool:
             init = package / "__init__.py"
             if init.is_file():
                 inits += 1
-                if not _own_bytecode(init).is_file():
+                if not _own_bytecode(init, cache_tag).is_file():
                     missing.append(package.name)
     return bool(DEVICE_STACK.intersection(missing)) or (
         inits > 0 and len(missing) >= threshold * inits

@@ -1,6 +1,10 @@
 """The job's Python environment: the host's torch and vendor plugin, plus what the repository
 declares and the host lacks; cached by the hash of the repository's dependency files.
 
+The host is the job's interpreter (`runner.environment.interpreter`): the Python with the
+vendor's torch, which may be another than the runner's own (CPython 3.10 beside torch_musa
+while the runner runs on 3.12). Everything here asks that interpreter, never the runner's `sys`.
+
 Host first: a requirement the host's installed distributions satisfy *by name* is used as it
 is, whatever version the repository pins (the report notes `PyYAML 6.0.3 (repository pins
 6.0.1)`); a workflow's `python_env.strict` makes pins count. torch, triton and the vendor's
@@ -9,10 +13,11 @@ installed from the runner's wheelhouse and/or index (`PackageSources`), wheels o
 cannot be, the environment step says which packages and which runner setting would fix it.
 
 The scheme, chosen to be quick and to never reinstall torch:
-- a venv (`python -m venv --without-pip`, milliseconds) whose `_ondemand_host.pth` lists the
-  runner's own site-packages directories, so torch, triton and torch_musa (which comes with
-  the MUSA stack, not from an index) import from the host. Only the directory lines are
-  added: the host's `.pth` hooks (editable installs of other projects) do not run;
+- a venv (the host's `python -m venv --without-pip`, milliseconds) whose `_ondemand_host.pth`
+  lists the host interpreter's site-packages directories, so torch, triton and torch_musa
+  (which comes with the MUSA stack, not from an index) import from the host. Only the
+  directory lines are added: the host's `.pth` hooks (editable installs of other projects) do
+  not run;
 - the repository's requirements (`project.dependencies`, the workflow's extras, its
   requirements files) that the host does not already satisfy are `pip install`ed into the
   venv — usually none, so nothing is installed;
@@ -34,7 +39,6 @@ import shutil
 import site
 import subprocess
 import sys
-import sysconfig
 import time
 import tomllib
 from collections.abc import Callable, Sequence
@@ -44,7 +48,8 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from runner.environment import bytecode
+from runner.environment import bytecode, interpreter
+from runner.environment.interpreter import Interpreter
 
 DEPENDENCY_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
 Log = Callable[[str], None]
@@ -63,10 +68,12 @@ class PythonEnv:
     reused: bool  # True when it came from the cache
     notes: tuple[str, ...] = ()  # host versions used where the repository pins others
     bytecode: Path | None = None  # the steps' PYTHONPYCACHEPREFIX, where one was compiled
+    host: Interpreter | None = None  # the interpreter the environment was made from
 
 
 def host_site_dirs() -> list[str]:
-    """The runner's site-packages directories (and any in sys.path named so)."""
+    """The runner's own site-packages directories (and any in sys.path named so); a job's are
+    its interpreter's (`Interpreter.site_dirs`), which the same code finds in that Python."""
     dirs = list(site.getsitepackages())
     if site.ENABLE_USER_SITE and site.getusersitepackages():
         dirs.append(site.getusersitepackages())
@@ -225,12 +232,26 @@ def _installed(name: str, dirs: Sequence[str]) -> metadata.Distribution | None:
 
 
 def plan_requirements(
-    reqs: Sequence[str], *, strict: bool = False, dirs: Sequence[str] | None = None
+    reqs: Sequence[str],
+    *,
+    strict: bool = False,
+    dirs: Sequence[str] | None = None,
+    host: Interpreter | None = None,
 ) -> Plan:
     """Which of `reqs` the host satisfies, by name (or, with `strict`, by version too), in
-    exactly the directories a job imports from (`dirs`, default `host_site_dirs()`): a
-    distribution the runner sees only through its own PYTHONPATH is not the job's."""
-    where = host_site_dirs() if dirs is None else list(dirs)
+    exactly the directories a job imports from (`dirs`, default the host interpreter's site
+    directories), markers evaluated as that interpreter would: a distribution the runner sees
+    only through its own PYTHONPATH is not the job's."""
+    if dirs is not None:
+        where = list(dirs)
+    elif host is not None:
+        where = list(host.site_dirs)
+    else:
+        where = host_site_dirs()
+    markers = dict(host.markers) if host is not None else None
+    # Where the runner itself (or the job's interpreter) would find what the job's directories
+    # lack: PYTHONPATH, which a job does not import from.
+    elsewhere = list(host.path) if host is not None and not host.own else sys.path
     install: list[str] = []
     notes: list[str] = []
     refused: list[str] = []
@@ -241,13 +262,13 @@ def plan_requirements(
         except InvalidRequirement:
             install.append(text)  # pip will say what is wrong with it
             continue
-        if req.marker is not None and not req.marker.evaluate():
+        if req.marker is not None and not req.marker.evaluate(markers):
             continue
         host_only = _canonical(req.name) in HOST_ONLY
         dist = _installed(req.name, where)
         if dist is None:
             (refused if host_only else install).append(text)
-            seen = _installed(req.name, sys.path)
+            seen = _installed(req.name, elsewhere)
             if seen is not None:
                 outside.append(f"{seen.metadata['Name'] or req.name} {seen.version} in "
                                f"{seen.locate_file('')}")
@@ -271,13 +292,18 @@ def missing_requirements(reqs: Sequence[str]) -> list[str]:
 
 
 def env_key(
-    checkout: Path, extras: Sequence[str], requirements_files: Sequence[str], strict: bool = False
+    checkout: Path,
+    extras: Sequence[str],
+    requirements_files: Sequence[str],
+    strict: bool = False,
+    host: Interpreter | None = None,
 ) -> str:
     digest = hashlib.sha256()
+    python = host or interpreter.own()
     # The host's directories too: the environment's .pth lists them, and what they hold decides
     # what is installed.
-    host = [sys.version, sys.executable, sorted(extras), strict, host_site_dirs()]
-    digest.update(json.dumps(host).encode())
+    key = [python.version, str(python.executable), sorted(extras), strict, python.site_dirs]
+    digest.update(json.dumps(key).encode())
     for name in (*DEPENDENCY_FILES, *requirements_files):
         path = checkout / name
         digest.update(name.encode() + b"\0")
@@ -295,9 +321,12 @@ def python_env(
     sources: PackageSources = PackageSources(),
     log: Log = lambda _: None,
     pip_timeout_s: float = 1800,
+    host: Interpreter | None = None,
 ) -> PythonEnv:
-    """The cached environment for `checkout`'s dependency files, built when absent."""
-    key = env_key(checkout, extras, requirements_files, strict)
+    """The cached environment for `checkout`'s dependency files on `host` (default: the
+    runner's own interpreter), built when absent."""
+    host = host or interpreter.own()
+    key = env_key(checkout, extras, requirements_files, strict, host)
     root = cache / key
     python = root / "bin" / "python"
     ready = root / ".ready"
@@ -309,10 +338,10 @@ def python_env(
             installed = tuple(built.get("installed", []))
             log(f"python environment {key} reused (installed: {', '.join(installed) or 'none'})")
             notes = tuple(built.get("notes", []))
-            prefix = env_bytecode(root, python, cache / f"{key}.home", log)
-            return PythonEnv(python, root, key, installed, True, notes, prefix)
+            prefix = env_bytecode(root, python, cache / f"{key}.home", log, host)
+            return PythonEnv(python, root, key, installed, True, notes, prefix, host)
         plan = plan_requirements(
-            declared_requirements(checkout, extras, requirements_files), strict=strict
+            declared_requirements(checkout, extras, requirements_files), strict=strict, host=host
         )
         if plan.refused:
             raise PythonEnvError(
@@ -325,15 +354,23 @@ def python_env(
             log(f"not for jobs: {seen} (the runner's own path, which a job does not import from)")
         shutil.rmtree(root, ignore_errors=True)
         env = build_env(cache / f"{key}.home")
-        _run([sys.executable, "-m", "venv", "--without-pip", str(root)], "venv", 300, env)
+        venv = [str(host.executable), "-m", "venv", "--without-pip", str(root)]
+        _run(venv, f"venv ({host.describe()})", 300, env)
         purelib = subprocess.run(
             [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
             capture_output=True,
             text=True,
             check=True,
         ).stdout.strip()
-        Path(purelib, "_ondemand_host.pth").write_text("\n".join(host_site_dirs()) + "\n")
+        Path(purelib, "_ondemand_host.pth").write_text("\n".join(host.site_dirs) + "\n")
         missing = list(plan.install)
+        if missing and not host.has_pip:
+            shutil.rmtree(root, ignore_errors=True)
+            raise PythonEnvError(
+                f"the job's Python {host.describe()} has no pip, and this host lacks "
+                f"{', '.join(missing)}: install pip for it (Debian and Ubuntu: python3-pip), "
+                "or install those packages into it"
+            )
         if missing:
             log(f"installing what the host lacks from {sources.describe()}: {', '.join(missing)}")
             # pip itself comes from the host through the .pth; it installs into the venv and
@@ -347,10 +384,13 @@ def python_env(
                 shutil.rmtree(root, ignore_errors=True)
                 why = _not_installed(missing, sources, str(exc), plan.outside)
                 raise PythonEnvError(why) from exc
-        prefix = env_bytecode(root, python, cache / f"{key}.home", log)
+        prefix = env_bytecode(root, python, cache / f"{key}.home", log, host)
         ready.write_text(json.dumps({"installed": missing, "notes": list(plan.notes)}))
-        log(f"python environment {key} built (installed: {', '.join(missing) or 'none'})")
-        return PythonEnv(python, root, key, tuple(missing), False, plan.notes, prefix)
+        log(
+            f"python environment {key} built on {host.describe()} "
+            f"(installed: {', '.join(missing) or 'none'})"
+        )
+        return PythonEnv(python, root, key, tuple(missing), False, plan.notes, prefix, host)
 
 
 # The environment's bytecode prefix (runner.environment.bytecode), and its record.
@@ -358,7 +398,12 @@ BYTECODE = "pycache"
 
 
 def env_bytecode(
-    root: Path, python: Path, home: Path, log: Log, timeout_s: float = 600
+    root: Path,
+    python: Path,
+    home: Path,
+    log: Log,
+    host: Interpreter | None = None,
+    timeout_s: float = 600,
 ) -> Path | None:
     """The environment's bytecode prefix, compiled on the first call where the host's packages
     lack their own bytecode (`runner.environment.bytecode`); None where they have it, or where
@@ -368,21 +413,20 @@ def env_bytecode(
     try:
         compiled = int(json.loads(record.read_text())["compiled"])
     except (OSError, ValueError, KeyError, TypeError):
-        host = host_site_dirs()
+        host = host or interpreter.own()
         compiled = 0
-        if bytecode.lacks_bytecode(host):
+        if bytecode.lacks_bytecode(host.site_dirs, cache_tag=host.cache_tag):
             dirs = _bytecode_dirs(root, host)
             compiled = _compile_bytecode(prefix, python, dirs, build_env(home), log, timeout_s)
         record.write_text(json.dumps({"compiled": compiled}))
     return prefix if compiled > 0 else None
 
 
-def _bytecode_dirs(root: Path, host: list[str]) -> list[str]:
-    """Where a step imports from besides its checkout: the standard library, the host's site
-    directories and the environment's own."""
-    paths = sysconfig.get_paths()
+def _bytecode_dirs(root: Path, host: Interpreter) -> list[str]:
+    """Where a step imports from besides its checkout: the host interpreter's standard
+    library and site directories, and the environment's own."""
     own = [str(p) for p in sorted(root.glob("lib/python*/site-packages"))]
-    return list(dict.fromkeys([paths["stdlib"], paths["platstdlib"], *host, *own]))
+    return list(dict.fromkeys([*host.stdlib, *host.site_dirs, *own]))
 
 
 def _compile_bytecode(

@@ -19,6 +19,7 @@ from typing import NoReturn, TypeVar
 
 from runner.environment import compile_cache, parallel
 from runner.environment.compile_cache import CompileCache
+from runner.environment.interpreter import Interpreter
 from runner.environment.parallel import default_workers
 from runner.environment.probe import environment_info
 from runner.environment.pyenv import PackageSources, PythonEnvError, python_env
@@ -80,6 +81,7 @@ class JobContext:
     visible_devices: tuple[str, str] | None = None
     jail: Jail | None = None  # None: steps run unconfined, as the runner (`ondemand run`)
     packages: PackageSources = field(default_factory=PackageSources)
+    interpreter: Interpreter | None = None  # the job's Python; None: the runner's own
     layout: str | None = None  # None: detect from the checkout
     grace_s: float = 5.0
     keep: bool = False  # keep the job directory (debugging)
@@ -165,6 +167,7 @@ class _Job:
             strict=self.workflow.python_env.strict,
             sources=self.ctx.packages,
             log=self.log,
+            host=self.ctx.interpreter,
         )
         self.notes = list(pyenv.notes)
         env = scrubbed_env(

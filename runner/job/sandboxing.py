@@ -153,8 +153,9 @@ def jail_for_host(job_user: str | None, network: bool) -> Jail | None:
 
 
 def check_jail(jail: Jail, python: str) -> None:
-    """Fail early, with what to change, when the job user cannot run the runner's Python
-    (a Python under /root, say): otherwise every job would error in its first step."""
+    """Fail early, with what to change, when the job user cannot run `python` (the runner's, or
+    a backend's job interpreter: a Python under /root, say): otherwise every job would error in
+    its first step."""
     try:
         done = subprocess.run(
             jail.argv([python, "-I", "-c", "import sys"]),
@@ -169,7 +170,7 @@ def check_jail(jail: Jail, python: str) -> None:
         detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         raise JailError(
             f"the job user {jail.user} cannot run {python} "
-            f"({detail[0]}): install the runner's Python where that user can read and run it"
+            f"({detail[0]}): install that Python where that user can read and run it"
         )
 
 

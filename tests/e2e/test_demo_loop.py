@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -198,4 +199,41 @@ def test_a_pull_request_that_breaks_the_kernel_gets_a_red_verdict_with_failing_t
     failed = re.search(r"(\d+) failed", comment)
     assert failed and int(failed.group(1)) > 0, comment
     assert "test_upstream_shapes[" in comment, comment
+    assert_nothing_left(outcome, tmp_path / "demo")
+
+
+# A Moore Threads host's Python: CPython 3.10 with torch in its own site-packages, beside the
+# runner's own newer Python (devtools/python310-host.sh makes one; .ci/run exports these).
+HOST_PYTHON = os.environ.get("ONDEMAND_TEST_PYTHON310")
+HOST_WHEELHOUSE = os.environ.get("ONDEMAND_TEST_WHEELHOUSE310")
+
+
+def test_jobs_run_on_the_hosts_python_310_beside_the_runners_own(
+    tmp_path: Path, small_workflows: Path
+) -> None:
+    """The cpu workflow end to end with the job's Python another than the runner's: the
+    environment, the pytest plugins, the probe and the benchmark with its comparison all run
+    on CPython 3.10, what the host lacks comes from a wheelhouse, and the verdict is a pass."""
+    if not HOST_PYTHON:
+        if os.environ.get("CI"):  # .ci/run makes one: its absence there is a failure
+            pytest.fail("ONDEMAND_TEST_PYTHON310 is not set (devtools/python310-host.sh)")
+        pytest.skip("no CPython 3.10 host (devtools/python310-host.sh, ONDEMAND_TEST_PYTHON310)")
+    assert sys.version_info[:2] != (3, 10)  # the runner's own is another
+    extra = [f"--runner-arg=--python={HOST_PYTHON}"]
+    if HOST_WHEELHOUSE:
+        extra.append(f"--runner-arg=--wheelhouse={HOST_WHEELHOUSE}")
+    rc, outcome, log = run_demo(ROOT, tmp_path / "demo", small_workflows, *extra)
+    assert rc == 0, log
+    assert outcome["verdict"] == "success", log
+    runner_log = (tmp_path / "demo" / "runner.log").read_text()
+    assert f"backend cpu: jobs run on {HOST_PYTHON} (Python 3.10." in runner_log, runner_log
+    with sqlite3.connect(tmp_path / "demo" / "ondemand.db") as db:
+        (stored,) = db.execute("SELECT result FROM jobs").fetchone()
+    result = json.loads(stored)
+    assert result["environment"]["python"].startswith("3.10."), result["environment"]
+    assert result["accuracy"]["passed"] == 48, result["accuracy"]
+    assert result["operators"]  # the operators plugin ran in the job's pytest
+    bench = result["benchmark"]
+    assert bench["merge_base"] == outcome["base_sha"]  # compared with its merge base
+    assert all(row["before_kernel_ms"] is not None for row in bench["rows"])
     assert_nothing_left(outcome, tmp_path / "demo")

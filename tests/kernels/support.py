@@ -6,15 +6,37 @@ upcast (exactly) for the reference, so both see the same numbers.
 
 from __future__ import annotations
 
+import importlib
 import zlib
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
+import pytest
 import torch
 import torch.nn.functional as F
 
 from kernels import runtime
 from kernels.backends._cpu.heuristics import INTERPRETER
 from kernels.backends._nvidia.heuristics import for_device
+
+
+def bot_module(name: str) -> ModuleType | None:
+    """A module of the bot's own (the shared models, the runner's reader), or None where this
+    Python cannot import it: a job host's Python (CPython 3.10 beside torch_musa) may be older
+    than the bot's, and the kernel suite must still collect there."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def needs_bot(*modules: ModuleType | None) -> pytest.MarkDecorator:
+    """Skip a test that reads the harness's output with the bot's own code where that code
+    cannot be imported (see `bot_module`)."""
+    return pytest.mark.skipif(
+        any(m is None for m in modules),
+        reason="reads the output with the bot's code, which this Python cannot import",
+    )
+
 
 DEVICE = runtime.device
 ON_GPU = DEVICE in ("cuda", "musa")

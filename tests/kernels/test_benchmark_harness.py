@@ -25,7 +25,11 @@ import pytest
 from kernels.benchmark.bandwidth import gbps, pool3d_traffic_bytes
 from kernels.benchmark.report import COLUMNS, EXTRA_KEYS, SCHEMA, Environment, Report, Row
 from kernels.benchmark.sizes import TINY, parse_dtypes
-from workflows.models import BenchmarkResult, BenchmarkRow
+from tests.kernels.support import bot_module, needs_bot
+
+models = bot_module("workflows.models")
+results = bot_module("runner.report.results")
+bot = needs_bot(models, results)
 
 ROOT = Path(__file__).resolve().parents[2]
 OPS = ("adaptive_max_pool3d", "adaptive_max_pool3d_backward")
@@ -152,6 +156,7 @@ def test_json_has_the_tiny_rows_and_the_environment(cli_run: Any) -> None:
         assert row["reach_ms"] is None and row["reach_layout"] is None  # no --reach
 
 
+@bot
 def test_json_means_are_the_means_of_the_rows(cli_run: Any) -> None:
     _, _, data, _ = cli_run
     speedups = [row["speedup"] for row in data["rows"]]
@@ -159,28 +164,30 @@ def test_json_means_are_the_means_of_the_rows(cli_run: Any) -> None:
     geometric = math.prod(speedups) ** (1 / len(speedups))
     assert data["arithmetic_mean_speedup"] == pytest.approx(arithmetic, rel=1e-9)
     assert data["geometric_mean_speedup"] == pytest.approx(geometric, rel=1e-9)
-    assert BenchmarkResult.means(speedups) == pytest.approx((arithmetic, geometric), rel=1e-9)
+    means = models.BenchmarkResult.means(speedups)
+    assert means == pytest.approx((arithmetic, geometric), rel=1e-9)
 
 
+@bot
 def test_json_validates_as_benchmark_result_once_the_extra_keys_are_dropped(
     cli_run: Any,
 ) -> None:
     _, _, data, _ = cli_run
-    assert set(data) - set(BenchmarkResult.model_fields) == set(EXTRA_KEYS)
-    result = BenchmarkResult.model_validate({k: v for k, v in data.items() if k not in EXTRA_KEYS})
+    assert set(data) - set(models.BenchmarkResult.model_fields) == set(EXTRA_KEYS)
+    kept = {k: v for k, v in data.items() if k not in EXTRA_KEYS}
+    result = models.BenchmarkResult.model_validate(kept)
     assert result.performance is False
     assert len(result.rows) == len(TINY)
-    assert set(data["rows"][0]) <= set(BenchmarkRow.model_fields)
+    assert set(data["rows"][0]) <= set(models.BenchmarkRow.model_fields)
     assert result.rows[2].size == [1, 1, 32, 32, 32]
     assert result.rows[2].output_size == [16, 16, 16]
 
 
+@bot
 def test_runner_drops_exactly_our_extra_keys(cli_run: Any) -> None:
-    from runner.report.results import BENCHMARK_EXTRA_KEYS, benchmark_from_document
-
     _, _, data, _ = cli_run
-    assert set(EXTRA_KEYS) == set(BENCHMARK_EXTRA_KEYS)
-    result = benchmark_from_document(data)
+    assert set(EXTRA_KEYS) == set(results.BENCHMARK_EXTRA_KEYS)
+    result = results.benchmark_from_document(data)
     assert [row.kernel_ms for row in result.rows] == [row["kernel_ms"] for row in data["rows"]]
 
 
@@ -449,6 +456,7 @@ def test_host_times_are_measured_after_every_row_is_timed_and_only_where_host_bo
     assert all((r.reference_host_us is None) == (r.kernel_host_us is None) for r in rows)
 
 
+@bot
 def test_host_time_columns_appear_where_measured() -> None:
     from kernels.benchmark.report import HOST_COLUMNS
 
@@ -462,7 +470,7 @@ def test_host_time_columns_appear_where_measured() -> None:
     assert header.strip("| ").split(" | ")[-2:] == list(HOST_COLUMNS)
     assert cells.strip("| ").split(" | ")[-2:] == ["14.2", "9.5"]
     (json_row,) = report.to_json()["rows"]
-    assert BenchmarkRow.model_validate(json_row).kernel_host_us == 9.5
+    assert models.BenchmarkRow.model_validate(json_row).kernel_host_us == 9.5
     unmeasured = Report("x", env, [Row("float32", [1], [1], 1.0, 1.0, 1.0)]).to_markdown()
     assert "Host" not in unmeasured
 
@@ -493,6 +501,7 @@ def test_timing_stops_early_only_where_the_median_is_settled() -> None:
     assert not median_settled(noisy[:64], 0.005) and median_settled(noisy, 0.005)
 
 
+@bot
 def test_reach_is_the_fastest_mover_of_each_row_timed_the_same_way(runs: dict[str, Any]) -> None:
     from kernels.benchmark.reach import CONFIGS
 
@@ -507,9 +516,10 @@ def test_reach_is_the_fastest_mover_of_each_row_timed_the_same_way(runs: dict[st
     for row, cells in zip(rows, _table_rows(run["markdown"], "dtype"), strict=True):
         assert cells[-2] == f"{row['reach_ms']:.6f}"
         assert cells[-1] == f"{row['kernel_ms'] / row['reach_ms']:.2f}x"
-    assert BenchmarkRow.model_validate(rows[0]).reach_layout == rows[0]["reach_layout"]
+    assert models.BenchmarkRow.model_validate(rows[0]).reach_layout == rows[0]["reach_layout"]
 
 
+@bot
 def test_rows_say_how_many_runs_each_latency_is_the_median_over() -> None:
     from kernels.benchmark.definition import Case
     from kernels.benchmark.harness import HostTimer, Timing, make_row
@@ -522,7 +532,7 @@ def test_rows_say_how_many_runs_each_latency_is_the_median_over() -> None:
     row = make_row(case, Timing(0.010, 400), Timing(0.004, 96), 1000, None)
     assert (row.reference_runs, row.kernel_runs) == (400, 96)
     assert row.speedup == pytest.approx(2.5) and type(row.kernel_ms) is float
-    assert BenchmarkRow.model_validate(asdict(row)).kernel_runs == 96
+    assert models.BenchmarkRow.model_validate(asdict(row)).kernel_runs == 96
     plain = make_row(case, 0.010, 0.004, 1000, None)  # a timer that does not count
     assert (plain.reference_runs, plain.kernel_runs) == (None, None)
 

@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 
 from kernels.benchmark import baseline
-from runner.report import stats
-from runner.report.results import read_benchmark
+from tests.kernels.support import bot_module, needs_bot
+
+stats = bot_module("runner.report.stats")
+results = bot_module("runner.report.results")
+bot = needs_bot(stats, results)
 
 ROOT = Path(__file__).resolve().parents[2]
 OP = "adaptive_max_pool3d_backward"
@@ -49,12 +52,13 @@ def _bench(tmp_path: Path, tree: Path, *extra: str) -> subprocess.CompletedProce
     )  # fmt: skip
 
 
+@bot
 def test_a_slower_merge_base_is_measured_slower_round_by_round(tmp_path: Path) -> None:
     done = _bench(tmp_path, _tree(tmp_path, slower=True))
     assert done.returncode == 0, done.stderr
     doc = json.loads((tmp_path / "out.json").read_text())
     assert doc["compare_mode"] == "in_process"
-    result = stats.judged(read_benchmark(tmp_path / "out.json"))
+    result = stats.judged(results.read_benchmark(tmp_path / "out.json"))
     assert len(result.rows) == 4
     for row in result.rows:
         assert row.kernel_samples_ms and row.before_kernel_samples_ms and row.reference_samples_ms
@@ -75,10 +79,11 @@ def test_a_slower_merge_base_is_measured_slower_round_by_round(tmp_path: Path) -
     assert first["median"] == pytest.approx(result.rows[0].kernel_rounds.median)
 
 
+@bot
 def test_the_same_tree_twice_is_no_change_and_a_missing_baseline_exits_3(tmp_path: Path) -> None:
     done = _bench(tmp_path, _tree(tmp_path, slower=False))
     assert done.returncode == 0, done.stderr
-    result = stats.judged(read_benchmark(tmp_path / "out.json"))
+    result = stats.judged(results.read_benchmark(tmp_path / "out.json"))
     changes = [row.change for row in result.rows if row.change is not None]
     assert len(changes) == 4 and all(c.rounds >= 6 and c.ratio > 0 for c in changes)
     empty = tmp_path / "empty"

@@ -105,7 +105,7 @@ def shipless_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A host whose packages ship no bytecode: one small site directory stands in for the
     standard library and site-packages (compiling those takes seconds)."""
     site = _site(tmp_path / "host-site", {"probe": "VALUE = 7\n"})
-    monkeypatch.setattr(pyenv.bytecode, "lacks_bytecode", lambda dirs: True)
+    monkeypatch.setattr(pyenv.bytecode, "lacks_bytecode", lambda dirs, **_: True)
     monkeypatch.setattr(pyenv, "_bytecode_dirs", lambda root, host: [str(site)])
     return site
 
