@@ -12,6 +12,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "serve": ("service.server", "main", "run the service (webhook, runner API, pages, metrics)"),
     "runner": ("runner.cli", "daemon_main", "run the runner daemon on this machine"),
     "run": ("runner.cli", "run_main", "run one OP:BACKEND workflow here and print the report"),
+    "doctor": ("ondemand.doctor", "main", "check a service's or a runner's deployment"),
     "sandbox": ("sandbox.cli", "main", "run a local GitHub-compatible server (development)"),
     "demo": ("devtools.demo", "main", "sandbox + service + cpu runner; comment /test; show result"),
 }

@@ -787,3 +787,50 @@ def team_membership_by_id(team_id: int, login: str, request: Request) -> Json:
             if team.id == team_id:
                 return _membership(c, team, login)
     raise SandboxError(404, "Not Found")
+
+
+@router.get("/app/hook/config")
+def app_hook_config(request: Request) -> Json:
+    """The App's webhook configuration, the secret masked as GitHub masks it."""
+    c = ctx(request)
+    c.require_app()
+    with c.state.lock:
+        hook = c.state.webhook
+        if hook is None:
+            return {"content_type": "json", "insecure_ssl": "0", "url": ""}
+        shown: Json = {"content_type": hook.content_type, "insecure_ssl": "0", "url": hook.url}
+        if hook.secret:
+            shown["secret"] = "********"
+        return shown
+
+
+@router.get("/app/hook/deliveries")
+def app_hook_deliveries(request: Request) -> list[Json]:
+    """The App's recent webhook deliveries, newest first, with each one's last answer: where
+    GitHub shows a wrong secret (the receiver's 401s)."""
+    c = ctx(request)
+    c.require_app()
+    try:
+        per_page = min(100, max(1, int(request.query_params.get("per_page", 30))))
+    except ValueError as exc:
+        raise SandboxError(422, "per_page must be an integer") from exc
+    with c.state.lock:
+        recent = list(c.state.deliveries.values())[::-1][:per_page]
+        items: list[Json] = []
+        for number, delivery in enumerate(recent, start=1):
+            last = delivery.attempts[-1] if delivery.attempts else None
+            code = last.status_code if last is not None else None
+            items.append({
+                "id": number,
+                "guid": delivery.id,
+                "delivered_at": delivery.created_at.isoformat().replace("+00:00", "Z"),
+                "redelivery": len(delivery.attempts) > 1,
+                "duration": (last.duration_ms / 1000) if last is not None else 0,
+                "status": "OK" if code is not None and code < 300 else (
+                    f"Invalid HTTP Response: {code}" if code is not None else "Pending"
+                ),
+                "status_code": code or 0,
+                "event": delivery.event,
+                "action": delivery.action,
+            })  # fmt: skip
+    return items

@@ -78,6 +78,19 @@ class ServiceClient:
             )
         return response
 
+    def me(self) -> dict[str, Any]:
+        """Who the service takes this runner's token for (Unauthorized: it does not)."""
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        try:
+            response = self._http.get("/api/v1/runners/me", headers=headers)
+        except httpx.HTTPError as exc:
+            raise ServiceUnavailable(f"GET /api/v1/runners/me: {exc}") from exc
+        if response.status_code == 401:
+            raise Unauthorized(f"GET /api/v1/runners/me: 401 {response.text[:200]}")
+        if response.status_code != 200:
+            raise ServiceUnavailable(f"GET /api/v1/runners/me: {response.status_code}")
+        return dict(response.json())
+
     def register(
         self,
         registration_token: str,

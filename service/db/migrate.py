@@ -35,7 +35,8 @@ def _quiet(name: str = "alembic") -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _revision(conn: Connection) -> str | None:
+def current_revision(conn: Connection) -> str | None:
+    """The schema's Alembic revision (None: an empty database)."""
     return MigrationContext.configure(conn).get_current_revision()
 
 
@@ -43,9 +44,9 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     """Apply every migration up to `revision` on `engine`'s database."""
     cfg = alembic_config()
     with _quiet(), engine.begin() as conn:
-        before = _revision(conn)
+        before = current_revision(conn)
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
-        after = _revision(conn)
+        after = current_revision(conn)
     if before != after:
         log.info("database schema migrated from %s to %s", before or "empty", after)

@@ -491,6 +491,19 @@ class JobQueue:
         with self.db.reads() as session:
             return list(session.scalars(select(Job).order_by(Job.id.desc()).limit(limit)))
 
+    def recent_repositories(self, backends: Sequence[str], limit: int = 5) -> list[str]:
+        """The clone URLs of the repositories last tested on `backends`, newest first: where
+        a runner of those backends fetches from (its doctor checks it can)."""
+        query = (
+            select(Job.clone_url, func.max(Job.id).label("newest"))
+            .where(Job.backend.in_(list(backends)))
+            .group_by(Job.clone_url)
+            .order_by(func.max(Job.id).desc())
+            .limit(limit)
+        )
+        with self.db.reads() as session:
+            return [url for url, _ in session.execute(query)]
+
 
 def _back_to_queue(job: Job, reason: str | None = None) -> None:
     """The job waits for a runner again, held by none (its reason kept unless given)."""

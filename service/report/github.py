@@ -455,6 +455,15 @@ class GitHubClient:
         """Running as a GitHub App: jobs are check runs (only Apps may write them)."""
         return self._token is None
 
+    def app_get(self, path: str) -> Any:
+        """GET an App-level path (`/app`, `/app/hook/config`, `/app/hook/deliveries`) with the
+        App's own JWT: what the doctor asks of GitHub about the App itself."""
+        if self._app_auth is None:
+            raise ValueError("not a GitHub App: App paths need its id and private key")
+        integration = self._integration()
+        _, data = self._call(lambda: integration.requester.requestJsonAndCheck("GET", path))
+        return data
+
     def create_check_run(self, repo: str, body: dict[str, Any]) -> int:
         data = self._request(repo, "POST", f"/repos/{repo}/check-runs", body)
         return int(data["id"])

@@ -81,6 +81,15 @@ class InterruptRequest(BaseModel):
     reason: str = Field(min_length=1, max_length=200)  # what stopped it: "stopped (SIGTERM)"
 
 
+class RunnerInfo(BaseModel):
+    """Who the service takes this runner for, and where its jobs fetch from."""
+
+    runner_id: int
+    name: str
+    backends: list[str]
+    repositories: list[str] = Field(description="clone URLs last tested on its backends")
+
+
 class OffsetResponse(BaseModel):
     offset: int
 
@@ -138,8 +147,16 @@ def runner_api_router(
     @router.post("/runners/register", status_code=201, response_model=RegisterResponse)
     def register(body: RegisterRequest) -> RegisterResponse:
         tokens = settings.registration_tokens
+        if not tokens:
+            raise HTTPException(
+                status.HTTP_401_UNAUTHORIZED,
+                "this service takes no registrations: its ONDEMAND_REGISTRATION_TOKENS is empty",
+            )
         if not any(hmac.compare_digest(body.registration_token, t) for t in tokens):
-            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "bad registration token")
+            raise HTTPException(
+                status.HTTP_401_UNAUTHORIZED,
+                "bad registration token: it is none of the service's ONDEMAND_REGISTRATION_TOKENS",
+            )
         backends = canonical(body.backends)
         runner_id, token = runners.register(
             body.name, backends, body.labels, body.slots, body.version
@@ -155,6 +172,16 @@ def runner_api_router(
                 "this runner holds a running job: report it or hand it back first",
             )
         return Response(status_code=204)
+
+    @router.get("/runners/me", response_model=RunnerInfo)
+    def me(runner: RunnerDep) -> RunnerInfo:
+        """The runner its token names (a runner's doctor: is the token still good?)."""
+        return RunnerInfo(
+            runner_id=runner.id,
+            name=runner.name,
+            backends=list(runner.backends),
+            repositories=jobs.recent_repositories(list(runner.backends)),
+        )
 
     @router.post("/runners/health", status_code=204)
     def health(body: HealthRequest, runner: RunnerDep) -> Response:

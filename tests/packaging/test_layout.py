@@ -128,15 +128,16 @@ def test_service_stages_depend_only_backwards(stage: str) -> None:
 
 # The runner's stages, from the leaves (what runs in the job, the link, what results mean) to
 # the daemon; each may use only those before it. Its
-# entry points (`runner.cli`, `runner.local`) sit above them all.
+# entry points (`runner.cli`, `runner.local`, `runner.doctor`) sit above them all.
 RUNNER_ORDER = ("plugins", "link", "report", "environment", "job", "daemon")
+ENTRY_POINTS = ("runner.cli", "runner.local", "runner.doctor")
 
 
 def test_every_runner_module_is_in_a_stage() -> None:
     loose = {
         name
         for name, _ in modules("runner")
-        if name.count(".") == 1 and name not in ("runner.cli", "runner.local")
+        if name.count(".") == 1 and name not in ENTRY_POINTS
     }
     assert loose == {f"runner.{stage}" for stage in RUNNER_ORDER}
 
@@ -150,7 +151,7 @@ def test_runner_stages_depend_only_backwards(stage: str) -> None:
         if module.startswith(f"runner.{stage}")
         for target in targets
         if any(target.startswith(f"runner.{after}") for after in later)
-        or target in ("runner.cli", "runner.local")
+        or target in ENTRY_POINTS
     }
     assert bad == set()
 
