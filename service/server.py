@@ -15,6 +15,7 @@ from types import FrameType
 import uvicorn
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from service.settings import Settings, settings_source
 
@@ -65,13 +66,28 @@ def main(argv: list[str]) -> int:
         )
         return 2
     from service.app import create_app
+    from service.doctor import config_findings
 
+    database = make_url(settings.database_url).render_as_string(hide_password=True)
     try:
         app = create_app(settings)
     except ValueError as exc:
         print(f"ondemand serve: {exc}", file=sys.stderr)
         return 2
-    database = make_url(settings.database_url).render_as_string(hide_password=True)
+    except SQLAlchemyError as exc:
+        first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        print(
+            f"ondemand serve: the database {database} does not answer: {first}\nCheck "
+            "ONDEMAND_DATABASE_URL, and that the database server runs and takes connections "
+            "from this host (`ondemand doctor service` checks it).",
+            file=sys.stderr,
+        )
+        return 2
+    # What a deployment has wrong but can start with: said once, with the setting to change.
+    for finding in config_findings(settings, app.state.service.workflows):
+        if finding.level != "ok":
+            print(f"ondemand serve: {finding.check}: {finding.detail} → {finding.fix}",
+                  file=sys.stderr, flush=True)  # fmt: skip
     trial = " · local trial" if missing else ""
     print(
         f"ondemand serve: http://{args.host}:{args.port} (public URL {settings.public_url}) · "

@@ -190,7 +190,15 @@ class Daemon:
                 log.warning("cannot register (%s); retrying in %.1fs", exc, delay)
                 self.stopping.wait(delay)
             except (Rejected, NotHeld) as exc:
-                log.error("registration refused: %s", exc)
+                log.error(
+                    "registration refused: %s (give the runner one of the service's "
+                    "ONDEMAND_REGISTRATION_TOKENS: ONDEMAND_REGISTRATION_TOKEN or "
+                    "--registration-token-file)",
+                    exc,
+                )
+                return None
+            except SystemExit as exc:  # nothing to register with: a configuration error
+                log.error("%s", exc)
                 return None
         return None
 

@@ -130,3 +130,21 @@ def test_a_healthy_runner_host_passes_the_command(svc: LiveService, tmp_path: Pa
     (workflows / "cpu.yaml").write_text(yaml.safe_dump(spec))
     sick = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert sick.returncode == 1 and "✗ device (cpu)" in sick.stdout, sick.stdout
+
+
+@pytest.mark.parametrize(
+    ("token", "says"),
+    [("wrong", "none of the service's ONDEMAND_REGISTRATION_TOKENS"), (None, "no registration")],
+)
+def test_a_runner_that_cannot_register_exits_2_naming_the_setting(
+    svc: LiveService, tmp_path: Path, token: str | None, says: str
+) -> None:
+    """Exit 2 is a configuration error: the units do not restart it every 10 s."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONDEMAND_")}
+    if token:
+        env["ONDEMAND_REGISTRATION_TOKEN"] = token
+    argv = [sys.executable, "-m", "ondemand", "runner", "--service", svc.url, "--backend",
+            "cpu", "--state-dir", str(tmp_path / "state"), "--no-job-user"]  # fmt: skip
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr and "ONDEMAND_REGISTRATION_TOKEN" in done.stderr, done.stderr
