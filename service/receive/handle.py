@@ -250,6 +250,8 @@ class DeliveryHandler:
         repository of that installation is tried again at once, with new tokens."""
         if data.action != "new_permissions_accepted":
             return f"installation {data.action}: nothing to do"
+        if self._github is None:
+            return "installation: no GitHub App credentials here: nothing to do"
         inst = data.installation
         account = inst.account.login if inst.account is not None else ""
         still: list[str] = []

@@ -84,6 +84,8 @@ def test_a_command_waits_for_contents_read_then_runs_when_it_is_granted(
         assert "The GitHub App lacks permissions" in page
         assert "<strong>Contents: read</strong> on a private repository of acme" in page
         assert "acme/kernels" not in page  # a private repository is not named
+        metrics = httpx.get(f"{flow.svc.url}/metrics").text
+        assert 'ondemand_deliveries{outcome="parked"} 1.0' in metrics
 
         # Tried again (as the backoff would, minutes later): still waiting, still one reply.
         inbox = flow.svc.service.inbox
