@@ -21,6 +21,7 @@ from service.report.app_permissions import (
     markdown,
     missing,
 )
+from service.report.github import missing_permission
 
 ROOT = Path(__file__).resolve().parents[2]
 EVERYTHING = {"contents": "read", "metadata": "read", "pull_requests": "read",
@@ -52,6 +53,18 @@ def test_accepted_header_lists_every_alternative_in_order() -> None:
     ]
     assert accepted("checks=write, metadata=read;") == [("checks", "write"), ("metadata", "read")]
     assert accepted(None) == [] and accepted("nonsense") == []
+
+
+def test_a_refusal_names_the_permission_the_call_lacked() -> None:
+    header = "X-Accepted-GitHub-Permissions"
+    assert missing_permission({header: "contents=read"}, "contents:read") == ("contents", "read")
+    assert missing_permission({}, "checks:write") == ("checks", "write")  # no header: the call's
+    both = {header.lower(): "pull_requests=write; issues=write"}
+    assert missing_permission(both, "issues:write") == ("issues", "write")
+    assert missing_permission(both, None) == ("issues", "write")  # the one the App asks for
+    assert missing_permission({header: "contents=read"}, "issues:read") == ("contents", "read")
+    assert missing_permission({header: "pages=write"}, None) == ("pages", "write")
+    assert missing_permission({}, None) == ("unknown", "read")
 
 
 def test_the_manifest_asks_for_what_the_code_uses() -> None:
