@@ -10,6 +10,7 @@ import sys
 # subcommand -> (module, function taking argv, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "serve": ("service.server", "main", "run the service (webhook, runner API, pages, metrics)"),
+    "app-manifest": ("service.app_manifest", "main", "print the GitHub App manifest it needs"),
     "runner": ("runner.cli", "daemon_main", "run the runner daemon on this machine"),
     "run": ("runner.cli", "run_main", "run one OP:BACKEND workflow here and print the report"),
     "doctor": ("ondemand.doctor", "main", "check a service's or a runner's deployment"),
@@ -20,7 +21,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 def usage() -> str:
     lines = ["usage: ondemand COMMAND [options]", "", "commands:"]
-    lines += [f"  {name:<8} {text}" for name, (_, _, text) in COMMANDS.items()]
+    lines += [f"  {name:<12} {text}" for name, (_, _, text) in COMMANDS.items()]
     lines += ["", "`ondemand COMMAND --help` for a command's options."]
     return "\n".join(lines)
 

@@ -21,7 +21,7 @@ from sandbox.state import (
     SandboxError,
     SandboxState,
 )
-from sandbox.webhooks import Deliverer, pull_request_payload
+from sandbox.webhooks import Deliverer, installation_payload, pull_request_payload
 
 router = APIRouter(prefix="/_sandbox")
 Json = dict[str, Any]
@@ -50,6 +50,11 @@ class AppIn(BaseModel):
 class InstallationIn(BaseModel):
     account: str | None = None
     installation_id: int | None = Field(default=None, gt=0)
+
+
+class InstallationPermissionsIn(BaseModel):
+    permissions: dict[str, Literal["read", "write", "admin"]]
+    user: str | None = None  # who accepted them (the `sender`); default: the account
 
 
 class RepoIn(BaseModel):
@@ -170,6 +175,25 @@ def create_installation(app_id: int, spec: InstallationIn, request: Request) -> 
     state, _, _ = _parts(request)
     inst = state.add_installation(app_id, spec.account, spec.installation_id)
     return {"app_id": app_id, "installation_id": inst.id, "account": inst.account}
+
+
+@router.post("/installations/{installation_id}/permissions")
+def set_installation_permissions(
+    installation_id: int, spec: InstallationPermissionsIn, request: Request
+) -> Json:
+    """Replace what an installation's owner accepted. When that grants anything new, GitHub's
+    `installation` `new_permissions_accepted` is delivered (a permission taken away is not
+    announced). Its tokens may from now on do no more than this."""
+    state, deliverer, base = _parts(request)
+    with state.lock:
+        inst, more = state.set_installation_permissions(installation_id, spec.permissions)
+        sender = spec.user or inst.account or state.apps[inst.app_id].owner
+        state.user(sender)
+        event = "new_permissions_accepted" if more else None
+        if event is not None:
+            payload = installation_payload(base, state, inst, event, sender)
+            deliverer.emit("installation", payload)
+        return {"installation_id": inst.id, "permissions": inst.permissions, "event": event}
 
 
 @router.post("/repos", status_code=201)
@@ -539,7 +563,12 @@ def snapshot(state: SandboxState) -> Json:
                 for a in state.apps.values()
             ],
             "installations": [
-                {"id": i.id, "app_id": i.app_id, "account": i.account}
+                {
+                    "id": i.id,
+                    "app_id": i.app_id,
+                    "account": i.account,
+                    "permissions": dict(i.permissions),
+                }
                 for i in state.installations.values()
             ],
             "api_calls": [

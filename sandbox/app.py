@@ -13,10 +13,13 @@ from sandbox.state import SandboxError, SandboxState
 from sandbox.webhooks import Deliverer
 
 
-def _error(status: int, message: str, **extra: object) -> JSONResponse:
+def _error(
+    status: int, message: str, headers: dict[str, str] | None = None, **extra: object
+) -> JSONResponse:
     return JSONResponse(
         {"message": message, "documentation_url": DOCS, "status": str(status), **extra},
         status_code=status,
+        headers=headers,
     )
 
 
@@ -41,7 +44,7 @@ def create_app(
 
     @app.exception_handler(SandboxError)
     async def sandbox_error(_: Request, exc: SandboxError) -> JSONResponse:
-        return _error(exc.status, exc.message)
+        return _error(exc.status, exc.message, exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

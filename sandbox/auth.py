@@ -26,7 +26,7 @@ class Caller:
     installation_id: int | None = None
     app_id: int | None = None
     repositories: tuple[str, ...] | None = None  # an installation token limited to these
-    read_only: bool = False
+    permissions: dict[str, str] | None = None  # an installation token's, as they stand now
 
 
 ANONYMOUS = Caller("anonymous")
@@ -93,7 +93,7 @@ def token_caller(state: SandboxState, value: str) -> Caller:
         login=grant.login,
         installation_id=grant.installation_id,
         repositories=grant.repositories,
-        read_only=grant.read_only,
+        permissions=state.token_permissions(grant),
     )
 
 

@@ -100,6 +100,15 @@ class SandboxAdmin:
             },
         )
 
+    def set_installation_permissions(
+        self, installation_id: int, permissions: dict[str, str], *, user: str | None = None
+    ) -> Json:
+        """Replace what the installation's owner accepted (`{"contents": "read", ...}`); when it
+        grants anything new, `installation` `new_permissions_accepted` is delivered. Returns
+        {installation_id, permissions, event}."""
+        body = {"permissions": permissions, "user": user}
+        return self._call("POST", f"/installations/{installation_id}/permissions", body)
+
     def create_repo(
         self,
         owner: str,

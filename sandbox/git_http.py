@@ -1,7 +1,8 @@
 """Git's smart HTTP protocol (fetch only) at `/{owner}/{name}.git`, as GitHub serves it: a
 public repository to anyone, a private one to a token that may read it (basic auth, the token
 as the password); anyone else gets 401 with a challenge (no credentials) or 404 (credentials
-that may not see it), so a private repository's existence is not given away. Not a REST
+that may not see it), so a private repository's existence is not given away, and an
+installation token without `contents: read` gets 403. Not a REST
 call: no rate limit, no faults, no call log."""
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from sandbox.auth import basic_caller
-from sandbox.github_api import may_see
-from sandbox.state import Repo, SandboxError, SandboxState
+from sandbox.github_api import ACCEPTED_HEADER, NOT_ACCESSIBLE, may_see
+from sandbox.state import Repo, SandboxError, SandboxState, grants
 
 router = APIRouter()
 GIT_PATH = re.compile(r"^/[^/]+/[^/]+\.git/")
@@ -38,6 +39,9 @@ def _readable(request: Request, owner: str, name: str) -> Repo | None:
     caller = basic_caller(state, header)  # 401 for a token that does not exist
     repo = state.repos.get(f"{owner}/{name}")
     if repo is not None and may_see(state, caller, repo):
+        held = caller.permissions  # an installation token's
+        if held is not None and repo.private and not grants(held, "contents", "read"):
+            raise SandboxError(403, NOT_ACCESSIBLE, {ACCEPTED_HEADER: "contents=read"})
         return repo
     if header is None:
         return None

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from sandbox import contents, git, shapes
 from sandbox.auth import Caller, resolve
-from sandbox.state import Comment, Pull, Repo, SandboxError, SandboxState, Team, now
+from sandbox.state import Comment, Pull, Repo, SandboxError, SandboxState, Team, grants, now
 from sandbox.webhooks import (
     Deliverer,
     check_run_json,
@@ -23,6 +23,11 @@ router = APIRouter()
 Json = dict[str, Any]
 INSTALLATION_TOKEN_TTL = timedelta(hours=1)
 OptionalBody = Annotated[dict[str, Any] | None, Body()]
+NOT_ACCESSIBLE = "Resource not accessible by integration"
+ACCEPTED_HEADER = "X-Accepted-GitHub-Permissions"
+# What a call on a pull request's conversation needs: either permission will do.
+CONVERSATION_READ = (("issues", "read"), ("pull_requests", "read"))
+CONVERSATION_WRITE = (("issues", "write"), ("pull_requests", "write"))
 
 
 @dataclass
@@ -52,8 +57,6 @@ class Ctx:
 def ctx(request: Request) -> Ctx:
     state: SandboxState = request.app.state.sandbox
     caller = resolve(state, request.headers.get("authorization"))
-    if caller.read_only and request.method not in ("GET", "HEAD"):
-        raise SandboxError(403, "Resource not accessible by integration")
     base = str(request.base_url).rstrip("/")
     return Ctx(state, request.app.state.deliverer, caller, base, request)
 
@@ -69,6 +72,22 @@ def may_see(state: SandboxState, caller: Caller, repo: Repo) -> bool:
         installation = state.installations.get(caller.installation_id)
         return installation is not None and installation.account in (repo.owner, None)
     return caller.login is not None and state.permission(repo, caller.login) != "none"
+
+
+def require(c: Ctx, repo: Repo | None, *needs: tuple[str, str]) -> None:
+    """GitHub's check of an installation token's permissions: unless it holds one of `needs`
+    (alternative (permission, level) pairs), 403 "Resource not accessible by integration",
+    with `X-Accepted-GitHub-Permissions` naming them. Reading a public repository needs none
+    (GitHub shows it to anyone); a user's token is not checked here (its role is)."""
+    held = c.caller.permissions
+    if held is None:
+        return
+    if repo is not None and not repo.private and all(level == "read" for _, level in needs):
+        return
+    if any(grants(held, name, level) for name, level in needs):
+        return
+    accepted = "; ".join(f"{name}={level}" for name, level in needs)
+    raise SandboxError(403, NOT_ACCESSIBLE, {ACCEPTED_HEADER: accepted})
 
 
 def visible_repo(c: Ctx, owner: str, name: str) -> Repo:
@@ -212,15 +231,22 @@ def create_access_token(
                     "There is at least one repository that does not exist or is not "
                     "accessible to the parent installation.",
                 )
-        permissions = asked.get("permissions") or shapes.app_json(c.base, c.state, app)[
-            "permissions"
-        ]
+        permissions = asked.get("permissions") or dict(inst.permissions)
+        if not isinstance(permissions, dict) or not all(
+            isinstance(level, str)
+            and level in ("read", "write", "admin")
+            and grants(inst.permissions, str(name), level)
+            for name, level in permissions.items()
+        ):
+            raise SandboxError(
+                422, "The permissions requested are not granted to this installation."
+            )
         grant = c.state.add_token(
             app.bot_login,
             installation_id=inst.id,
             expires_at=now() + INSTALLATION_TOKEN_TTL,
             repositories=names,
-            read_only=not {"write", "admin"} & set(permissions.values()),
+            permissions={str(k): str(v) for k, v in permissions.items()},
         )
         return {
             "token": grant.token,
@@ -268,6 +294,7 @@ def get_repo(owner: str, name: str, request: Request) -> Json:
     c = ctx(request)
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, ("metadata", "read"))
         return shapes.repo_json(c.base, c.state, repo, viewer=c.caller.login)
 
 
@@ -277,6 +304,7 @@ def list_pulls(owner: str, name: str, request: Request, response: Response) -> l
     wanted = request.query_params.get("state", "open")
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, ("pull_requests", "read"))
         pulls = sorted(
             (
                 p
@@ -294,6 +322,7 @@ def get_pull(owner: str, name: str, number: int, request: Request) -> Json:
     c = ctx(request)
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, ("pull_requests", "read"))
         return shapes.pull_json(c.base, c.state, repo, c.state.pull(repo, number))
 
 
@@ -311,6 +340,7 @@ def list_pull_files(
     c = ctx(request)
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, ("pull_requests", "read"))
         pull = c.state.pull(repo, number)
     try:
         files = git.pull_files(repo.git_path, pull.base_sha, pull.head_sha)[:MAX_PULL_FILES]
@@ -326,6 +356,7 @@ def get_issue(owner: str, name: str, number: int, request: Request) -> Json:
     c = ctx(request)
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, *CONVERSATION_READ)
         return shapes.issue_json(c.base, c.state, repo, _pull_for_issue(c, repo, number))
 
 
@@ -337,6 +368,7 @@ def list_repo_comments(owner: str, name: str, request: Request, response: Respon
     c = ctx(request)
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, *CONVERSATION_READ)
         items = [
             shapes.comment_json(c.base, c.state, repo, cm)
             for cm in c.state.comments.values()
@@ -352,6 +384,7 @@ def list_comments(
     c = ctx(request)
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, *CONVERSATION_READ)
         pull = _pull_for_issue(c, repo, number)
         items = [shapes.comment_json(c.base, c.state, repo, cm) for cm in c.state.comments_on(pull)]
     return paginate(request, items, response)
@@ -381,6 +414,7 @@ def create_comment(
     body = _body_of(payload)
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, *CONVERSATION_WRITE)
         pull = _pull_for_issue(c, repo, number)
         comment = c.state.add_comment(pull, login, body)
         emit_comment_event(c.deliverer, c.base, repo, pull, comment, "created", login)
@@ -407,6 +441,7 @@ def emit_comment_event(
 def _editable_comment(c: Ctx, owner: str, name: str, comment_id: int) -> tuple[Repo, Comment, str]:
     login = c.require_user()
     repo = visible_repo(c, owner, name)
+    require(c, repo, *CONVERSATION_WRITE)
     comment = c.state.comment(repo, comment_id)
     rank = shapes.RANK[c.state.permission(repo, login)]
     if comment.user != login and rank < shapes.RANK["write"]:
@@ -419,6 +454,7 @@ def get_comment(owner: str, name: str, comment_id: int, request: Request) -> Jso
     c = ctx(request)
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, *CONVERSATION_READ)
         return shapes.comment_json(c.base, c.state, repo, c.state.comment(repo, comment_id))
 
 
@@ -459,6 +495,7 @@ def list_reactions(
     wanted = request.query_params.get("content")
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, *CONVERSATION_READ)
         comment = c.state.comment(repo, comment_id)
         items = [
             shapes.reaction_json(c.base, c.state, r)
@@ -481,6 +518,7 @@ def create_reaction(
     content = (payload or {}).get("content")
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, *CONVERSATION_WRITE)
         comment = c.state.comment(repo, comment_id)
         reaction, created = c.state.add_reaction(comment, login, str(content))
         data = shapes.reaction_json(c.base, c.state, reaction)
@@ -498,6 +536,7 @@ def delete_reaction(
     login = c.require_user()
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, *CONVERSATION_WRITE)
         comment = c.state.comment(repo, comment_id)
         reaction = c.state.reactions.get(reaction_id)
         if reaction is not None and reaction.user != login:
@@ -525,6 +564,7 @@ def create_status(
         )
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, ("statuses", "write"))
     full_sha = _resolve_sha(repo, sha)
     with c.state.lock:
         status = c.state.add_status(
@@ -547,6 +587,7 @@ def list_statuses(
     c = ctx(request)
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, ("statuses", "read"))
     sha = _resolve_sha(repo, ref)
     with c.state.lock:
         items = [
@@ -579,6 +620,7 @@ def create_check_run(owner: str, name: str, request: Request, payload: OptionalB
         raise SandboxError(422, "Validation Failed: head_sha wasn't supplied.")
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, ("checks", "write"))
     sha = _resolve_sha(repo, head)
     with c.state.lock:
         run = c.state.add_check_run(repo, app_id, sha, data)
@@ -589,6 +631,7 @@ def _own_check_run(c: Ctx, owner: str, name: str, run_id: int) -> tuple[Repo, An
     app_id = _checks_app(c)
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, ("checks", "write"))
         run = c.state.check_run(repo, run_id)
     if run.app_id != app_id:
         raise SandboxError(
@@ -615,6 +658,7 @@ def get_check_run(owner: str, name: str, run_id: int, request: Request) -> Json:
     c = ctx(request)
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, ("checks", "read"))
         return check_run_json(c.base, c.state, repo, c.state.check_run(repo, run_id))
 
 
@@ -628,6 +672,7 @@ def list_check_runs(owner: str, name: str, ref: str, request: Request, response:
         raise SandboxError(422, "filter must be latest or all")
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, ("checks", "read"))
     sha = _resolve_sha(repo, ref)
     with c.state.lock:
         runs = c.state.check_runs_for(repo, sha)
@@ -655,6 +700,7 @@ def rerequest_check_run(owner: str, name: str, run_id: int, request: Request) ->
     login = c.require_user()
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, ("checks", "write"))
         run = c.state.check_run(repo, run_id)
         if c.caller.installation_id is None and c.state.permission(repo, login) not in (
             "write",
@@ -672,6 +718,7 @@ def combined_status(owner: str, name: str, ref: str, request: Request) -> Json:
     c = ctx(request)
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, ("statuses", "read"))
     sha = _resolve_sha(repo, ref)
     with c.state.lock:
         return shapes.combined_status_json(
@@ -684,6 +731,7 @@ def get_commit(owner: str, name: str, ref: str, request: Request) -> Json:
     c = ctx(request)
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, ("contents", "read"))
     sha = _resolve_sha(repo, ref)
     try:
         info = git.commit_info(repo.git_path, sha)
@@ -706,6 +754,7 @@ def get_contents(owner: str, name: str, path: str, request: Request) -> Json | l
     c = ctx(request)
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, ("contents", "read"))
     try:
         return contents.contents(c.base, repo, path, request.query_params.get("ref"))
     except git.GitError as exc:
@@ -722,6 +771,7 @@ def collaborator_permission(owner: str, name: str, login: str, request: Request)
         raise SandboxError(401, "Requires authentication")
     with c.state.lock:
         repo = visible_repo(c, owner, name)
+        require(c, repo, ("metadata", "read"))
         return shapes.permission_json(c.base, c.state, repo, c.state.user(login))
 
 
@@ -757,6 +807,7 @@ def _team(c: Ctx, org: str, slug: str) -> Team:
 @router.get("/orgs/{org}/teams/{slug}")
 def get_team(org: str, slug: str, request: Request) -> Json:
     c = ctx(request)
+    require(c, None, ("members", "read"))
     with c.state.lock:
         return shapes.team_json(c.base, c.state, _team(c, org, slug))
 
@@ -775,6 +826,7 @@ def _membership(c: Ctx, team: Team, login: str) -> Json:
 @router.get("/orgs/{org}/teams/{slug}/memberships/{login}")
 def team_membership(org: str, slug: str, login: str, request: Request) -> Json:
     c = ctx(request)
+    require(c, None, ("members", "read"))
     with c.state.lock:
         return _membership(c, _team(c, org, slug), login)
 
@@ -782,6 +834,7 @@ def team_membership(org: str, slug: str, login: str, request: Request) -> Json:
 @router.get("/teams/{team_id:int}/memberships/{login}")
 def team_membership_by_id(team_id: int, login: str, request: Request) -> Json:
     c = ctx(request)
+    require(c, None, ("members", "read"))
     with c.state.lock:
         for team in c.state.teams.values():
             if team.id == team_id:

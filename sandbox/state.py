@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
+from service.report.app_permissions import app_permissions
+
 UserType = Literal["User", "Bot", "Organization"]
 PERMISSIONS = ("none", "read", "triage", "write", "maintain", "admin")
 REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
@@ -34,16 +36,31 @@ CHECK_CONCLUSIONS = (
 MAX_CHECK_OUTPUT_CHARS = 65535  # GitHub's limit on a check run's output summary and text
 MAX_CHECK_NAME_CHARS = 255
 FAULT_STATUSES = (403, 429, 500, 502, 503)
+ACCESS = {"none": 0, "read": 1, "write": 2, "admin": 3}  # an App permission's levels
 T = TypeVar("T")
 
 
-class SandboxError(Exception):
-    """A request the sandbox refuses; `status` is the HTTP status to answer."""
+def manifest_permissions() -> dict[str, str]:
+    """What a sandbox App is registered with unless told otherwise: everything this project's
+    App manifest asks for (`service/report/app_permissions.py`), team memberships included."""
+    return {p.name: p.level for p in app_permissions(teams=True)}
 
-    def __init__(self, status: int, message: str) -> None:
+
+def grants(permissions: dict[str, str], name: str, level: str) -> bool:
+    """Whether `permissions` reach `name` at `level`; GitHub gives every App metadata read."""
+    have = "read" if name == "metadata" else "none"
+    have = max(have, permissions.get(name, "none"), key=lambda v: ACCESS.get(v, 0))
+    return ACCESS.get(have, 0) >= ACCESS[level]
+
+
+class SandboxError(Exception):
+    """A request the sandbox refuses; `status` is the HTTP status to answer, with `headers`."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers or {}
 
 
 def now() -> datetime:
@@ -67,6 +84,7 @@ class App:
     owner: str
     bot_login: str
     created_at: datetime
+    permissions: dict[str, str] = field(default_factory=manifest_permissions)  # registered
 
 
 @dataclass
@@ -75,6 +93,7 @@ class Installation:
     app_id: int
     account: str | None  # None: every repository in the sandbox
     created_at: datetime
+    permissions: dict[str, str] = field(default_factory=dict)  # what its owner accepted
 
 
 @dataclass
@@ -84,7 +103,7 @@ class Token:
     installation_id: int | None = None
     expires_at: datetime | None = None
     repositories: tuple[str, ...] | None = None  # names it is limited to (installation tokens)
-    read_only: bool = False  # asked for with no `write` permission: every write is refused
+    permissions: dict[str, str] | None = None  # an installation token's, fixed when minted
 
 
 @dataclass
@@ -331,12 +350,12 @@ class SandboxState:
         installation_id: int | None = None,
         expires_at: datetime | None = None,
         repositories: tuple[str, ...] | None = None,
-        read_only: bool = False,
+        permissions: dict[str, str] | None = None,
     ) -> Token:
         with self.lock:
             self.user(login)
             value = token or f"{'ghs' if installation_id else 'ghp'}_{secrets.token_hex(18)}"
-            grant = Token(value, login, installation_id, expires_at, repositories, read_only)
+            grant = Token(value, login, installation_id, expires_at, repositories, permissions)
             self.tokens[value] = grant
             self.touch()
             return grant
@@ -347,6 +366,20 @@ class SandboxState:
             if grant and grant.expires_at and grant.expires_at <= now():
                 return None
             return grant
+
+    def token_permissions(self, grant: Token) -> dict[str, str] | None:
+        """What an installation token may do now: what it was minted with, within what its
+        installation still has (None for a user's token: its collaborator roles rule)."""
+        with self.lock:
+            if grant.installation_id is None:
+                return None
+            inst = self.installations.get(grant.installation_id)
+            current = inst.permissions if inst is not None else {}
+            return {
+                name: level
+                for name, level in (grant.permissions or {}).items()
+                if grants(current, name, level)
+            }
 
     def add_app(
         self, app_id: int, public_key_pem: str, slug: str, name: str | None, owner: str | None
@@ -371,10 +404,28 @@ class SandboxState:
             inst_id = installation_id or self.new_id()
             if inst_id in self.installations:
                 raise SandboxError(422, f"installation {inst_id} exists")
-            inst = Installation(inst_id, app_id, account, now())
+            permissions = dict(self.apps[app_id].permissions)
+            inst = Installation(inst_id, app_id, account, now(), permissions)
             self.installations[inst_id] = inst
             self.touch()
             return inst
+
+    def set_installation_permissions(
+        self, installation_id: int, permissions: dict[str, str]
+    ) -> tuple[Installation, bool]:
+        """Replace what an installation's owner accepted; True when it grants something it did
+        not before (GitHub then tells the App: `installation` `new_permissions_accepted`)."""
+        for name, level in permissions.items():
+            if level not in ("read", "write", "admin"):
+                raise SandboxError(422, f"permission {name}: {level!r} is not read, write or admin")
+        with self.lock:
+            inst = self.installations.get(installation_id)
+            if inst is None:
+                raise SandboxError(404, f"no installation {installation_id}")
+            more = any(not grants(inst.permissions, n, lv) for n, lv in permissions.items())
+            inst.permissions = dict(permissions)
+            self.touch()
+            return inst, more
 
     def installation_for(self, repo: Repo, app_id: int | None = None) -> Installation | None:
         """The installation covering `repo` (of `app_id`, when given): one on its owner first."""

@@ -24,6 +24,7 @@ from sandbox.state import (
     CheckRun,
     Comment,
     Delivery,
+    Installation,
     Pull,
     Repo,
     SandboxState,
@@ -141,6 +142,18 @@ def check_run_payload(
     }
     data.update(_envelope(base, state, repo, sender))
     return data
+
+
+def installation_payload(
+    base: str, state: SandboxState, inst: Installation, action: str, sender: str
+) -> dict[str, Any]:
+    """`installation` (here `new_permissions_accepted`: an owner accepted the App's new
+    permissions), sent to the App whatever it subscribed to, as GitHub does."""
+    return {
+        "action": action,
+        "installation": shapes.installation_json(base, state, inst),
+        "sender": shapes.user_json(base, state.users[sender]),
+    }
 
 
 class Deliverer:

@@ -35,6 +35,7 @@ from service.receive.recorder import DeliveryRecorder
 from service.receive.trust import TrustPolicy
 from service.receive.webhook import webhook_router
 from service.report.github import GitHubClient
+from service.report.installations import InstallationProblems
 from service.report.job_views import JobViews
 from service.report.notices import Notices
 from service.report.outbox import OutboxWorker
@@ -71,6 +72,7 @@ class Service:
     inbox: Inbox
     reaper: LeaseReaper
     stopping: threading.Event
+    problems: InstallationProblems  # what the App's installations lack, as last found
 
     def begin_shutdown(self) -> None:
         """Stop the workers' rounds and answer every waiting claim now."""
@@ -121,6 +123,7 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
         allowed_teams=frozenset(settings.allowed_teams),
     )
     gate = Gate(github, trust, settings.permission_cache_seconds) if github else None
+    problems = InstallationProblems(teams=bool(settings.allowed_teams))
     handler = DeliveryHandler(
         db=db,
         jobs=jobs,
@@ -137,6 +140,7 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
         ),
         head_wait_s=settings.head_wait_s,
         settings_cache_s=settings.permission_cache_seconds,
+        problems=problems,
     )
     return Service(
         settings=settings,
@@ -159,6 +163,7 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
             jobs, stopping, runners=runners, forget_days=settings.runner_forget_days
         ),
         stopping=stopping,
+        problems=problems,
     )
 
 
@@ -188,6 +193,8 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
         if settings.process_workers:
             for worker in workers:
                 worker.start()
+            if service.github is not None and service.github.app_mode:
+                service.problems.check_in_background(service.github)  # never waited for
         try:
             yield
         finally:
@@ -230,6 +237,7 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
             links=service.links,
             workflows=service.workflows,
             github_html_url=settings.html_url(),
+            permission_problems=service.problems.all,
         )
     )
     app.include_router(metrics.router())

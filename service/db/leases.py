@@ -116,6 +116,7 @@ class LeasedRows(Generic[R]):
                 row.locked_until = None
                 row.outcome = outcome[:MAX_TEXT]
                 row.last_error = None
+                row.waiting_for = None
 
     def retry(self, row_id: int, wait_s: float, error: str) -> None:
         """Try the row again in `wait_s` seconds; `error` says why this try failed."""
@@ -125,6 +126,38 @@ class LeasedRows(Generic[R]):
                 row.locked_until = None
                 row.next_attempt_at = utcnow() + timedelta(seconds=wait_s)
                 row.last_error = error[:MAX_TEXT]
+                row.waiting_for = None
+
+    def park(self, row_id: int, waiting_for: str, wait_s: float, error: str) -> None:
+        """Try the row again in `wait_s` seconds, or as soon as `release` says what it waits
+        for (`waiting_for`, a permission: `contents:read`) may have come."""
+        with self.db.writes() as session, session.begin():
+            row = session.get(self.model, row_id)
+            if row is not None:
+                row.locked_until = None
+                row.next_attempt_at = utcnow() + timedelta(seconds=wait_s)
+                row.last_error = error[:MAX_TEXT]
+                row.waiting_for = waiting_for[:100]
+
+    def parked(self) -> list[R]:
+        """Every row waiting for a permission, oldest first (detached snapshots)."""
+        with self.db.reads() as session:
+            m = self.model
+            query = select(m).where(m.done_at.is_(None), m.waiting_for.is_not(None))
+            return list(session.scalars(query.order_by(m.id)))
+
+    def release(self, row_ids: list[int]) -> int:
+        """Make these parked rows due now (what they wait for may have come); how many."""
+        if not row_ids:
+            return 0
+        m = self.model
+        with self.db.writes() as session, session.begin():
+            return session.execute(
+                update(m)
+                .where(m.id.in_(row_ids), m.done_at.is_(None), m.waiting_for.is_not(None))
+                .values(next_attempt_at=utcnow())
+                .execution_options(synchronize_session=False)
+            ).rowcount
 
     def give_up(self, row_id: int, error: str) -> None:
         """The row is done without success; `error` is kept as its outcome."""
@@ -135,3 +168,4 @@ class LeasedRows(Generic[R]):
                 row.locked_until = None
                 row.last_error = error[:MAX_TEXT]
                 row.outcome = f"gave up: {error}"[:MAX_TEXT]
+                row.waiting_for = None

@@ -39,6 +39,8 @@ class LeasedRow:
     done_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     outcome: Mapped[str | None] = mapped_column(Text)
     last_error: Mapped[str | None] = mapped_column(Text)
+    # Parked: GitHub refused it for a permission the App lacks (`contents:read`); it waits.
+    waiting_for: Mapped[str | None] = mapped_column(String(100))
 
 
 class Delivery(LeasedRow, Base):

@@ -3,6 +3,7 @@ repositories, the views the report is rendered from, the pages and the metrics."
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -166,17 +167,40 @@ def backlog(
 
 
 def delivery_outcomes(session: Session) -> dict[str, int]:
-    """Deliveries by outcome: pending, handled, or given up."""
+    """Deliveries by outcome: pending, parked (waiting for a permission), handled, given up."""
     gave_up = Delivery.outcome.like("gave up:%")
+    open_ = Delivery.done_at.is_(None)
     query = select(
-        func.count(Delivery.id).filter(Delivery.done_at.is_(None)),
+        func.count(Delivery.id).filter(open_, Delivery.waiting_for.is_(None)),
+        func.count(Delivery.id).filter(open_, Delivery.waiting_for.is_not(None)),
         func.count(Delivery.id).filter(Delivery.done_at.is_not(None), gave_up),
         func.count(Delivery.id).filter(
             Delivery.done_at.is_not(None), or_(Delivery.outcome.is_(None), ~gave_up)
         ),
     )
-    pending, failed, handled = session.execute(query).one()
-    return {"pending": int(pending), "gave_up": int(failed), "handled": int(handled)}
+    pending, parked_, failed, handled = session.execute(query).one()
+    return {
+        "pending": int(pending),
+        "parked": int(parked_),
+        "gave_up": int(failed),
+        "handled": int(handled),
+    }
+
+
+def parked(session: Session) -> tuple[list[Delivery], list[OutboxItem]]:
+    """The deliveries and outbox items waiting for a permission the App lacks, oldest first."""
+    d, o = Delivery, OutboxItem
+    deliveries = select(d).where(d.done_at.is_(None), d.waiting_for.is_not(None)).order_by(d.id)
+    items = select(o).where(o.done_at.is_(None), o.waiting_for.is_not(None)).order_by(o.id)
+    return list(session.scalars(deliveries)), list(session.scalars(items))
+
+
+def private_repos(session: Session, names: Collection[str]) -> set[str]:
+    """Which of the repositories `names` are private, as their jobs recorded."""
+    if not names:
+        return set()
+    query = select(Job.repo).where(Job.repo.in_(list(names)), Job.private.is_(True)).distinct()
+    return set(session.scalars(query))
 
 
 ESTIMATE_RUNS = 20  # the past jobs an estimate is the median of

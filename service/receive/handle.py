@@ -1,6 +1,7 @@
-"""What a recorded delivery means: commands on a PR comment, a push, a close. Runs in the
-inbox worker (never in the webhook request): reads the commenter's permission and the PR's
-head SHA from GitHub, writes jobs, and puts every answer in the outbox."""
+"""What a recorded delivery means: commands on a PR comment, a push, a close, an owner
+accepting the App's new permissions. Runs in the inbox worker (never in the webhook request):
+reads the commenter's permission and the PR's head SHA from GitHub, writes jobs, and puts every
+answer in the outbox."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from typing import Any
 from ondemand.git import GitError
 from service.changes.selector import ChangeReport, ChangeSelector
 from service.db.engine import Database, utcnow
-from service.db.models import Job
+from service.db.leases import LeasedRows
+from service.db.models import Delivery, Job, OutboxItem
 from service.queue import queries
 from service.queue.jobs import JobQueue, NewJob
 from service.queue.operators import OperatorCatalog
@@ -35,7 +37,12 @@ from service.receive.commands import (
 )
 from service.receive.gate import Gate
 from service.receive.heads import PullHeads
-from service.receive.payloads import CheckRunPayload, CommentPayload, PullRequestPayload
+from service.receive.payloads import (
+    CheckRunPayload,
+    CommentPayload,
+    InstallationPayload,
+    PullRequestPayload,
+)
 from service.receive.trust import Commenter, TTLCache, is_bot
 from service.render.comment import gate_failed
 from service.render.config_replies import render_problems
@@ -46,6 +53,7 @@ from service.render.replies import (
     render_command_error,
     render_duplicate,
     render_help,
+    render_missing_permission,
     render_not_allowed,
     render_not_approved,
     render_retest_summary,
@@ -58,7 +66,16 @@ from service.render.selection import (
     render_selection_failed,
 )
 from service.render.views import JobView
-from service.report.github import FILES_CAP, FileTooLarge, GitHubClient, PullInfo
+from service.report.app_permissions import find
+from service.report.github import (
+    FILES_CAP,
+    FileTooLarge,
+    GitHubClient,
+    InstallationInfo,
+    MissingPermission,
+    PullInfo,
+)
+from service.report.installations import InstallationProblems
 from service.report.job_views import JobViews
 from service.report.notices import enqueue_note, enqueue_reaction, enqueue_reply, has_note
 from workflows.changes import Selection
@@ -160,8 +177,10 @@ class DeliveryHandler:
         selector: ChangeSelector | None = None,
         head_wait_s: float = HEAD_WAIT_S,
         settings_cache_s: float = 60.0,
+        problems: InstallationProblems | None = None,
     ) -> None:
         self.db = db
+        self.problems = problems
         self.selector = selector
         # The settings file, read for every command and push: a burst (a base moved, every
         # pull request rebased) reads it once. At a SHA it cannot change; at the default
@@ -202,7 +221,64 @@ class DeliveryHandler:
             return self.pull_request(PullRequestPayload.model_validate(payload))
         if event == "check_run":
             return self.check_run(CheckRunPayload.model_validate(payload), received_at)
+        if event == "installation":
+            return self.installation(InstallationPayload.model_validate(payload))
         return f"{event}: nothing to do"
+
+    # -- permissions ----------------------------------------------------------------------
+
+    def permission_missing(
+        self, delivery_id: str, event: str, payload: dict[str, Any], missing: MissingPermission
+    ) -> None:
+        """Tell a command's pull request, once, that it waits for a permission GitHub refused
+        (the inbox parks the delivery). A push or a Re-run press is told nothing, nor is
+        anyone when the permission missing is the one to comment with."""
+        if event != "issue_comment" or missing.permission == "issues":
+            return
+        ev = CommentEvent.from_payload(delivery_id, payload)
+        permission = find(missing.permission, missing.level)
+        cannot = permission.cannot if permission else f"use {missing.permission}"
+        label = permission.label if permission else f"{missing.permission}: {missing.level}"
+        app = self._github is not None and self._github.app_mode
+        body = render_missing_permission(cannot, label, app=app)
+        with self.db.writes() as session, session.begin():
+            enqueue_reply(session, ev.repo, ev.pr_number, f"{delivery_id}:{missing.key}", body)
+        self.kick_outbox()
+
+    def installation(self, data: InstallationPayload) -> str:
+        """An owner accepted the App's new permissions: what waited for a permission on a
+        repository of that installation is tried again at once, with new tokens."""
+        if data.action != "new_permissions_accepted":
+            return f"installation {data.action}: nothing to do"
+        if self._github is None:
+            return "installation: no GitHub App credentials here: nothing to do"
+        inst = data.installation
+        account = inst.account.login if inst.account is not None else ""
+        still: list[str] = []
+        if self.problems is not None:
+            info = InstallationInfo(inst.id, account, dict(inst.permissions))
+            still = [p.permission.label for p in self.problems.record(info)]
+        deliveries = LeasedRows(self.db, Delivery)
+        items = LeasedRows(self.db, OutboxItem)
+        waiting = [(d.id, _delivery_repo(d)) for d in deliveries.parked()]
+        held = [(i.id, str(i.payload.get("repo") or "")) for i in items.parked()]
+        covered = {
+            repo
+            for repo in {r for _, r in waiting + held if r}
+            if self.github.installation_of(repo) == inst.id  # before its tokens are dropped
+        }
+        self.github.forget_installation(inst.id)
+        released = (
+            deliveries.release([i for i, repo in waiting if repo in covered]),
+            items.release([i for i, repo in held if repo in covered]),
+        )
+        if released[1]:
+            self.kick_outbox()
+        lacks = f"; still lacks {', '.join(still)}" if still else ""
+        return (
+            f"installation {inst.id} on {account or '?'} accepted new permissions: "
+            f"{released[0]} delivery(ies) and {released[1]} outbox item(s) tried again{lacks}"
+        )
 
     # -- check_run ----------------------------------------------------------------------
 
@@ -596,6 +672,12 @@ class DeliveryHandler:
         with self.db.writes() as session, session.begin():
             enqueue_reply(session, ev.repo, ev.pr_number, ev.delivery_id, body)
         self.kick_outbox()
+
+
+def _delivery_repo(delivery: Delivery) -> str:
+    """`owner/name` of a delivery's repository ("" when its payload has none)."""
+    repository = (delivery.payload or {}).get("repository")
+    return str(repository.get("full_name") or "") if isinstance(repository, dict) else ""
 
 
 def _chosen(report: ChangeReport) -> Selection:

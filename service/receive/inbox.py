@@ -1,7 +1,9 @@
 """The inbox worker: works through recorded deliveries in order, right after the webhook
 records them and again at start-up for any a crash left behind. GitHub being down, slow or
 rate-limiting delays a delivery (retried with the retry policy, for as long as it takes); only
-an answer that cannot change ends it unprocessed."""
+an answer that cannot change ends it unprocessed. A refusal for a permission the App lacks is
+not one: the delivery is parked until the permission comes (retried every few minutes, and at
+once when an owner accepts the App's new permissions), and its pull request is told once."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from service.db.leases import LeasedRows
 from service.db.models import Delivery
 from service.db.outage import is_outage
 from service.receive.handle import DeliveryHandler, RetryLater
-from service.report.github import GitHubError
+from service.report.github import PERMISSION_RETRY, GitHubError, MissingPermission
 from service.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,8 @@ class Inbox(Worker):
             self.deliveries.retry(row_id, exc.after_s, str(exc))
             log.info("delivery %s: %s; again in %.1fs", delivery.delivery_id, exc, exc.after_s)
             return exc.after_s
+        except MissingPermission as exc:
+            return self._park(delivery, exc)
         except GitHubError as exc:
             if exc.permanent:
                 self.deliveries.give_up(row_id, str(exc))
@@ -93,7 +97,29 @@ class Inbox(Worker):
             return self._retry(delivery, None, repr(exc))
         log.info("delivery %s: %s", delivery.delivery_id, outcome)
         self.deliveries.finish(row_id, outcome)
+        if delivery.event == "installation":
+            self.kick()  # new permissions may have released parked deliveries: look again
         return None
+
+    def _park(self, delivery: Delivery, exc: MissingPermission) -> float:
+        """Wait for the permission GitHub said is missing; the first time, tell the pull
+        request (once: the reply is keyed by the delivery) and log it."""
+        wait = PERMISSION_RETRY.delay(delivery.attempts)
+        first = delivery.waiting_for != exc.key
+        self.deliveries.park(delivery.id, exc.key, wait, str(exc))
+        if first:
+            self.handler.permission_missing(
+                delivery.delivery_id, delivery.event, delivery.payload or {}, exc
+            )
+        log.log(
+            logging.WARNING if first else logging.INFO,
+            "delivery %s waits for the App's %s permission (again in %.0fs): %s",
+            delivery.delivery_id,
+            exc.key,
+            wait,
+            exc,
+        )
+        return wait
 
     def _retry(
         self, delivery: Delivery, retry_after: float | None, error: str, quiet: bool = False

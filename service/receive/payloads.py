@@ -84,10 +84,24 @@ class CheckRunPayload(_Model):
     sender: Account
 
 
+class Installation(_Model):
+    id: int
+    account: Account | None = None
+    permissions: dict[str, str] = Field(default_factory=dict)
+
+
+class InstallationPayload(_Model):
+    """`installation` (new_permissions_accepted: an owner accepted the App's new permissions)."""
+
+    action: str
+    installation: Installation
+
+
 MODELS: dict[str, type[_Model]] = {
     "issue_comment": CommentPayload,
     "pull_request": PullRequestPayload,
     "check_run": CheckRunPayload,
+    "installation": InstallationPayload,
 }
 
 

@@ -46,6 +46,10 @@ def triage(event: str, payload: dict[str, Any], bot_login: str | None) -> Triage
         if action in HANDLED_PR_ACTIONS:
             return Triage(True, f"pull_request {action}")
         return Triage(False, f"pull_request {action}: not handled")
+    if event == "installation":
+        if action == "new_permissions_accepted":
+            return Triage(True, "installation new_permissions_accepted: what waited runs")
+        return Triage(False, f"installation {action}: not handled")
     if event == "check_run":
         if action == "rerequested":
             return Triage(True, "check_run rerequested: the Re-run button")

@@ -1,5 +1,5 @@
 """Short replies to commands: help, a command error, a duplicate, cancel and retest summaries,
-and the refusal for a commenter who may not start jobs."""
+the refusal for a commenter who may not start jobs, and a command waiting for a permission."""
 
 from __future__ import annotations
 
@@ -232,6 +232,26 @@ def render_not_allowed(login: str, reason: str) -> str:
         f"@{who}: only people with write permission on this repository (or on the service's "
         f"allow-list) can start on-demand jobs, so nothing was run ({escape_text(reason, 200)}). "
         "A maintainer can post the command instead.\n"
+    )
+
+
+def render_missing_permission(cannot: str, label: str, *, app: bool) -> str:
+    """Why a command waits: GitHub refused the service a permission (`label`, e.g. `Contents:
+    read`; `cannot`, what it stops: "read this repository's contents"). The command is kept
+    and runs by itself once the permission is granted."""
+    if app:
+        who = "This App"
+        fix = (
+            "An owner of this repository's organization or account must accept the App's new "
+            "permissions (the App's installation settings show the request), or grant it there"
+        )
+    else:
+        who = "The service's token"
+        fix = "Whoever runs the service must give its token that permission"
+    return (
+        f"⏸️ {who} cannot {escape_text(cannot, 200)} (**{escape_text(label, 100)}**), so "
+        f"this command waits. {fix}; the command then runs by itself, with no need to post "
+        "it again.\n"
     )
 
 

@@ -5,7 +5,8 @@ of this client until it is over, so no worker keeps calling GitHub inside the wi
 GitHub is unavailable (unreachable, or answering 5xx) calls fail here at once, without going
 out, except one try every few seconds (`probe_max_s` at most): no backlog of retries hammers
 it, and whatever waits goes out within seconds of its return. Each outage is logged twice
-(when it starts, when it ends)."""
+(when it starts, when it ends). A refusal for a permission the App's installation lacks is a
+`MissingPermission` naming it (`app_permissions.py` lists what the App asks for)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import requests
 from github import Auth, Github, GithubException, GithubIntegration
 
 from ondemand.retry import RetryPolicy
+from service.report.app_permissions import accepted, find
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,13 @@ PERMANENT_STATUSES = frozenset({400, 401, 404, 410, 422})
 # GitHub's advice for a secondary rate limit that names no time: wait at least a minute.
 SECONDARY_LIMIT_WAIT_S = 60.0
 _RATE_LIMIT_WORDS = ("rate limit", "abuse")
+# GitHub's 403 for a permission the App's installation (or a fine-grained token) lacks:
+# "Resource not accessible by integration" (or "by personal access token").
+NOT_ACCESSIBLE = "resource not accessible by"
+NOT_GRANTED = "not granted to this installation"  # a token asked for more than it has (422)
+# How often what waits for a permission is tried again: every few minutes, backing off (an
+# owner's `new_permissions_accepted` retries it at once).
+PERMISSION_RETRY = RetryPolicy(base_s=60.0, cap_s=900.0)
 
 
 class GitHubError(Exception):
@@ -59,10 +68,55 @@ class GitHubError(Exception):
     @property
     def permanent(self) -> bool:
         """A retry will get the same answer: a 4xx that is not a rate limit (a 403 that is not
-        one means no permission)."""
+        one refuses the call; one for a missing permission is a `MissingPermission`, which
+        waits for it)."""
         if self.rate_limited:
             return False
         return self.status in PERMANENT_STATUSES or self.status == 403
+
+
+class MissingPermission(GitHubError):
+    """GitHub refused a call for a permission the App's installation (or the token) lacks:
+    `permission` and `level` as GitHub's API spells them (`contents`, `read`). Not permanent:
+    it comes back when an owner grants it, so what needed it waits rather than being dropped."""
+
+    def __init__(self, message: str, permission: str, level: str) -> None:
+        super().__init__(message, 403)
+        self.permission = permission
+        self.level = level
+
+    @property
+    def key(self) -> str:
+        """`contents:read`, as a parked delivery or outbox item records what it waits for."""
+        return f"{self.permission}:{self.level}"
+
+    @property
+    def permanent(self) -> bool:
+        return False
+
+
+def missing_permission(headers: dict[str, str], need: str | None) -> tuple[str, str]:
+    """Which permission a refused call lacked: the one the call needs (`need`, e.g.
+    `contents:read`) when GitHub's `X-Accepted-GitHub-Permissions` names it or says nothing;
+    else the first it names that the App asks for, else the first it names."""
+    named = accepted(
+        {k.lower(): v for k, v in headers.items()}.get("x-accepted-github-permissions")
+    )
+    wanted = tuple(need.split(":", 1)) if need else None
+    if wanted is not None and (not named or wanted in named):
+        return wanted[0], wanted[1]
+    ours = [pair for pair in named if find(*pair) is not None]
+    return (ours or named or [("unknown", "read")])[0]
+
+
+@dataclass(frozen=True)
+class InstallationInfo:
+    """One installation of the App: its account and what its owner granted."""
+
+    id: int
+    account: str
+    permissions: dict[str, str]
+    suspended: bool = False
 
 
 class FileTooLarge(GitHubError):
@@ -265,6 +319,18 @@ class GitHubClient:
             self._installations[repo] = int(found.id)
         return int(found.id)
 
+    def installation_of(self, repo: str) -> int | None:
+        """The id of the App's installation covering `owner/name` (None for a token user, or
+        when the App is not installed there)."""
+        if self._app_auth is None:
+            return None
+        try:
+            return self._installation(repo)
+        except GitHubError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     def read_token(self, repo: str) -> str | None:
         """A token that reads `owner/name`'s git contents and nothing more, to hand a runner
         for a private repository: in App mode a fresh installation token limited to that
@@ -283,15 +349,50 @@ class GitHubClient:
             if exc.status == 404:  # the App was installed again: a new installation id
                 with self._lock:
                     self._installations.pop(repo, None)
+            if exc.status == 422 and NOT_GRANTED in str(exc):  # the installation lacks it
+                raise MissingPermission(str(exc), "contents", "read") from exc
             raise
         return str(data["token"])
+
+    def installations(self) -> list[InstallationInfo]:
+        """The App's installations, each with what its owner granted (GitHub's `GET
+        /app/installations`, every page); none for a token user."""
+        if self._app_auth is None:
+            return []
+        integration = self._integration()
+
+        def read() -> list[InstallationInfo]:
+            return [
+                InstallationInfo(
+                    id=int(i.id),
+                    account=i.account.login if i.account is not None else "",
+                    permissions={str(k): str(v) for k, v in (i.permissions or {}).items()},
+                    suspended=i.suspended_at is not None,
+                )
+                for i in integration.get_installations()
+            ]
+
+        return self._call(read)
+
+    def forget_installation(self, installation_id: int) -> None:
+        """Drop the tokens held for an installation whose permissions changed: a token carries
+        what it was minted with, so the next call mints one with the new permissions."""
+        with self._lock:
+            names = [k for k, v in self._installations.items() if v == installation_id]
+            for name in names:
+                del self._installations[name]
+            for owner in {name.split("/")[0] for name in names}:
+                self._clients.pop(owner, None)
 
     def git_token(self, repo: str) -> str | None:
         """What the service itself fetches a private `owner/name` with: a read token in App
         mode, its own token otherwise."""
         return self.read_token(repo) if self._app_auth is not None else self._token
 
-    def _call(self, fn: Callable[[], T]) -> T:
+    def _call(self, fn: Callable[[], T], need: str | None = None, repo: str | None = None) -> T:
+        """`fn` with this client's pauses and error mapping. `need` (`contents:read`) names
+        the permission the call needs, should GitHub refuse it for one missing; `repo`'s
+        installation token is then dropped, so the next try mints one that may have it."""
         left = self.paused_for()
         if left > 0:
             down = self._down_since
@@ -318,6 +419,14 @@ class GitHubClient:
             if limited and wait is not None:
                 with self._lock:
                     self._paused_until = max(self._paused_until, time.monotonic() + wait)
+            if exc.status == 403 and not limited and NOT_ACCESSIBLE in message.lower():
+                name, level = missing_permission(headers, need)
+                if repo is not None and self._app_auth is not None:
+                    with self._lock:
+                        self._clients.pop(repo.split("/")[0], None)
+                raise MissingPermission(
+                    f"GitHub answered 403: {message} (needs {name}: {level})", name, level
+                ) from exc
             raise GitHubError(
                 f"GitHub answered {exc.status}: {message}", exc.status, wait, limited, unavailable
             ) from exc
@@ -331,6 +440,8 @@ class GitHubClient:
         return self._gh(repo).get_repo(repo)  # lazy: the client is built with lazy=True
 
     def pull(self, repo: str, number: int) -> PullInfo:
+        """The pull request as GitHub has it now."""
+
         def read() -> PullInfo:
             pr = self._repo(repo).get_pull(number)
             return PullInfo(
@@ -346,7 +457,7 @@ class GitHubClient:
                 private=bool(pr.base.repo.private),
             )
 
-        return self._call(read)
+        return self._call(read, "pull_requests:read", repo)
 
     def pull_files(self, repo: str, number: int) -> list[PullFile]:
         """The pull request's files, every page of them: at most FILES_CAP, as GitHub lists
@@ -354,7 +465,8 @@ class GitHubClient:
         found: list[PullFile] = []
         for page in range(1, FILES_CAP // FILES_PAGE + 1):
             query = urlencode({"per_page": FILES_PAGE, "page": page})
-            data = self._request(repo, "GET", f"/repos/{repo}/pulls/{int(number)}/files?{query}")
+            path = f"/repos/{repo}/pulls/{int(number)}/files?{query}"
+            data = self._request(repo, "GET", path, need="pull_requests:read")
             items = data if isinstance(data, list) else []
             found += [
                 PullFile(
@@ -373,8 +485,12 @@ class GitHubClient:
 
     def permission(self, repo: str, login: str) -> str:
         """The user's permission on `repo` ("none" when not a collaborator)."""
+
+        def read() -> str:
+            return str(self._repo(repo).get_collaborator_permission(login))
+
         try:
-            return self._call(lambda: self._repo(repo).get_collaborator_permission(login))
+            return self._call(read, "metadata:read", repo)
         except GitHubError as exc:
             if exc.status == 404:
                 return "none"
@@ -384,16 +500,29 @@ class GitHubClient:
         """Whether `login` is an active member of `org/team`."""
         url = f"/orgs/{org}/teams/{team}/memberships/{login}"
         try:
-            _, data = self._call(lambda: self._gh(org).requester.requestJsonAndCheck("GET", url))
+            requester = self._gh(org).requester
+            _, data = self._call(
+                lambda: requester.requestJsonAndCheck("GET", url), "members:read", org
+            )
         except GitHubError as exc:
             if exc.status == 404:
                 return False
             raise
         return isinstance(data, dict) and data.get("state") == "active"
 
-    def _request(self, repo: str, verb: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def _request(
+        self,
+        repo: str,
+        verb: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        need: str | None = None,
+    ) -> Any:
         requester = self._gh(repo).requester
-        _, data = self._call(lambda: requester.requestJsonAndCheck(verb, path, input=body))
+        _, data = self._call(
+            lambda: requester.requestJsonAndCheck(verb, path, input=body), need, repo
+        )
         return data
 
     def file_at(self, repo: str, path: str, ref: str) -> str | None:
@@ -403,7 +532,7 @@ class GitHubClient:
         raises FileTooLarge with its size; other failures are GitHubError as for every call."""
         url = f"/repos/{repo}/contents/{quote(path)}?{urlencode({'ref': ref})}"
         try:
-            data = self._request(repo, "GET", url)
+            data = self._request(repo, "GET", url, need="contents:read")
         except GitHubError as exc:
             if exc.status == 404:
                 return None
@@ -420,16 +549,15 @@ class GitHubClient:
 
     def add_reaction(self, repo: str, comment_id: int, content: str) -> None:
         path = f"/repos/{repo}/issues/comments/{comment_id}/reactions"
-        self._request(repo, "POST", path, {"content": content})
+        self._request(repo, "POST", path, {"content": content}, need="issues:write")
 
     def create_comment(self, repo: str, number: int, body: str) -> int:
-        data = self._request(
-            repo, "POST", f"/repos/{repo}/issues/{number}/comments", {"body": body}
-        )
-        return int(data["id"])
+        path = f"/repos/{repo}/issues/{number}/comments"
+        return int(self._request(repo, "POST", path, {"body": body}, need="issues:write")["id"])
 
     def edit_comment(self, repo: str, comment_id: int, body: str) -> None:
-        self._request(repo, "PATCH", f"/repos/{repo}/issues/comments/{comment_id}", {"body": body})
+        path = f"/repos/{repo}/issues/comments/{comment_id}"
+        self._request(repo, "PATCH", path, {"body": body}, need="issues:write")
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
         """The id of the PR's comment by this bot whose body starts with `marker`."""
@@ -441,7 +569,7 @@ class GitHubClient:
                     return int(comment.id)
             return None
 
-        return self._call(scan)
+        return self._call(scan, "issues:read", repo)
 
     def login(self) -> str | None:
         """The login comments are posted as (None for an App: its bot login is not needed)."""
@@ -465,18 +593,19 @@ class GitHubClient:
         return data
 
     def create_check_run(self, repo: str, body: dict[str, Any]) -> int:
-        data = self._request(repo, "POST", f"/repos/{repo}/check-runs", body)
+        data = self._request(repo, "POST", f"/repos/{repo}/check-runs", body, need="checks:write")
         return int(data["id"])
 
     def update_check_run(self, repo: str, run_id: int, body: dict[str, Any]) -> None:
-        self._request(repo, "PATCH", f"/repos/{repo}/check-runs/{run_id}", body)
+        path = f"/repos/{repo}/check-runs/{run_id}"
+        self._request(repo, "PATCH", path, body, need="checks:write")
 
     def find_check_run(self, repo: str, sha: str, name: str, external_id: str) -> int | None:
         """This App's check run `name` on `sha` made for `external_id` (a create retried
         after an answer that never came), or None."""
         query = urlencode({"check_name": name, "filter": "all"})
         path = f"/repos/{repo}/commits/{sha}/check-runs?{query}"
-        data = self._request(repo, "GET", path)
+        data = self._request(repo, "GET", path, need="checks:read")
         for run in data.get("check_runs", []) if isinstance(data, dict) else []:
             if str(run.get("external_id")) == external_id:
                 return int(run["id"])
@@ -491,4 +620,5 @@ class GitHubClient:
             "context": context,
             "target_url": target_url,
         }
-        self._request(repo, "POST", f"/repos/{repo}/statuses/{sha}", body)
+        path = f"/repos/{repo}/statuses/{sha}"
+        self._request(repo, "POST", path, body, need="statuses:write")

@@ -3,7 +3,9 @@ an App) check runs to GitHub, in order per key, with the retry policy; waits out
 (the client pauses every call until `Retry-After` or the reset); never loses an item while
 GitHub is down or limiting,
 gives up only on answers that cannot change, and never posts a comment twice (a comment's
-GitHub id is stored the moment it exists; a retried create first looks for it)."""
+GitHub id is stored the moment it exists; a retried create first looks for it). An item GitHub
+refuses for a permission the App lacks is kept: parked until the permission comes (tried every
+few minutes, and at once when an owner accepts the App's new permissions)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,12 @@ from service.db.models import Job, OutboxItem, ResultComment
 from service.db.outage import is_outage
 from service.render.comment import marker
 from service.render.views import CheckRunUpdate
-from service.report.github import GitHubClient, GitHubError
+from service.report.github import (
+    PERMISSION_RETRY,
+    GitHubClient,
+    GitHubError,
+    MissingPermission,
+)
 from service.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -205,6 +212,20 @@ class OutboxWorker(Worker):
                 row.github_comment_id = comment_id
 
     def _failed(self, item: OutboxItem, exc: GitHubError) -> float | None:
+        if isinstance(exc, MissingPermission):
+            wait = PERMISSION_RETRY.delay(item.attempts)
+            first = item.waiting_for != exc.key
+            self.items.park(item.id, exc.key, wait, str(exc))
+            log.log(
+                logging.WARNING if first else logging.INFO,
+                "outbox item %s (%s) waits for the App's %s permission (again in %.0fs): %s",
+                item.id,
+                item.kind,
+                exc.key,
+                wait,
+                exc,
+            )
+            return wait
         wait = self.policy.delay(item.attempts, exc.retry_after)
         if exc.permanent and item.attempts >= MAX_PERMANENT_ATTEMPTS:
             self.items.give_up(item.id, str(exc))

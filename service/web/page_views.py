@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from html import escape
 
-from service.db.models import Job, Runner
-from service.render.markdown import clean, duration
+from service.db.models import Delivery, Job, OutboxItem, Runner
+from service.render.markdown import clean, duration, plural
 from service.render.views import JobView
+from service.report.app_permissions import find
+from service.report.installations import PermissionProblem
 from workflows.models import BenchmarkResult, JobResult, JobStatus, Rounds, StepResult
 
 SETUP_STEPS = ("checkout", "environment")
@@ -161,6 +163,73 @@ def runner_rows(
             )
         )
     return rows
+
+
+@dataclass(frozen=True)
+class PermissionNotice:
+    """One line of the dashboard's banner: a permission the App lacks (`label`), where, what
+    waits for it (or that the start-up check found it), and what it stops."""
+
+    label: str
+    where: str
+    waiting: str
+    without: str
+
+
+def _permission(key: str) -> tuple[str, str]:
+    """(`Contents: read`, what lacking it stops) for a waited-for `contents:read`."""
+    name, _, level = key.partition(":")
+    known = find(name, level)
+    return (known.label, known.without) if known else (f"{name}: {level}", "")
+
+
+def _where(repo: str, private: bool) -> str:
+    """A repository as the dashboard may name it: a private one only by its owner."""
+    owner = repo.split("/")[0] or "?"
+    return f"a private repository of {owner}" if private else repo
+
+
+def permission_notices(
+    deliveries: Sequence[Delivery],
+    items: Sequence[OutboxItem],
+    problems: Sequence[PermissionProblem],
+    private: set[str],
+    now: datetime,
+) -> list[PermissionNotice]:
+    """The banner: per (permission, repository) what waits for it, oldest first, and per
+    (permission, installation) what the start-up check or an `installation` event found."""
+    found: dict[tuple[str, str], list[datetime]] = {}
+    counts: dict[tuple[str, str], list[int]] = {}
+    for delivery in deliveries:
+        repository = (delivery.payload or {}).get("repository") or {}
+        repo = str(repository.get("full_name") or "") if isinstance(repository, dict) else ""
+        private_repo = bool(repository.get("private")) if isinstance(repository, dict) else True
+        key = (delivery.waiting_for or "", _where(repo, private_repo))
+        found.setdefault(key, []).append(delivery.received_at)
+        counts.setdefault(key, [0, 0])[0] += 1
+    for item in items:
+        repo = str(item.payload.get("repo") or "")
+        key = (item.waiting_for or "", _where(repo, repo in private))
+        found.setdefault(key, []).append(item.created_at)
+        counts.setdefault(key, [0, 0])[1] += 1
+    out = []
+    for (waiting_for, where), since in found.items():
+        label, without = _permission(waiting_for)
+        n_in, n_out = counts[(waiting_for, where)]
+        what = [
+            f"{plural(n_in, 'delivery', 'deliveries')} from GitHub" if n_in else "",
+            f"{plural(n_out, 'update')} to GitHub" if n_out else "",
+        ]
+        waits = " and ".join(w for w in what if w)
+        text = f"{waits} {'waits' if n_in + n_out == 1 else 'wait'}, the oldest for "
+        out.append(PermissionNotice(label, where, text + waited(min(since), now), without))
+    for problem in problems:
+        where = f"installation {problem.installation_id} on {problem.account or '?'}"
+        checked = f"the installation has {problem.granted}"
+        out.append(
+            PermissionNotice(problem.permission.label, where, checked, problem.permission.without)
+        )
+    return sorted(out, key=lambda n: (n.label, n.where))
 
 
 def job_duration(job: Job, now: datetime, estimate_s: float | None = None) -> str:

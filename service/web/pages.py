@@ -1,7 +1,8 @@
 """The pages people read, server-rendered with Jinja2 (`service/web/templates/`):
 
-- `GET /`: the dashboard: the queue of each backend, the runners and what they run, the
-  speedup charts per (operator, backend), and the job history, filterable;
+- `GET /`: the dashboard: a banner naming each permission the GitHub App lacks (and what
+  waits for it), the queue of each backend, the runners and what they run, the speedup
+  charts per (operator, backend), and the job history, filterable;
 - `GET /jobs/{id}`: the job page (its commit status's *Details*): state, step timeline,
   progress, the report rendered from its Markdown, the log's tail, updated live while the job
   runs (`/static/live.js` reads `GET /jobs/{id}/live`);
@@ -13,7 +14,7 @@ for a job that does not exist) and is never listed."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from importlib.resources import files
 from typing import Any
@@ -40,6 +41,7 @@ from service.queue.runners import RunnerRegistry
 from service.render.comment import render_comment, summary
 from service.render.markdown import utc
 from service.render.views import JobView
+from service.report.installations import PermissionProblem
 from service.report.job_views import JobViews
 from service.web import page_views
 from service.web.ranges import Unsatisfiable, byte_range
@@ -76,8 +78,10 @@ def pages_router(
     links: Links,
     workflows: Mapping[str, WorkflowSpec] | None = None,
     github_html_url: str = "https://github.com",
+    permission_problems: Callable[[], Sequence[PermissionProblem]] = tuple,
 ) -> APIRouter:
-    """The pages over the queue's repositories."""
+    """The pages over the queue's repositories; `permission_problems`: what the App's
+    installations lack, as last checked."""
     router = APIRouter()
     workflows = workflows or {}
 
@@ -237,13 +241,19 @@ def pages_router(
             history = queries.public_history(session, wanted, HISTORY_ROWS)
             choices = queries.public_choices(session)
             charted = queries.public_benchmarked(session, CHART_JOBS)
+            waiting, held = queries.parked(session)
+            private = queries.private_repos(session, {str(i.payload.get("repo")) for i in held})
         registered = runners.all()
         backends = sorted(set(workflows) | {j.backend for j in queued})
         online = {b: runners.online_count(b, registered) for b in backends}
         choices["state"] = [s.value for s in JobStatus]
         active = bool(queued or running)
+        notices = page_views.permission_notices(
+            waiting, held, permission_problems(), private, now
+        )
         page = templates.get_template("dashboard.html").render(
             now=utc(now),
+            permissions=notices,
             queues=page_views.queues(queued, backends, online, now),
             runners=[
                 _runner_row(row, now)
