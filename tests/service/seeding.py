@@ -50,12 +50,13 @@ def _job(
     finished: datetime | None,
     log_size: int,
     pr: int = 1,
+    sha: str = "a" * 40,
 ) -> dict[str, Any]:
     return {
         "repo": "octo/kernels",
         "clone_url": "/tmp/none.git",
         "pr_number": pr,
-        "sha": "a" * 40,
+        "sha": sha,
         "op": op,
         "backend": backend,
         "bench": True,
@@ -148,7 +149,8 @@ def seed(
         status = JobStatus.queued if n % 2 else JobStatus.running
         created = job_cut - timedelta(days=200)
         logged = size if status == JobStatus.running else 0
-        rows.append(_job("op00", "cpu", status, created, None, logged, pr=1000 + n))
+        sha = (tag + "a" * 40)[:40]  # another seeding's active jobs are other commits'
+        rows.append(_job("op00", "cpu", status, created, None, logged, pr=1000 + n, sha=sha))
         kinds.append("active")
     for n in range(recent):
         op, backend = later_pairs[n % len(later_pairs)]
