@@ -166,6 +166,7 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
 
 
 def retention(settings: Settings) -> Retention:
+    """What the settings keep, for the pruner and the pages."""
     return Retention(
         job_days=settings.retention_days,
         log_days=settings.log_retention_days,
