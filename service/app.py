@@ -25,6 +25,7 @@ from service.queue.jobs import JobQueue
 from service.queue.logs import JobLogs
 from service.queue.operators import OperatorCatalog
 from service.queue.reaper import LeaseReaper
+from service.queue.retention import Pruner, Retention
 from service.queue.runners import RunnerRegistry
 from service.queue.wakeup import ANY, PgListener, Wakeup
 from service.receive.gate import Gate
@@ -71,6 +72,7 @@ class Service:
     recorder: DeliveryRecorder
     inbox: Inbox
     reaper: LeaseReaper
+    pruner: Pruner
     stopping: threading.Event
     problems: InstallationProblems  # what the App's installations lack, as last found
 
@@ -162,14 +164,24 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
         reaper=LeaseReaper(
             jobs, stopping, runners=runners, forget_days=settings.runner_forget_days
         ),
+        pruner=Pruner(db, retention(settings), stopping, busy=recorder.busy),
         stopping=stopping,
         problems=problems,
     )
 
 
+def retention(settings: Settings) -> Retention:
+    """What the settings keep, for the pruner and the pages."""
+    return Retention(
+        job_days=settings.retention_days,
+        log_days=settings.log_retention_days,
+        delivery_days=settings.delivery_retention_days,
+    )
+
+
 def create_app(settings: Settings | None = None, *, github: GitHubClient | None = None) -> FastAPI:
-    """The service. Its lifespan runs the inbox, the outbox, the lease reaper and (on
-    PostgreSQL) the LISTEN thread."""
+    """The service. Its lifespan runs the inbox, the outbox, the lease reaper, the pruner and
+    (on PostgreSQL) the LISTEN thread."""
     settings = settings or Settings()
     service = build(settings, github)
 
@@ -180,7 +192,7 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
             conninfo = make_url(settings.database_url).set(drivername="postgresql")
             listener = PgListener(conninfo.render_as_string(hide_password=False), service.wakeup)
             listener.start()
-        workers = (service.reaper, service.outbox, service.inbox)
+        workers = (service.reaper, service.outbox, service.inbox, service.pruner)
         if settings.process_workers and not service.db.postgres:
             # One process serves a SQLite database: what it finds locked, its last life left.
             for rows in (service.inbox.deliveries, service.outbox.items):
@@ -209,7 +221,7 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
 
     app = FastAPI(title="ondemand", lifespan=lifespan)
     app.add_middleware(SecurityHeaders)
-    metrics = Metrics(service.db, service.runners, service.workflows)
+    metrics = Metrics(service.db, service.runners, service.workflows, service.pruner.totals)
     app.add_middleware(WebhookMetrics, metrics=metrics)
     for error in (DBAPIError, SQLAlchemyTimeoutError):
         app.add_exception_handler(error, database_unavailable(service.db.outages))
@@ -238,6 +250,7 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
             workflows=service.workflows,
             github_html_url=settings.html_url(),
             permission_problems=service.problems.all,
+            retention=service.pruner.retention,
         )
     )
     app.include_router(metrics.router())

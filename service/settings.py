@@ -96,7 +96,30 @@ class Settings(BaseSettings):
         description="a running job's comment and status show new progress at most this often",
     )
     process_workers: bool = Field(
-        default=True, description="run the inbox, the outbox and the lease reaper in-process"
+        default=True,
+        description="run the inbox, the outbox, the lease reaper and the pruner in-process",
+    )
+    # Retention (service/queue/retention.py); 0 keeps forever. The defaults: a quarter of job
+    # history for the pages and comments' links, a month of logs (the bulk of the database),
+    # two weeks of inbox and outbox, past GitHub's window for redelivering a webhook.
+    retention_days: float = Field(
+        default=90.0,
+        ge=0,
+        description="a finished job is deleted this many days after it finished, with its log "
+        "(the newest succeeded or failed job of each repository, operator and backend stays, "
+        "for the dashboard); 0 keeps jobs forever",
+    )
+    log_retention_days: float = Field(
+        default=30.0,
+        ge=0,
+        description="a finished job's log is deleted this many days after the job finished; "
+        "the job, its result and its report stay; 0 keeps logs as long as their jobs",
+    )
+    delivery_retention_days: float = Field(
+        default=14.0,
+        ge=0,
+        description="a handled or given-up webhook delivery and a delivered outbox item are "
+        "deleted this many days after they were done (never a pending one); 0 keeps them",
     )
 
     @field_validator(
@@ -120,6 +143,26 @@ class Settings(BaseSettings):
     @classmethod
     def _no_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _retention(self) -> Settings:
+        """0 keeps forever; a job or log kept less than a day would leave the comments' links
+        and a command processed again without their rows, and a delivery kept less than a week
+        could be redelivered by GitHub (3 days; Enterprise Server 7) and run twice."""
+        floors = (
+            ("ONDEMAND_RETENTION_DAYS", self.retention_days, 1.0),
+            ("ONDEMAND_LOG_RETENTION_DAYS", self.log_retention_days, 1.0),
+            ("ONDEMAND_DELIVERY_RETENTION_DAYS", self.delivery_retention_days, 7.0),
+        )
+        for name, days, floor in floors:
+            if 0 < days < floor:
+                raise ValueError(f"{name} is {days:g}: 0 (keep forever) or at least {floor:g}")
+        if 0 < self.retention_days < self.log_retention_days:
+            raise ValueError(
+                f"ONDEMAND_LOG_RETENTION_DAYS ({self.log_retention_days:g}) is longer than "
+                f"ONDEMAND_RETENTION_DAYS ({self.retention_days:g}): a log goes with its job"
+            )
+        return self
 
     @model_validator(mode="after")
     def _app_key(self) -> Settings:

@@ -26,6 +26,7 @@ from service.db.engine import Base, UTCDateTime, utcnow
 
 ACTIVE_STATUSES = ("queued", "running")
 _ACTIVE_SQL = "status IN ('queued', 'running')"
+LOGGED_SQL = "log_size > 0"  # a job whose log has chunks stored (the pruner's partial index)
 
 
 class LeasedRow:
@@ -95,6 +96,16 @@ class Job(Base):
             sqlite_where=text(_ACTIVE_SQL),
             postgresql_where=text(_ACTIVE_SQL),
         ),
+        # The pruner's: finished jobs by age, those with a stored log by age, and each
+        # (repository, operator, backend)'s jobs by id (is there a newer verdict?).
+        Index("ix_jobs_finished", "finished_at"),
+        Index(
+            "ix_jobs_logged",
+            "finished_at",
+            sqlite_where=text(LOGGED_SQL),
+            postgresql_where=text(LOGGED_SQL),
+        ),
+        Index("ix_jobs_target", "repo", "op", "backend", "id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -127,7 +138,8 @@ class Job(Base):
     gate: Mapped[str] = mapped_column(String(16), default="inform", server_default="inform")
     accepted_by: Mapped[str | None] = mapped_column(String(200))  # a maintainer's acceptance
     accepted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    log_size: Mapped[int] = mapped_column(Integer, default=0)
+    log_size: Mapped[int] = mapped_column(Integer, default=0)  # bytes stored (0 once pruned)
+    log_pruned_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # retention took it
     private: Mapped[bool] = mapped_column(Boolean, default=False)  # its repository's
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

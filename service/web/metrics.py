@@ -5,17 +5,23 @@ What the database knows is read at scrape time, so every replica reports the sam
 jobs by state, queue depth and the oldest wait per backend, how long jobs waited and ran
 (histograms by backend and state), the inbox's deliveries by outcome, the outbox's backlog
 and its oldest item's age, runners online per backend. What only this process sees is
-counted here: webhook requests by answer and how long the webhook took to answer."""
+counted here: webhook requests by answer and how long the webhook took to answer, and the
+rows its pruner deleted."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -23,8 +29,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service.db.engine import Database, utcnow
 from service.db.models import Delivery, OutboxItem
 from service.queue import queries
+from service.queue.retention import Pruned
 from service.queue.runners import RunnerRegistry
 
+# The pruner's counts by label: (kind, field of `Pruned`).
+PRUNED_KINDS = (
+    ("jobs", "jobs"),
+    ("logs", "logs"),
+    ("log_chunks", "chunks"),
+    ("deliveries", "deliveries"),
+    ("outbox_items", "outbox"),
+)
 JOB_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
 WEBHOOK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 
@@ -136,13 +151,39 @@ class DatabaseCollector(Collector):
         )
 
 
-class Metrics:
-    """One app's registry: the database collector and the webhook's own counters (kept by
-    `WebhookMetrics`)."""
+class PrunedCollector(Collector):
+    """The rows this process's pruner deleted, by kind (each replica prunes its share)."""
 
-    def __init__(self, db: Database, runners: RunnerRegistry, backends: Iterable[str]) -> None:
+    def __init__(self, totals: Callable[[], Pruned]) -> None:
+        self.totals = totals
+
+    def collect(self) -> Iterator[Metric]:
+        totals = self.totals()
+        family = CounterMetricFamily(
+            "ondemand_pruned_rows",
+            "Rows retention deleted since this process started, by kind (logs: whole logs)",
+            labels=["kind"],
+        )
+        for kind, name in PRUNED_KINDS:
+            family.add_metric([kind], getattr(totals, name))
+        yield family
+
+
+class Metrics:
+    """One app's registry: the database collector, the webhook's own counters (kept by
+    `WebhookMetrics`) and, given its totals, what the pruner deleted."""
+
+    def __init__(
+        self,
+        db: Database,
+        runners: RunnerRegistry,
+        backends: Iterable[str],
+        pruned: Callable[[], Pruned] | None = None,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(DatabaseCollector(db, runners, backends))
+        if pruned is not None:
+            self.registry.register(PrunedCollector(pruned))
         self.webhook_requests = Counter(
             "ondemand_webhook_requests",
             "Webhook requests by the HTTP status they were answered with "

@@ -12,7 +12,7 @@ from datetime import datetime
 from html import escape
 
 from service.db.models import Delivery, Job, OutboxItem, Runner
-from service.render.markdown import clean, duration, plural
+from service.render.markdown import clean, duration, plural, utc
 from service.render.views import JobView
 from service.report.app_permissions import find
 from service.report.installations import PermissionProblem
@@ -98,6 +98,28 @@ def log_text(tail: bytes, cut: bool) -> str:
     if cut and "\n" in text:
         text = text.split("\n", 1)[1]
     return clean(text)
+
+
+def pruned_log_text(finished: datetime | None, pruned: datetime) -> str:
+    """What the job page and the log's URL say of a log retention deleted."""
+    after = ""
+    if finished is not None:
+        days = max((pruned - finished).days, 0)
+        after = f" {days} day{'' if days == 1 else 's'} after the job finished"
+    return f"This log was pruned{after} ({utc(pruned)}); the job, its result and its report stay."
+
+
+def missing_job_text(job_id: int, kept_days: float) -> str:
+    """Why a job's page is not found: it may have been pruned, or be a private one's."""
+    pruned = (
+        f" Finished jobs are kept for {kept_days:g} days, so it may have been pruned."
+        if kept_days > 0
+        else ""
+    )
+    return (
+        f"There is no job #{job_id} here.{pruned} A private repository's job opens only "
+        "through the link its pull request shows."
+    )
 
 
 def waited(since: datetime, now: datetime) -> str:

@@ -7,10 +7,12 @@
   progress, the report rendered from its Markdown, the log's tail, updated live while the job
   runs (`/static/live.js` reads `GET /jobs/{id}/live`);
 - `GET /jobs/{id}/log`: the log as text, streamed from the store (`Range` or `?tail=N`);
+  410 with a sentence once retention pruned it;
 - `GET /healthz`, and the pages' two static files.
 
 A job of a private repository opens only with the key its links carry (else the same 404 as
-for a job that does not exist) and is never listed."""
+for a job that does not exist, or was pruned: a sentence says which it may be) and is never
+listed."""
 
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from service.links import Links
 from service.queue import queries
 from service.queue.jobs import JobQueue
 from service.queue.logs import JobLogs
+from service.queue.retention import Retention
 from service.queue.runners import RunnerRegistry
 from service.render.comment import render_comment, summary
 from service.render.markdown import utc
@@ -79,15 +82,17 @@ def pages_router(
     workflows: Mapping[str, WorkflowSpec] | None = None,
     github_html_url: str = "https://github.com",
     permission_problems: Callable[[], Sequence[PermissionProblem]] = tuple,
+    retention: Retention | None = None,
 ) -> APIRouter:
     """The pages over the queue's repositories; `permission_problems`: what the App's
     installations lack, as last checked."""
     router = APIRouter()
     workflows = workflows or {}
+    kept_days = (retention or Retention()).job_days
 
     def visible(job: Job | None, job_id: int, key: str | None) -> Job:
         if job is None or not links.opens(job_id, job.private, key):
-            raise HTTPException(404, f"no job {job_id}")
+            raise HTTPException(404, page_views.missing_job_text(job_id, kept_days))
         return job
 
     def planned(backend: str) -> list[str]:
@@ -96,9 +101,12 @@ def pages_router(
 
     def live_state(job: Job, view: JobView) -> dict[str, Any]:
         """What the job page shows and `live.js` refreshes (read after the job's session)."""
-        size = job.log_size
+        size = 0 if job.log_pruned_at is not None else job.log_size
         start = max(size - LOG_TAIL_BYTES, 0)
         tail = logs.read(job.id, start, size - start) if size else b""
+        text = page_views.log_text(tail, cut=start > 0)
+        if job.log_pruned_at is not None:
+            text = page_views.pruned_log_text(job.finished_at, job.log_pruned_at)
         progress = view.progress
         steps = page_views.timeline(
             planned(job.backend),
@@ -116,9 +124,10 @@ def pages_router(
             "elapsed": page_views.job_duration(job, now, view.estimate_s),
             "progress": page_views.progress_text(view),
             "timeline": [{"name": s.name, "state": s.state, "duration": s.duration} for s in steps],
-            "log": page_views.log_text(tail, cut=start > 0),
+            "log": text,
             "log_size": size,
             "log_cut": start > 0,
+            "log_pruned": job.log_pruned_at is not None,
         }
 
     def job_state(job_id: int, key: str | None) -> tuple[JobView, list[JobView], dict[str, Any]]:
@@ -143,7 +152,13 @@ def pages_router(
 
     @router.get("/jobs/{job_id}", response_class=HTMLResponse)
     def job_page(job_id: int, key: str | None = None) -> HTMLResponse:
-        current, target, live = job_state(job_id, key)
+        try:
+            current, target, live = job_state(job_id, key)
+        except HTTPException as missing:
+            page = templates.get_template("missing.html").render(
+                job_id=job_id, sentence=missing.detail
+            )
+            return HTMLResponse(page, status_code=404, headers={"Cache-Control": "no-store"})
         history = [v for v in target if v.id < job_id]
         repo_url = f"{github_html_url}/{current.repo}"
         key_query = f"?key={key}" if key and links.opens(job_id, True, key) else ""
@@ -159,6 +174,7 @@ def pages_router(
             log=live["log"],
             log_size=live["log_size"],
             log_cut=live["log_cut"],
+            log_pruned=live["log_pruned"],
             live_url=f"/jobs/{job_id}/live{key_query}",
             result_url=f"/jobs/{job_id}/result.json{key_query}",
             pr_url=f"{repo_url}/pull/{current.pr_number}",
@@ -207,10 +223,13 @@ def pages_router(
         tail: int | None = Query(default=None, ge=1, description="only the last N bytes"),
         range_: str | None = Header(default=None, alias="range"),
     ) -> Response:
-        visible(jobs.get_job(job_id), job_id, key)
+        job = visible(jobs.get_job(job_id), job_id, key)
+        media = "text/plain; charset=utf-8"
+        if job.log_pruned_at is not None:
+            gone = page_views.pruned_log_text(job.finished_at, job.log_pruned_at)
+            return PlainTextResponse(gone + "\n", status_code=410, media_type=media)
         size = logs.size(job_id)
         headers = {"Accept-Ranges": "bytes", "Cache-Control": "no-store"}
-        media = "text/plain; charset=utf-8"
         try:
             wanted = byte_range(range_ if tail is None else f"bytes=-{tail}", size)
         except Unsatisfiable as exc:
