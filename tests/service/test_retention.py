@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import ValidationError
-from sqlalchemy import Engine, Select, event, func, select, text, update
+from sqlalchemy import Engine, Select, event, func, select, update
 
 from service.db.engine import Database
 from service.db.migrate import upgrade
@@ -335,16 +335,6 @@ def _sqlite_bytes(path: Path) -> int:
     return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
 
-def _pg_bytes(db: Database) -> int:
-    """Every table of the schema with its indexes and TOAST."""
-    with db.engine.connect() as conn:
-        return int(conn.execute(text(
-            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = current_schema() AND c.relkind = 'r'"
-        )).scalar_one())  # fmt: skip
-
-
 # 600 old jobs with 16 KiB of log each: about 10 MiB
 SIZED = {"old": 600, "middle": 0, "recent": 0, "active": 0, "targets": 10, "chunks": 4,
          "chunk_bytes": 4096, "done_rows": 0}  # fmt: skip
@@ -374,15 +364,3 @@ def test_sqlite_made_incremental_gives_freed_pages_back(tmp_path: Path) -> None:
         done = pruner(db).prune(NOW + timedelta(days=1000))
         assert done.vacuumed_pages > 2000
         assert _sqlite_bytes(path) < full * 0.2
-
-
-@pytest.mark.postgres
-def test_postgres_reuses_what_pruning_frees_once_vacuumed(pg_url: str) -> None:
-    with migrated(pg_url) as db:
-        seed(db, NOW, tag="a", **SIZED)
-        full = _pg_bytes(db)
-        pruner(db).prune(NOW + timedelta(days=1000))
-        with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("VACUUM jobs, log_chunks, deliveries, outbox")  # autovacuum's
-        seed(db, NOW, tag="b", **SIZED)
-        assert _pg_bytes(db) < full * 1.15
