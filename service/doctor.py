@@ -23,6 +23,7 @@ from ondemand.doctor import Finding, exit_status, fail, ok, render, warn
 from service.db.engine import Database
 from service.db.migrate import alembic_config, current_revision
 from service.report.github import GitHubClient, GitHubError
+from service.report.installations import check_installations
 from service.settings import Settings
 from workflows.spec import WorkflowError, WorkflowSpec, load_workflows
 
@@ -163,8 +164,33 @@ def github_findings(settings: Settings, client: GitHubClient) -> list[Finding]:
             "check ONDEMAND_GITHUB_APP_ID and ONDEMAND_GITHUB_PRIVATE_KEY(_PATH)",
         )]  # fmt: skip
     found = [ok("GitHub App", f"{app.get('slug') or app.get('name')} (id {app.get('id')})")]
+    found += _permissions(settings, client)
     found += _webhook(settings, client)
     return found
+
+
+def _permissions(settings: Settings, client: GitHubClient) -> list[Finding]:
+    """Each installation's granted permissions against what the code needs
+    (`ondemand app-manifest --markdown` lists them)."""
+    try:
+        problems = check_installations(client, teams=bool(settings.allowed_teams))
+        count = len(client.installations())
+    except GitHubError as exc:
+        return [warn("permissions", f"GitHub did not list the App's installations: {exc}", "")]
+    if count == 0:
+        return [warn("permissions", "the App is installed nowhere",
+                     "install it on the kernel repositories")]
+    found = [
+        fail(
+            "permissions",
+            f"the installation on {p.account} lacks {p.permission.label} (has {p.granted}): "
+            f"{p.permission.without}",
+            f"grant {p.permission.label} in the App's settings; an owner of {p.account} then "
+            "accepts it (parked commands run then)",
+        )
+        for p in problems
+    ]
+    return found or [ok("permissions", f"{count} installation(s) grant all the App needs")]
 
 
 def _webhook(settings: Settings, client: GitHubClient) -> list[Finding]:

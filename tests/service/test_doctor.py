@@ -139,3 +139,19 @@ def test_the_command_says_how_to_use_it(argv: list[str]) -> None:
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2 and "ondemand doctor service" in done.stderr
+
+
+def test_a_missing_permission_is_named_with_its_installation(tmp_path: Path) -> None:
+    with make_flow(tmp_path, app=True) as flow:
+        settings = flow.svc.service.settings
+        client = GitHubClient.from_settings(settings)
+        assert client is not None
+        assert named(github_findings(settings, client), "permissions").level is Level.ok
+        installation = int(flow.admin.state()["installations"][0]["id"])
+        granted = dict(flow.admin.state()["installations"][0]["permissions"])
+        granted.pop("contents")
+        flow.admin.set_installation_permissions(installation, granted)
+        found = named(github_findings(settings, client), "permissions")
+        assert found.level is Level.fail
+        assert "lacks Contents: read (has none)" in found.detail
+        assert "grant Contents: read" in found.fix
