@@ -13,6 +13,7 @@ from collections.abc import Callable
 from types import FrameType
 
 import uvicorn
+from alembic.util.exc import CommandError
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
@@ -80,6 +81,13 @@ def main(argv: list[str]) -> int:
             f"ondemand serve: the database {database} does not answer: {first}\nCheck "
             "ONDEMAND_DATABASE_URL, and that the database server runs and takes connections "
             "from this host (`ondemand doctor service` checks it).",
+            file=sys.stderr,
+        )
+        return 2
+    except CommandError as exc:  # a schema this version does not know: a newer one migrated it
+        print(
+            f"ondemand serve: the database {database}: {exc}. A newer version migrated it: "
+            "run that version, or restore the backup taken before it.",
             file=sys.stderr,
         )
         return 2

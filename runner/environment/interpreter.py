@@ -6,7 +6,7 @@ so each backend's jobs run on an interpreter of their own (`--python PATH`, or f
 probing the usual places for one that has the workflow's host packages), and everything the
 runner asks of it (its version, site directories, standard library, bytecode tag, the
 markers a requirement is evaluated with) comes from running that interpreter once, never from
-the runner's own `sys`. The probe uses the standard library only and runs on CPython 3.8+.
+the runner's own `sys`. The probe uses the standard library only and runs on any CPython 3.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ENV = "ONDEMAND_JOB_PYTHON"  # the runner's setting: PATH or BACKEND=PATH, comma-separated
-# Jobs need at least this; older interpreters are refused with the reason.
-MIN_VERSION = (3, 9)
+# Jobs need at least this (what runs inside a job is tested on it); older ones are refused.
+MIN_VERSION = (3, 10)
 
 # Runs isolated (`-I`: no working directory, no PYTHONPATH, no user site); prints one JSON
 # object. `find_spec` looks for a package without importing it (no device is initialized).

@@ -63,7 +63,7 @@ def test_what_is_not_a_usable_python_is_refused_with_the_reason(tmp_path: Path) 
     with pytest.raises(InterpreterError, match="not a Python that answers the probe"):
         probe(silent)
     old = _fake_python(tmp_path / "old", _answer(version="3.8.10", version_info=[3, 8]))
-    with pytest.raises(InterpreterError, match=r"Python 3\.8\.10\): jobs need Python 3\.9"):
+    with pytest.raises(InterpreterError, match=r"Python 3\.8\.10\): jobs need Python 3\.10"):
         probe(old)
     novenv = _fake_python(tmp_path / "novenv", _answer(has_venv=False))
     with pytest.raises(InterpreterError, match="python3-venv"):
