@@ -147,3 +147,29 @@ def test_no_prefix_where_the_host_ships_bytecode(tiny_repo: TinyRepo, tmp_path: 
     env = pyenv.python_env(tiny_repo.path, tmp_path / "envs")
     expected = bytecode.lacks_bytecode(pyenv.host_site_dirs())
     assert (env.bytecode is not None) == expected
+
+
+HOST_PYTHON = os.environ.get("ONDEMAND_TEST_PYTHON310")
+
+
+def test_another_pythons_environment_gets_bytecode_of_its_own_version(
+    shipless_host: Path, tiny_repo: TinyRepo, tmp_path: Path
+) -> None:
+    """A job's Python other than the runner's (CPython 3.10 beside torch_musa): the compiler
+    runs under it, and what it writes is read by it (its own bytecode tag)."""
+    if not HOST_PYTHON:
+        if os.environ.get("CI"):
+            pytest.fail("ONDEMAND_TEST_PYTHON310 is not set (devtools/python310-host.sh)")
+        pytest.skip("no CPython 3.10 host (devtools/python310-host.sh, ONDEMAND_TEST_PYTHON310)")
+    from runner.environment.interpreter import probe
+
+    host = probe(HOST_PYTHON)
+    env = pyenv.python_env(tiny_repo.path, tmp_path / "envs", host=host)
+    assert env.host == host and env.bytecode is not None
+    compiled = list(env.bytecode.rglob("__init__.*.pyc"))
+    assert compiled and all(".cpython-310." in p.name for p in compiled), compiled
+    version = subprocess.run(
+        [str(env.python), "-c", "import sys; print(sys.version_info[:2])"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert version.strip() == "(3, 10)"
