@@ -91,17 +91,18 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    # What a deployment has wrong but can start with: said once, with the setting to change.
-    for finding in config_findings(settings, app.state.service.workflows):
-        if finding.level != "ok":
-            print(f"ondemand serve: {finding.check}: {finding.detail} → {finding.fix}",
-                  file=sys.stderr, flush=True)  # fmt: skip
     trial = " · local trial" if missing else ""
     print(
         f"ondemand serve: http://{args.host}:{args.port} (public URL {settings.public_url}) · "
         f"database {database} · {settings_source()}{trial}",
         flush=True,
     )
+    # What a deployment has wrong but can start with: said once, with the setting to change (a
+    # local trial chose to go without; it is told nothing).
+    for finding in [] if missing else config_findings(settings, app.state.service.workflows):
+        if finding.level != "ok":
+            print(f"ondemand serve: {finding.check}: {finding.detail} → {finding.fix}",
+                  file=sys.stderr, flush=True)  # fmt: skip
     if shutil.which("git") is None:
         print(
             "ondemand serve: no git on PATH: `/test changed` will answer that it cannot read "

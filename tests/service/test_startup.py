@@ -79,3 +79,48 @@ def test_local_trial_starts_and_says_where(tmp_path: Path) -> None:
     assert "trial.db" in lines[0]
     assert "alembic" not in output.lower(), output  # migrations log quietly
     assert "database schema migrated from empty to" in output
+
+
+def test_a_database_that_does_not_answer_is_one_line_naming_the_setting(tmp_path: Path) -> None:
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/test"
+    done = subprocess.run(
+        [sys.executable, "-m", "ondemand", "serve", "--port", str(free_port()), "--local-trial"],
+        cwd=tmp_path, env=_env(ONDEMAND_DATABASE_URL=url), capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "does not answer" in done.stderr and "ONDEMAND_DATABASE_URL" in done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_deployment_is_told_at_start_up_what_it_has_wrong(tmp_path: Path) -> None:
+    """No registration tokens, a loopback public URL, the default backends left unset: each
+    one line with the setting, and it starts all the same."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ondemand", "serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=_env(
+            ONDEMAND_DATABASE_URL=f"sqlite:///{tmp_path / 'db'}",
+            ONDEMAND_WEBHOOK_SECRETS="s",
+            ONDEMAND_GITHUB_TOKEN="t",
+            ONDEMAND_GITHUB_API_URL=f"http://127.0.0.1:{free_port()}",
+        ),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).is_success
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        proc.terminate()
+        output, _ = proc.communicate(timeout=15)
+    told = [line for line in output.splitlines() if line.startswith("ondemand serve: ")]
+    assert any("registration tokens" in t and "ONDEMAND_REGISTRATION_TOKENS" in t for t in told)
+    assert any("public URL" in t and "ONDEMAND_PUBLIC_URL" in t for t in told), output
+    assert any("default backends" in t and "ONDEMAND_DEFAULT_BACKENDS" in t for t in told)
