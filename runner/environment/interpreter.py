@@ -25,8 +25,10 @@ ENV = "ONDEMAND_JOB_PYTHON"  # the runner's setting: PATH or BACKEND=PATH, comma
 # Jobs need at least this (what runs inside a job is tested on it); older ones are refused.
 MIN_VERSION = (3, 10)
 
-# Runs isolated (`-I`: no working directory, no PYTHONPATH, no user site); prints one JSON
-# object. `find_spec` looks for a package without importing it (no device is initialized).
+# Runs with `-E` (no PYTHONPATH: what the runner sees only through it is not the job's) from
+# `/` (nothing of a working directory); the user's site directory counts, as it does for the
+# runner's own. Prints one JSON object. `find_spec` looks for a package without importing it
+# (no device is initialized).
 _PROBE = r"""
 import json, os, platform, site, sys, sysconfig
 from importlib import util
@@ -130,11 +132,10 @@ def probe(
 ) -> Interpreter:
     """Ask `executable` what it is and which of `modules` it can import (without importing
     them); InterpreterError when it cannot be run, does not answer, or is too old."""
-    argv = [str(executable), "-I", "-c", _PROBE, *modules]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    argv = [str(executable), "-E", "-c", _PROBE, *modules]
     try:
         done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+            argv, capture_output=True, text=True, timeout=timeout_s, cwd="/", check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InterpreterError(f"{executable}: cannot run it: {exc}") from exc
