@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint demo bench-service clean
+.PHONY: venv test lint demo bench-service images clean
 
 venv: $(STAMP)
 
@@ -36,6 +36,12 @@ test: $(STAMP)
 # `ondemand serve` on SQLite and PostgreSQL; prints the figures docs/operations.md quotes.
 bench-service: $(STAMP)
 	$(PY) -m tools.bench_service $(BENCH_ARGS)
+
+# Builds the service and runner images with buildah on a debootstrap Debian base (no registry,
+# no container daemon) and starts each once; needs root, buildah and debootstrap. Not the venv:
+# the script uses only the standard library.
+images:
+	$(PYTHON) -m devtools.images $(IMAGES_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
