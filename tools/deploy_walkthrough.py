@@ -29,13 +29,13 @@ from typing import Any
 
 import httpx
 import psycopg
-import yaml
 
 from devtools.stack import Stack
 from sandbox.client import SandboxAdmin
 from tests.support.git import git
 from tests.support.keys import rsa_keypair
 from tests.support.live import free_port
+from tests.support.workflows import small_cpu_workflows
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "deploy.md"
@@ -93,22 +93,6 @@ def with_option(argv: list[str], option: str, value: str | None) -> list[str]:
             continue
         out.append(arg)
     return out + ([option, value] if value is not None else [])
-
-
-def small_cpu_workflow(directory: Path) -> Path:
-    """workflows/cpu.yaml narrowed to one test function in float32 (as the demo's test)."""
-    spec = yaml.safe_load((ROOT / "workflows" / "cpu.yaml").read_text())
-    for step in spec["steps"]:
-        if step["kind"] == "accuracy":
-            step["argv"] += ["-k", "test_upstream_shapes and float32"]
-        if step["kind"] == "benchmark":
-            narrow = ["--dtypes", "float32", "--host-reps", "1", "--no-progress"]
-            step["argv"] += narrow
-            step["compare"]["argv"] += narrow
-            step["compare"]["budget_s"] = 2
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "cpu.yaml").write_text(yaml.safe_dump(spec))
-    return directory
 
 
 def fresh_database(url: str, name: str) -> str:
@@ -206,7 +190,7 @@ def walk(args: argparse.Namespace, work: Path, stack: Stack) -> int:
     runner = with_option(runner, "--registration-token-file", None)
     runner = [*with_option(runner, "--job-user", None), "--no-job-user"]
     runner = with_option(runner, "--python", args.python)
-    runner += ["--workflows", str(small_cpu_workflow(work / "workflows"))]
+    runner += ["--workflows", str(small_cpu_workflows(work / "workflows"))]
     if args.wheelhouse:
         runner += ["--wheelhouse", args.wheelhouse]
     stack.start("runner", runner, {"ONDEMAND_REGISTRATION_TOKEN": registration})

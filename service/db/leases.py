@@ -120,24 +120,21 @@ class LeasedRows(Generic[R]):
 
     def retry(self, row_id: int, wait_s: float, error: str) -> None:
         """Try the row again in `wait_s` seconds; `error` says why this try failed."""
-        with self.db.writes() as session, session.begin():
-            row = session.get(self.model, row_id)
-            if row is not None:
-                row.locked_until = None
-                row.next_attempt_at = utcnow() + timedelta(seconds=wait_s)
-                row.last_error = error[:MAX_TEXT]
-                row.waiting_for = None
+        self._again(row_id, wait_s, error, None)
 
     def park(self, row_id: int, waiting_for: str, wait_s: float, error: str) -> None:
         """Try the row again in `wait_s` seconds, or as soon as `release` says what it waits
         for (`waiting_for`, a permission: `contents:read`) may have come."""
+        self._again(row_id, wait_s, error, waiting_for[:100])
+
+    def _again(self, row_id: int, wait_s: float, error: str, waiting_for: str | None) -> None:
         with self.db.writes() as session, session.begin():
             row = session.get(self.model, row_id)
             if row is not None:
                 row.locked_until = None
                 row.next_attempt_at = utcnow() + timedelta(seconds=wait_s)
                 row.last_error = error[:MAX_TEXT]
-                row.waiting_for = waiting_for[:100]
+                row.waiting_for = waiting_for
 
     def parked(self) -> list[R]:
         """Every row waiting for a permission, oldest first (detached snapshots)."""

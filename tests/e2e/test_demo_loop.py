@@ -20,7 +20,8 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
+
+from tests.support.workflows import small_cpu_workflows
 
 ROOT = Path(__file__).resolve().parents[2]
 OP = "adaptive_max_pool3d_backward"
@@ -33,18 +34,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 @pytest.fixture(scope="module")
 def small_workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """workflows/cpu.yaml with the accuracy step narrowed to one test function in float32."""
-    spec = yaml.safe_load((ROOT / "workflows" / "cpu.yaml").read_text())
-    for step in spec["steps"]:
-        if step["kind"] == "accuracy":
-            step["argv"] += ["-k", "test_upstream_shapes and float32"]
-        if step["kind"] == "benchmark":
-            narrow = ["--dtypes", "float32", "--host-reps", "1", "--no-progress"]
-            step["argv"] += narrow
-            step["compare"]["argv"] += narrow  # the pull request against its merge base
-            step["compare"]["budget_s"] = 2  # the rounds' mechanics, not their precision
-    directory = tmp_path_factory.mktemp("workflows")
-    (directory / "cpu.yaml").write_text(yaml.safe_dump(spec))
-    return directory
+    return small_cpu_workflows(tmp_path_factory.mktemp("workflows"))
 
 
 def run_demo(

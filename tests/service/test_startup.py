@@ -23,6 +23,23 @@ def _env(**values: str) -> dict[str, str]:
     return {**clean, "PYTHONPATH": str(ROOT), **values}
 
 
+def _serve_until_healthy(proc: subprocess.Popen[str], port: int) -> str:
+    """Wait for the started service's /healthz, stop it, and return all it printed."""
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).is_success
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        proc.terminate()
+        output, _ = proc.communicate(timeout=15)
+    return output
+
+
 def test_missing_for_service() -> None:
     assert len(Settings(webhook_secrets=[], github_token=None).missing_for_service()) == 2
     only_token = Settings(webhook_secrets=[], github_token="t").missing_for_service()
@@ -60,18 +77,7 @@ def test_local_trial_starts_and_says_where(tmp_path: Path) -> None:
         stderr=subprocess.STDOUT,
         text=True,
     )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).is_success
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.1)
-    finally:
-        proc.terminate()
-        output, _ = proc.communicate(timeout=15)
+    output = _serve_until_healthy(proc, port)
     lines = [line for line in output.splitlines() if line.startswith("ondemand serve:")]
     assert len(lines) == 1, output
     assert f"http://127.0.0.1:{port}" in lines[0] and "local trial" in lines[0]
@@ -108,18 +114,7 @@ def test_a_deployment_is_told_at_start_up_what_it_has_wrong(tmp_path: Path) -> N
         ),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).is_success
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.1)
-    finally:
-        proc.terminate()
-        output, _ = proc.communicate(timeout=15)
+    output = _serve_until_healthy(proc, port)
     told = [line for line in output.splitlines() if line.startswith("ondemand serve: ")]
     assert any("registration tokens" in t and "ONDEMAND_REGISTRATION_TOKENS" in t for t in told)
     assert any("public URL" in t and "ONDEMAND_PUBLIC_URL" in t for t in told), output
