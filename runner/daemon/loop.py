@@ -570,8 +570,14 @@ def kill_orphan(pidfile: Path, work_dir: Path) -> None:
 
 
 def serve(config: DaemonConfig, workflows: Mapping[str, WorkflowSpec]) -> int:
-    """Run the daemon in this process with signal handlers installed."""
-    daemon = Daemon(config, workflows)
+    """Run the daemon in this process with signal handlers installed. A configuration it cannot
+    start with (a job user or job Python that cannot serve) is said in one line, exit 2: the
+    units do not restart that in a loop."""
+    try:
+        daemon = Daemon(config, workflows)
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, daemon.on_signal)
     signal.signal(signal.SIGINT, daemon.on_signal)
     try:

@@ -148,3 +148,13 @@ def test_a_runner_that_cannot_register_exits_2_naming_the_setting(
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert says in done.stderr and "ONDEMAND_REGISTRATION_TOKEN" in done.stderr, done.stderr
+
+
+def test_a_job_python_that_cannot_serve_stops_the_runner_with_exit_2(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONDEMAND_")}
+    argv = [sys.executable, "-m", "ondemand", "runner", "--service", "http://127.0.0.1:9",
+            "--backend", "cpu", "--state-dir", str(tmp_path / "state"), "--no-job-user",
+            "--python", str(tmp_path / "no-python")]  # fmt: skip
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "--python for cpu" in done.stderr and "cannot run it" in done.stderr
