@@ -84,7 +84,10 @@ def test_the_daemon_python_check_passes_a_supported_interpreter() -> None:
 
 
 def older_python() -> str | None:
-    """A Python older than 3.11 on PATH, if this machine has one."""
+    """A Python older than 3.11: the suite's CPython 3.10 host (ONDEMAND_TEST_PYTHON310), else
+    one on PATH, if this machine has one."""
+    if os.environ.get("ONDEMAND_TEST_PYTHON310"):
+        return os.environ["ONDEMAND_TEST_PYTHON310"]
     for minor in range(10, 7, -1):
         found = shutil.which(f"python3.{minor}")
         if found is None:
