@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 import sys
 from pathlib import Path
 
@@ -134,3 +135,14 @@ def test_the_daemon_finds_each_backends_python_and_refuses_a_configured_one_that
     )
     with pytest.raises(SystemExit, match=r"--python for cpu: .*absent: cannot run it"):
         job_interpreters(wrong, workflows)
+
+
+def test_ondemand_run_refuses_a_python_that_cannot_serve(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "ondemand", "run", "adaptive_max_pool3d_backward:cpu",
+         "--repo", str(root), "--python", str(tmp_path / "absent")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "absent: cannot run it" in done.stderr
