@@ -55,13 +55,13 @@ cd "$fg" || exit 1
 if [[ " $STEPS " == *" driver "* ]]; then
   driver=("$repo/tools/flaggems_noise_driver.py" --repeats "$REPEATS")
   start=$(date +%s%N)
-  timeout 300 python3 "${driver[@]}" --repeats 1 --no-cpus --out "$work/driver/warm.jsonl" \
+  timeout 240 python3 "${driver[@]}" --repeats 1 --no-cpus --out "$work/driver/warm.jsonl" \
     >"$work/driver/warm.txt" 2>&1
   echo "driver warm-up process: exit $? in $(ms "$start") ms" | tee -a "$times"
   for i in $(seq 1 "$N"); do
     late && { echo "driver process $i: not started (budget)" | tee -a "$times"; break; }
     start=$(date +%s%N)
-    timeout 200 python3 "${driver[@]}" --out "$work/driver/proc$i.jsonl" >"$work/driver/proc$i.txt" 2>&1
+    timeout 150 python3 "${driver[@]}" --out "$work/driver/proc$i.jsonl" >"$work/driver/proc$i.txt" 2>&1
     echo "driver process $i: exit $? in $(ms "$start") ms" | tee -a "$times"
   done
 fi
