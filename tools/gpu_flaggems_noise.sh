@@ -4,10 +4,11 @@
 #   STEPS=driver: tools/flaggems_noise_driver.py in one warm-up process, then N processes one
 #     after another (each row repeated within the process, host against device time, the
 #     harness's modes, do_bench's loop with and without a device pad, a per-CPU scan);
-#   STEPS=harness: FlagGems' own benchmark file of OP as the runner's flaggems layout runs it,
-#     in HN processes (between processes), then in one process a generated file that runs the
-#     same benchmark K times, each of MODES in turn (within a process; the record log keeps a
-#     short name, where K copies of the file on the argv made it too long to open).
+#   STEPS=between: FlagGems' own benchmark file of OP as the runner's flaggems layout runs it,
+#     in HN processes;
+#   STEPS=inproc: in one process, a generated file that runs the same benchmark K times, each
+#     of MODES in turn (the record log keeps a short name, where K copies of the file on the
+#     argv made it too long to open).
 # nvidia-smi logs the clocks, throttle reasons, temperature and power every 100 ms all along
 # (it only reads them). Needs .device/flaggems.tar.xz (a FlagGems tree) and
 # .device/wheelhouse/ (what it needs and the image lacks). Everything lands in $OUT/noise.tar.gz
@@ -16,12 +17,13 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 OP=${OP:-adaptive_max_pool3d_backward}
-STEPS=${STEPS:-driver harness}
+STEPS=${STEPS:-driver between inproc}
 N=${N:-6} REPEATS=${REPEATS:-6} HN=${HN:-3} K=${K:-5}
 MODES=${MODES:-kernel,wrapper,operator,cudagraph}
 HARNESS_ARGS=${HARNESS_ARGS:-}      # e.g. "--dtypes float16" for the between-process runs
 INPROC_ARGS=${INPROC_ARGS:---dtypes float16 --warmup 100}
-BUDGET_S=${BUDGET_S:-540}           # no new process starts past this many seconds
+BUDGET_S=${BUDGET_S:-540}           # no new process starts past this many seconds...
+INPROC_BUDGET_S=${INPROC_BUDGET_S:-$BUDGET_S}  # ...nor the in-process run past this many
 begin=$(date +%s)
 mkdir -p "$OUT"
 repo=$PWD work=/tmp/noise fg=/tmp/fg site=/tmp/fgsite
@@ -40,7 +42,9 @@ done
 python3 -m pip install -q --no-index --no-deps --target "$site" "${wheels[@]}" || exit 1
 export PYTHONPATH="$fg:$fg/src:$site" PYTHONUNBUFFERED=1
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
-late() { [ $(( $(date +%s) - begin )) -gt "$BUDGET_S" ]; }
+late() { [ $(( $(date +%s) - begin )) -gt "${1:-$BUDGET_S}" ]; }
+# Everything so far into $OUT after each step: a call stopped later still returns it.
+keep() { tar -czf "$OUT/noise.tar.gz" -C "$work" . ; }
 times=$work/times.txt
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader |
   tee "$times"
@@ -64,9 +68,10 @@ if [[ " $STEPS " == *" driver "* ]]; then
     timeout 150 python3 "${driver[@]}" --out "$work/driver/proc$i.jsonl" >"$work/driver/proc$i.txt" 2>&1
     echo "driver process $i: exit $? in $(ms "$start") ms" | tee -a "$times"
   done
+  keep
 fi
 
-if [[ " $STEPS " == *" harness "* ]]; then
+if [[ " $STEPS " == *" between "* ]]; then
   args=(-m pytest "benchmark/test_$OP.py" -m "$OP" -q -s -p no:cacheprovider --level core --record log)
   for i in $(seq 1 "$HN"); do
     late && { echo "harness process $i: not started (budget)" | tee -a "$times"; break; }
@@ -77,6 +82,10 @@ if [[ " $STEPS " == *" harness "* ]]; then
     echo "harness process $i: exit $? in $(ms "$start") ms" | tee -a "$times"
     mkdir -p "$work/proc$i" && mv result*.log "$work/proc$i/" 2>/dev/null
   done
+  keep
+fi
+
+if [[ " $STEPS " == *" inproc "* ]]; then
   rm -f result*.log
   cat >benchmark/test_noise_repeat.py <<'EOF'
 """One benchmark K times in one process, each of its modes in turn (written by the probe's
@@ -104,12 +113,12 @@ def test_noise_repeat(i, mode):
     conftest.Config.mode = consts.BenchMode(mode)
     _case()
 EOF
-  if late; then
+  if late "$INPROC_BUDGET_S"; then
     echo "harness in one process: not started (budget)" | tee -a "$times"
   else
     start=$(date +%s%N)
     # shellcheck disable=SC2086
-    NOISE_OP=$OP NOISE_REPEATS=$K NOISE_MODES=$MODES timeout 300 python3 -m pytest \
+    NOISE_OP=$OP NOISE_REPEATS=$K NOISE_MODES=$MODES timeout 100 python3 -m pytest \
       benchmark/test_noise_repeat.py -m "$OP" -q -s -p no:cacheprovider --level core --record log \
       $INPROC_ARGS >"$work/inproc.txt" 2>&1
     echo "harness in one process, $K × $MODES: exit $? in $(ms "$start") ms" | tee -a "$times"
@@ -121,6 +130,6 @@ kill "$smi" 2>/dev/null
 wait "$smi" 2>/dev/null
 cd "$repo" || exit 1
 PYTHONPATH="$repo" python3 -m tools.flaggems_noise "$work" "$OP" >"$work/noise.txt" 2>&1
-tar -czf "$OUT/noise.tar.gz" -C "$work" .
+keep
 cp "$work/noise.txt" "$OUT/noise.txt"
 cat "$work/noise.txt"
