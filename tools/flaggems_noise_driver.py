@@ -443,7 +443,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         if not args.no_cpus and wanted:
             emit(cpu_scan(b, wanted[0], affinity))
-        emit(graph_pass(b, wanted, 3))
+        emit(graph_pass(b, wanted, 2))
     print(f"process done in {time.perf_counter() - started:.1f} s", flush=True)
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Where FlagGems' benchmark noise comes from, on a CUDA machine, from the repository root
 # (tools/flaggems_noise.py reads what it leaves and prints the tables):
-#   STEPS=driver: tools/flaggems_noise_driver.py in one warm-up process, then N processes one
-#     after another (each row repeated within the process, host against device time, the
+#   STEPS=driver: tools/flaggems_noise_driver.py in one warm-up process (WARM=0: none), then N
+#     processes one after another (each row repeated within the process, host against device time, the
 #     harness's modes, do_bench's loop with and without a device pad, a per-CPU scan);
 #   STEPS=between: FlagGems' own benchmark file of OP as the runner's flaggems layout runs it,
 #     in HN processes;
@@ -23,7 +23,9 @@ MODES=${MODES:-kernel,wrapper,operator,cudagraph}
 HARNESS_ARGS=${HARNESS_ARGS:-}      # e.g. "--dtypes float16" for the between-process runs
 INPROC_ARGS=${INPROC_ARGS:---dtypes float16 --warmup 100}
 BUDGET_S=${BUDGET_S:-540}           # no new process starts past this many seconds...
-INPROC_BUDGET_S=${INPROC_BUDGET_S:-$BUDGET_S}  # ...nor the in-process run past this many
+INPROC_BUDGET_S=${INPROC_BUDGET_S:-$BUDGET_S}  # ...nor the in-process run past this many,
+BETWEEN_BUDGET_S=${BETWEEN_BUDGET_S:-$BUDGET_S}  # ...nor a harness process past this many
+WARM=${WARM:-1}                     # 0: no driver warm-up process (its first process compiles)
 begin=$(date +%s)
 mkdir -p "$OUT"
 repo=$PWD work=/tmp/noise fg=/tmp/fg site=/tmp/fgsite
@@ -58,29 +60,17 @@ cd "$fg" || exit 1
 
 if [[ " $STEPS " == *" driver "* ]]; then
   driver=("$repo/tools/flaggems_noise_driver.py" --repeats "$REPEATS")
-  start=$(date +%s%N)
-  timeout 240 python3 "${driver[@]}" --repeats 1 --no-cpus --out "$work/driver/warm.jsonl" \
-    >"$work/driver/warm.txt" 2>&1
-  echo "driver warm-up process: exit $? in $(ms "$start") ms" | tee -a "$times"
+  if [ "$WARM" != 0 ]; then
+    start=$(date +%s%N)
+    timeout 240 python3 "${driver[@]}" --repeats 1 --no-cpus --out "$work/driver/warm.jsonl" \
+      >"$work/driver/warm.txt" 2>&1
+    echo "driver warm-up process: exit $? in $(ms "$start") ms" | tee -a "$times"
+  fi
   for i in $(seq 1 "$N"); do
     late && { echo "driver process $i: not started (budget)" | tee -a "$times"; break; }
     start=$(date +%s%N)
     timeout 150 python3 "${driver[@]}" --out "$work/driver/proc$i.jsonl" >"$work/driver/proc$i.txt" 2>&1
     echo "driver process $i: exit $? in $(ms "$start") ms" | tee -a "$times"
-  done
-  keep
-fi
-
-if [[ " $STEPS " == *" between "* ]]; then
-  args=(-m pytest "benchmark/test_$OP.py" -m "$OP" -q -s -p no:cacheprovider --level core --record log)
-  for i in $(seq 1 "$HN"); do
-    late && { echo "harness process $i: not started (budget)" | tee -a "$times"; break; }
-    rm -f result*.log
-    start=$(date +%s%N)
-    # shellcheck disable=SC2086
-    timeout 200 python3 "${args[@]}" $HARNESS_ARGS >"$work/proc$i.txt" 2>&1
-    echo "harness process $i: exit $? in $(ms "$start") ms" | tee -a "$times"
-    mkdir -p "$work/proc$i" && mv result*.log "$work/proc$i/" 2>/dev/null
   done
   keep
 fi
@@ -124,6 +114,20 @@ EOF
     echo "harness in one process, $K × $MODES: exit $? in $(ms "$start") ms" | tee -a "$times"
     mkdir -p "$work/inproc" && mv result*.log "$work/inproc/" 2>/dev/null
   fi
+fi
+
+if [[ " $STEPS " == *" between "* ]]; then
+  args=(-m pytest "benchmark/test_$OP.py" -m "$OP" -q -s -p no:cacheprovider --level core --record log)
+  for i in $(seq 1 "$HN"); do
+    late "$BETWEEN_BUDGET_S" && { echo "harness process $i: not started (budget)" | tee -a "$times"; break; }
+    rm -f result*.log
+    start=$(date +%s%N)
+    # shellcheck disable=SC2086
+    timeout 90 python3 "${args[@]}" $HARNESS_ARGS >"$work/proc$i.txt" 2>&1
+    echo "harness process $i: exit $? in $(ms "$start") ms" | tee -a "$times"
+    mkdir -p "$work/proc$i" && mv result*.log "$work/proc$i/" 2>/dev/null
+  done
+  keep
 fi
 
 kill "$smi" 2>/dev/null
