@@ -289,7 +289,7 @@ class Cuda:
             "flush_bytes": self.cache.numel() * self.cache.element_size(),
             "sm_khz": self.cycles_per_ms,
         }
-        self._profile(lambda: torch.ones(1, device="cuda"), 2)  # the profiler's start-up
+        self.profile(lambda: torch.ones(1, device="cuda"), 2)  # the profiler's start-up
 
     def prepare(self, case: Case) -> Fn:
         torch = self.torch
