@@ -125,11 +125,6 @@ def test_a_healthy_runner_host_passes_the_command(svc: LiveService, tmp_path: Pa
     assert done.returncode == 0, done.stdout + done.stderr
     for line in ("✓ service", "✓ runner token", "✓ python (cpu)", "✓ device (cpu)", "✓ git"):
         assert line in done.stdout, done.stdout
-    # The same host with a device check that fails: exit 1, the finding printed with its fix.
-    spec["device_check"] = ["{python}", "-c", "raise SystemExit('no device')"]
-    (workflows / "cpu.yaml").write_text(yaml.safe_dump(spec))
-    sick = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
-    assert sick.returncode == 1 and "✗ device (cpu)" in sick.stdout, sick.stdout
 
 
 @pytest.mark.parametrize(
