@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -314,3 +315,56 @@ def test_runners_unseen_for_long_are_removed_unless_they_hold_a_job(svc: LiveSer
     for token in (busy, fresh):
         assert registry.authenticate(token) is not None
     assert registry.forget_unseen(14) == []  # looked at once a minute; nothing new anyway
+
+
+class _Meeting:
+    """A queue listener that holds each claim, its own job's comment and check rows locked,
+    until the other claim has got as far: the moment two replicas' claims overlap."""
+
+    def __init__(self, inner: Any, barrier: threading.Barrier) -> None:
+        self.inner = inner
+        self.barrier = barrier
+
+    def job_changed(self, session: Any, job: Any) -> None:
+        self.inner.job_changed(session, job)
+        if job.status == JobStatus.running:
+            self.barrier.wait(timeout=10)
+
+    def queue_moved(self, session: Any, jobs: Any) -> None:
+        self.inner.queue_moved(session, jobs)
+
+    def job_progressed(self, session: Any, job: Any) -> None:
+        self.inner.job_progressed(session, job)
+
+
+def test_two_replicas_claiming_at_once_do_not_deadlock(pg_url: str) -> None:
+    """Two replicas' claims at the same moment: each changes its job's comment and check, then
+    refreshes the comments of the jobs still queued behind it (their positions moved), and in
+    its view the other's job is one of them. Neither may wait for the other's rows: PostgreSQL
+    would end one with "deadlock detected", a 503 to its runner and a database outage in the
+    log, for a database that never went away."""
+    settings = service_settings(pg_url, lease_seconds=30)
+    with live_service(settings) as first, live_service(settings) as second:
+        barrier = threading.Barrier(2)
+        for live in (first, second):
+            live.service.jobs.listener = _Meeting(live.service.jobs.listener, barrier)
+        for op in ("add", "mul", "sub"):
+            first.service.jobs.create_job(new_job(op, "cpu"))
+        tokens = [first.register(f"r{i}", ["cpu"])[1] for i in range(2)]
+        answers: dict[int, httpx.Response] = {}
+
+        def claim(i: int, live: LiveService) -> None:
+            answers[i] = httpx.post(
+                f"{live.url}/api/v1/jobs/claim", json={"wait_s": 0}, headers=auth(tokens[i]),
+                timeout=30,
+            )  # fmt: skip
+
+        threads = [threading.Thread(target=claim, args=(i, live))
+                   for i, live in enumerate((first, second))]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert [answers[i].status_code for i in (0, 1)] == [200, 200], answers[0].text
+        assert {answers[i].json()["op"] for i in (0, 1)} == {"add", "mul"}
+        assert not first.service.db.outages.down and not second.service.db.outages.down
