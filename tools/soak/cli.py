@@ -60,6 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # every admin call otherwise
     low, high = (float(x) for x in args.fault_interval.split(":"))
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix=f"ondemand-soak-{args.seed}-"))
     options = WorldOptions(
@@ -176,6 +177,7 @@ def soak(world: World, args: argparse.Namespace, interval: tuple[float, float]) 
         "webhook_attempts_counted": counted,
         "rss_mib": {name: {"start": rss_start[name], "end": rss_end[name]} for name in rss_start},
         "replica_lives": {r.name: r.lives for r in world.replicas},
+        "logged_errors": collect.log_findings(world.directory),
         "workdir": str(world.directory),
     }
     ok = all(c.ok for c in checks) and drained
@@ -243,6 +245,9 @@ def _figures_text(f: dict[str, Any]) -> str:
             f"attempts (outside PostgreSQL restarts)",
             f"RSS {rss}; replica lives {f['replica_lives']}",
             f"load errors {f['load_errors']}" if f["load_errors"] else "",
+            "errors logged (not invariants):",
+            *(f"  {kind}: {n} × {text}" for kind, counts in f["logged_errors"].items()
+              for text, n in sorted(counts.items(), key=lambda kv: -kv[1])[:8]),
         ]
     )  # fmt: skip
 

@@ -127,6 +127,28 @@ def runner_events(logs: list[tuple[str, Path]]) -> list[RunEvent]:
     return sorted(events, key=lambda e: e.at)
 
 
+def log_findings(directory: Path) -> dict[str, dict[str, int]]:
+    """The errors the processes logged, by process kind and message (numbers, ids and
+    addresses blanked so that one kind of error counts once): not invariants, but where a
+    clean table may still hide a fault (PostgreSQL's `deadlock detected`, a traceback)."""
+    findings: dict[str, dict[str, int]] = {}
+    for path in sorted(directory.glob("*.log")):
+        kind = re.sub(r"-\d+$", "", path.stem)
+        counts = findings.setdefault(kind, {})
+        for line in path.read_text(errors="replace").splitlines():
+            if kind == "postgres":
+                found = re.search(r"\b(ERROR|PANIC):\s+(.*)", line)
+                text = found.group(0) if found else None
+            elif "Traceback" in line or re.search(r"(^|\s)(ERROR|CRITICAL)\s", line):
+                text = LINE.sub(r"\2", line)
+            else:
+                text = None
+            if text:
+                key = re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}|\d+(\.\d+)?", "N", text)[:160]
+                counts[key] = counts.get(key, 0) + 1
+    return {kind: counts for kind, counts in findings.items() if counts}
+
+
 def pending(conninfo: str) -> dict[str, int]:
     """What the service has not finished: jobs queued or running, deliveries and outbox items
     not done."""
