@@ -1,7 +1,8 @@
 """The soak's invariant checker on recorded event logs: a clean log passes, and each planted
 violation (a duplicate result comment, a delivery never answered 2xx, a job run again after
 its verdict, an outsider's job, a verdict shown running again, a stopped job that does not
-say why) is caught by the invariant that owns it, in JSON form as well."""
+say why, a verdict on the wrong job) is caught by the invariant that owns it, in JSON form
+as well."""
 
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ def clean_log() -> dict[str, Any]:
         "mode": "app",
         "bot": BOT,
         "outsiders": ["outsider", "stranger"],
+        "expected": {"alpha": "succeeded", "beta": "succeeded", "gamma": "failed"},
         "sent": [
             {"at": T0 + 1, "kind": "test", "repo": REPO, "pr": 1, "user": "maint-1",
              "comment_id": 100, "body": "/test alpha:cpu", "trusted": True, "command": True},
@@ -224,6 +226,15 @@ def test_a_job_left_running_and_a_stale_comment_are_caught() -> None:
         f"{REPO}#1 alpha:cpu: job #1 is running, the comment says ✅ `alpha` on `cpu`: 2 "
         "passed · latencies only (Triton interpreter)",
     )
+
+
+def test_a_verdict_on_the_wrong_job_is_caught() -> None:
+    log = clean_log()
+    log["jobs"][0]["status"] = "failed"
+    log["comments"][4]["body"] = _result("alpha", "❌", "1 failed", 1)
+    assert failed(log) == {
+        "verdicts match the code": (f"job #1 ({REPO}#1 alpha) failed; its code is succeeded",)
+    }
 
 
 @pytest.mark.parametrize("answered", ["200", "500", "None"])

@@ -24,6 +24,7 @@ from typing import Any
 from tools.soak import collect, faults, load
 from tools.soak.events import Record
 from tools.soak.invariants import check_all, render_table, webhook_p99_ms
+from tools.soak.repo import VERDICTS
 from tools.soak.world import OUTSIDERS, World, WorldOptions
 
 log = logging.getLogger("soak")
@@ -139,7 +140,13 @@ def soak(world: World, args: argparse.Namespace, interval: tuple[float, float]) 
     stop_redeliver.set()
     rss_end = {r.name: r.rss_mib() for r in world.replicas}
 
-    record = Record(seed=args.seed, mode=args.github, bot=world.bot_login, outsiders=OUTSIDERS)
+    record = Record(
+        seed=args.seed,
+        mode=args.github,
+        bot=world.bot_login,
+        outsiders=OUTSIDERS,
+        expected=dict(VERDICTS),
+    )
     record.sent = list(generator.sent)
     record.redeliveries = list(redeliverer.pressed)
     record.faults = sorted(injector.records, key=lambda f: f.start)

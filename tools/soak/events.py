@@ -136,6 +136,7 @@ class Record:
     mode: str = "app"  # app: check runs; token: commit statuses
     bot: str = "ondemand[bot]"
     outsiders: tuple[str, ...] = ()
+    expected: dict[str, str] = field(default_factory=dict)  # operator → its code's verdict
     sent: list[Sent] = field(default_factory=list)
     redeliveries: list[tuple[float, str]] = field(default_factory=list)  # (at, delivery id)
     deliveries: list[DeliveryRec] = field(default_factory=list)
@@ -175,6 +176,7 @@ class Record:
             mode=data.get("mode", "app"),
             bot=data.get("bot", "ondemand[bot]"),
             outsiders=tuple(data.get("outsiders", ())),
+            expected=dict(data.get("expected", {})),
             sent=_many(Sent, data.get("sent")),
             redeliveries=[(float(at), str(i)) for at, i in data.get("redeliveries", ())],
             deliveries=deliveries,

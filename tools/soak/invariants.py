@@ -284,6 +284,18 @@ def no_lost_deliveries(r: Record) -> Check:
     return Check("no delivery lost", len(r.deliveries), tuple(bad))
 
 
+def verdicts_match_the_code(r: Record) -> Check:
+    """Each job that ran to a verdict has its code's (the soak's operators pass or fail by
+    design): a verdict on the wrong job would show here."""
+    judged = [j for j in r.jobs if j.status in ("succeeded", "failed") and j.op in r.expected]
+    bad = [
+        f"job #{j.id} ({j.repo}#{j.pr} {j.op}) {j.status}; its code is {r.expected[j.op]}"
+        for j in judged
+        if j.status != r.expected[j.op]
+    ]
+    return Check("verdicts match the code", len(judged), tuple(bad))
+
+
 def malformed_refused(r: Record) -> Check:
     """What GitHub never sends (a forged signature, a body that is not JSON) was refused with
     the answer that says so, never stored and never a 5xx."""
@@ -305,6 +317,7 @@ INVARIANTS: tuple[Callable[[Record], Check], ...] = (
     all_terminal,
     stopped_say_so,
     no_lost_deliveries,
+    verdicts_match_the_code,
     malformed_refused,
 )
 
