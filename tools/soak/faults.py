@@ -20,17 +20,20 @@ from tools.soak.world import Child, World, wait_http
 
 log = logging.getLogger("soak.faults")
 
-KINDS = {
-    "replica_kill": 3,
-    "runner_kill": 2,
-    "runner_sigterm2": 2,
-    "runner_sigstop": 2,
-    "github_5xx": 2,
-    "github_429": 1,
-    "github_403": 1,
-    "pg_restart": 1,
-    "balancer_restart": 1,
-}
+# Dealt from a shuffled deck (each kind as often as it stands here, reshuffled when dealt out),
+# so that even a short soak meets every kind.
+KINDS = (
+    "replica_kill",
+    "replica_kill",
+    "runner_kill",
+    "runner_sigterm2",
+    "runner_sigstop",
+    "github_5xx",
+    "github_429",
+    "github_403",
+    "pg_restart",
+    "balancer_restart",
+)
 FOREVER = 1_000_000  # a GitHub fault's count: it lasts until cleared
 
 
@@ -49,25 +52,30 @@ class Faults:
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
         self.errors: list[str] = []
+        self.deck: list[str] = []
 
     def run(self, until: float, stop: threading.Event) -> None:
         while not stop.wait(self.rng.uniform(*self.interval)) and time.time() < until:
             self.inject()
 
     def inject(self) -> None:
-        """One fault, chosen at random among those whose target is free."""
-        kinds, weights = list(KINDS), list(KINDS.values())
-        for _ in range(10):
-            kind = self.rng.choices(kinds, weights)[0]
+        """The next fault of the deck whose target is free (one taken is put back)."""
+        for _ in range(len(KINDS)):
+            if not self.deck:
+                self.deck = list(KINDS)
+                self.rng.shuffle(self.deck)
+            kind = self.deck.pop()
             plan = self._plan(kind)
-            if plan is not None:
-                target, act = plan
-                thread = threading.Thread(
-                    target=self._run, args=(kind, target, act), name=f"fault-{kind}", daemon=True
-                )
-                self.threads.append(thread)
-                thread.start()
-                return
+            if plan is None:
+                self.deck.insert(0, kind)
+                continue
+            target, act = plan
+            thread = threading.Thread(
+                target=self._run, args=(kind, target, act), name=f"fault-{kind}", daemon=True
+            )
+            self.threads.append(thread)
+            thread.start()
+            return
 
     def heal(self) -> None:
         """End every fault now and wait until each has put back what it took."""
