@@ -46,6 +46,8 @@ def github_view(
     for d in state["deliveries"]:
         payload = d.get("payload") or {}
         comment = payload.get("comment") if isinstance(payload, dict) else None
+        pull = payload.get("pull_request") if isinstance(payload, dict) else None
+        repository = payload.get("repository") if isinstance(payload, dict) else None
         deliveries.append(
             DeliveryRec(
                 id=d["id"],
@@ -56,6 +58,9 @@ def github_view(
                     for a in d["attempts"]
                 ),
                 comment_id=int(comment["id"]) if isinstance(comment, dict) else None,
+                repo=str((repository or {}).get("full_name") or ""),
+                pr=int(pull["number"]) if isinstance(pull, dict) else 0,
+                head=str(pull["head"]["sha"]) if isinstance(pull, dict) else "",
             )
         )
     comments = [

@@ -47,6 +47,9 @@ class DeliveryRec:
     action: str | None
     attempts: tuple[Attempt, ...]
     comment_id: int | None = None  # an issue_comment's comment
+    repo: str = ""
+    pr: int = 0  # a pull_request event's pull request
+    head: str = ""  # and its head then
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,8 @@ EMOJI: dict[str, tuple[str, ...]] = {
 }
 FINAL_EMOJI = ("✅", "❌", "⚠️", "⛔")
 CHECK_CONCLUSIONS = {"cancelled": ("cancelled",), "superseded": ("neutral",)}
+VERDICT_STATES = frozenset({"succeeded", "failed", "errored", "timed_out"})
+LEFT_SETTLE_S = 20.0  # a push's or close's delivery is taken in (and its jobs stopped) by then
 RUN_SLACK_S = 1.0  # a runner's log and the database stamp the same moment this far apart
 PG_SETTLE_S = 5.0  # after PostgreSQL is back, connections are made again for this long
 
@@ -284,6 +286,53 @@ def no_lost_deliveries(r: Record) -> Check:
     return Check("no delivery lost", len(r.deliveries), tuple(bad))
 
 
+def no_verdict_on_a_head_left(r: Record) -> Check:
+    """No job ran to a verdict on a head its pull request had been pushed away from, or on a
+    pull request that was closed, once the service had had `LEFT_SETTLE_S` (and any time
+    PostgreSQL was restarting) to take in GitHub's delivery of that push or close: it
+    supersedes or cancels them then."""
+    heads: dict[tuple[str, int], list[tuple[float, str]]] = defaultdict(list)
+    closed: dict[tuple[str, int], float] = {}
+    for s in sorted(r.sent, key=lambda s: s.at):
+        if s.kind in ("open", "push"):
+            heads[(s.repo, s.pr)].append((s.at, s.detail))
+        elif s.kind == "close":
+            closed[(s.repo, s.pr)] = s.at
+    answered: dict[tuple[str, str, int, str], float] = {}
+    for d in r.deliveries:
+        done = [a.at for a in d.attempts if a.status is not None and 200 <= a.status < 300]
+        if d.event == "pull_request" and done:
+            key = (d.action or "", d.repo, d.pr, d.head if d.action == "synchronize" else "")
+            answered[key] = min([*done, answered.get(key, done[0])])
+    outages = [(f.start, f.end + PG_SETTLE_S) for f in r.faults if f.kind == "pg_restart"]
+    judged = [j for j in r.jobs if j.status in VERDICT_STATES and j.finished_at is not None]
+    bad = []
+    for job in judged:
+        assert job.finished_at is not None
+        seq = [sha for _, sha in heads.get((job.repo, job.pr), [])]
+        left: list[tuple[float, str]] = []
+        if job.sha in seq and seq.index(job.sha) + 1 < len(seq):
+            after = seq[seq.index(job.sha) + 1]
+            at = answered.get(("synchronize", job.repo, job.pr, after))
+            if at is not None:
+                left.append((at, f"the push of {after[:7]}"))
+        if (job.repo, job.pr) in closed:
+            at = answered.get(("closed", job.repo, job.pr, ""))
+            if at is not None:
+                left.append((at, "the close"))
+        for at, what in left:
+            late = job.finished_at - at
+            down = sum(max(0.0, min(e, job.finished_at) - max(s, at)) for s, e in outages)
+            if late - down > LEFT_SETTLE_S:
+                bad.append(
+                    f"job #{job.id} ({job.repo}#{job.pr} {job.op} at {job.sha[:7]}) "
+                    f"{job.status} {late:.0f}s after {what} was delivered ({down:.0f}s of it "
+                    "PostgreSQL's restart)"
+                )
+                break
+    return Check("no verdict on a head the pull request left", len(judged), tuple(bad))
+
+
 def verdicts_match_the_code(r: Record) -> Check:
     """Each job that ran to a verdict has its code's (the soak's operators pass or fail by
     design): a verdict on the wrong job would show here."""
@@ -316,6 +365,7 @@ INVARIANTS: tuple[Callable[[Record], Check], ...] = (
     outsiders_never_ran,
     all_terminal,
     stopped_say_so,
+    no_verdict_on_a_head_left,
     no_lost_deliveries,
     verdicts_match_the_code,
     malformed_refused,

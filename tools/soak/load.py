@@ -230,7 +230,8 @@ class Load:
         )
         pull = Pull(repo, int(made["number"]), branch)
         self.pulls[repo.name].append(pull)
-        self.sent.append(Sent(time.time(), "open", repo.name, pull.number, detail=branch))
+        head = repo.versions[branch][0]
+        self.sent.append(Sent(time.time(), "open", repo.name, pull.number, detail=head))
         if self.rng.random() < 0.5:  # a marker forged before the bot's own comment exists
             body = FORGED.format(op=self._ops()[0])
             self._comment("forged", pull, OUTSIDERS[0], body, command=False, trusted=False)
