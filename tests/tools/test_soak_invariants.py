@@ -116,6 +116,7 @@ def clean_log() -> dict[str, Any]:
             {"at": T0 + 19.5, "runner": "runner-1", "job_id": 1, "what": "reported",
              "detail": "succeeded"},
         ],
+        "server_answers": 120,
         "faults": [
             {"kind": "pg_restart", "target": "postgres", "start": T0 + 20, "end": T0 + 22,
              "detail": "down 2s"},
@@ -227,6 +228,14 @@ def test_a_job_left_running_and_a_stale_comment_are_caught() -> None:
         f"{REPO}#1 alpha:cpu: job #1 is running, the comment says ✅ `alpha` on `cpu`: 2 "
         "passed · latencies only (Triton interpreter)",
     )
+
+
+def test_an_internal_error_is_caught() -> None:
+    log = clean_log()
+    log["server_errors"] = ["replica-2: 500 to POST /api/v1/jobs/23/complete"]
+    assert failed(log) == {
+        "no 500 from the service": ("replica-2: 500 to POST /api/v1/jobs/23/complete",)
+    }
 
 
 def test_a_verdict_on_the_wrong_job_is_caught() -> None:

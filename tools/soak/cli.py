@@ -156,6 +156,9 @@ def soak(world: World, args: argparse.Namespace, interval: tuple[float, float]) 
     )
     record.jobs = collect.jobs(world.postgres.conninfo())
     record.runs = collect.runner_events([(r.name, r.log) for r in world.runners])
+    record.server_answers, record.server_errors = collect.server_errors(
+        [(r.name, r.log) for r in world.replicas]
+    )
     checks = check_all(record)
     p99, counted = webhook_p99_ms(record)
     commands = [s for s in record.sent if s.command]

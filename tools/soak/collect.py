@@ -132,6 +132,24 @@ def runner_events(logs: list[tuple[str, Path]]) -> list[RunEvent]:
     return sorted(events, key=lambda e: e.at)
 
 
+ANSWER = re.compile(r'"(?P<request>[A-Z]+ \S+) HTTP/[\d.]+" (?P<status>\d{3})\b')
+
+
+def server_errors(logs: list[tuple[str, Path]]) -> tuple[int, list[str]]:
+    """The answers in the replicas' access logs, and each 5xx among them but the 503 of a
+    database outage: what a runner, GitHub or a person got instead of an answer."""
+    answers, found = 0, []
+    for name, path in logs:
+        for line in path.read_text(errors="replace").splitlines():
+            m = ANSWER.search(line)
+            if m is None:
+                continue
+            answers += 1
+            if m.group("status").startswith("5") and m.group("status") != "503":
+                found.append(f"{name}: {m.group('status')} to {m.group('request')}")
+    return answers, found
+
+
 def log_findings(directory: Path) -> dict[str, dict[str, int]]:
     """The errors the processes logged, by process kind and message (numbers, ids and
     addresses blanked so that one kind of error counts once): not invariants, but where a

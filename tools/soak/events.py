@@ -149,6 +149,8 @@ class Record:
     jobs: list[JobRec] = field(default_factory=list)
     runs: list[RunEvent] = field(default_factory=list)
     faults: list[FaultRec] = field(default_factory=list)
+    server_answers: int = 0  # answers in the replicas' access logs
+    server_errors: list[str] = field(default_factory=list)  # of them 5xx, but 503
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -189,6 +191,8 @@ class Record:
             jobs=_many(JobRec, data.get("jobs")),
             runs=_many(RunEvent, data.get("runs")),
             faults=_many(FaultRec, data.get("faults")),
+            server_answers=int(data.get("server_answers", 0)),
+            server_errors=list(data.get("server_errors", ())),
         )
 
 

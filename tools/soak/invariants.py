@@ -345,6 +345,11 @@ def verdicts_match_the_code(r: Record) -> Check:
     return Check("verdicts match the code", len(judged), tuple(bad))
 
 
+def no_internal_errors(r: Record) -> Check:
+    """The service never answered 500 (a 503 says the database is away: expected)."""
+    return Check("no 500 from the service", r.server_answers, tuple(r.server_errors))
+
+
 def malformed_refused(r: Record) -> Check:
     """What GitHub never sends (a forged signature, a body that is not JSON) was refused with
     the answer that says so, never stored and never a 5xx."""
@@ -368,6 +373,7 @@ INVARIANTS: tuple[Callable[[Record], Check], ...] = (
     no_verdict_on_a_head_left,
     no_lost_deliveries,
     verdicts_match_the_code,
+    no_internal_errors,
     malformed_refused,
 )
 
