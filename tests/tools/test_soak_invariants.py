@@ -238,6 +238,12 @@ def test_an_internal_error_is_caught() -> None:
     }
 
 
+def test_a_deadlock_is_caught() -> None:
+    log = clean_log()
+    log["deadlocks"] = ["2026-12-05 05:33:12.970 SELECT outbox.kind … FOR UPDATE"]
+    assert list(failed(log)) == ["no deadlock in PostgreSQL"]
+
+
 def test_a_verdict_on_the_wrong_job_is_caught() -> None:
     log = clean_log()
     log["jobs"][0]["status"] = "failed"

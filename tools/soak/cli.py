@@ -159,6 +159,7 @@ def soak(world: World, args: argparse.Namespace, interval: tuple[float, float]) 
     record.server_answers, record.server_errors = collect.server_errors(
         [(r.name, r.log) for r in world.replicas]
     )
+    record.deadlocks = collect.deadlocks(world.directory / "postgres.log")
     checks = check_all(record)
     p99, counted = webhook_p99_ms(record)
     commands = [s for s in record.sent if s.command]

@@ -150,6 +150,24 @@ def server_errors(logs: list[tuple[str, Path]]) -> tuple[int, list[str]]:
     return answers, found
 
 
+def deadlocks(postgres_log: Path) -> list[str]:
+    """PostgreSQL's `deadlock detected` errors, each with the statement it ended."""
+    try:
+        lines = postgres_log.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    found = []
+    for i, line in enumerate(lines):
+        if "ERROR:  deadlock detected" in line:
+            pid = line.split("]")[0] + "]"  # `2026-… UTC [11263`
+            statement = next(
+                (ln for ln in lines[i + 1 : i + 60] if ln.startswith(pid) and "STATEMENT:" in ln),
+                "",
+            )
+            found.append(f"{line[:23]} {statement.split('STATEMENT:')[-1].strip()[:120]}")
+    return found
+
+
 def log_findings(directory: Path) -> dict[str, dict[str, int]]:
     """The errors the processes logged, by process kind and message (numbers, ids and
     addresses blanked so that one kind of error counts once): not invariants, but where a

@@ -151,6 +151,7 @@ class Record:
     faults: list[FaultRec] = field(default_factory=list)
     server_answers: int = 0  # answers in the replicas' access logs
     server_errors: list[str] = field(default_factory=list)  # of them 5xx, but 503
+    deadlocks: list[str] = field(default_factory=list)  # PostgreSQL's log says so
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -193,6 +194,7 @@ class Record:
             faults=_many(FaultRec, data.get("faults")),
             server_answers=int(data.get("server_answers", 0)),
             server_errors=list(data.get("server_errors", ())),
+            deadlocks=list(data.get("deadlocks", ())),
         )
 
 

@@ -350,6 +350,12 @@ def no_internal_errors(r: Record) -> Check:
     return Check("no 500 from the service", r.server_answers, tuple(r.server_errors))
 
 
+def no_deadlocks(r: Record) -> Check:
+    """PostgreSQL never ended a transaction of the replicas as a deadlock (the service takes
+    one for an outage: 503s and a "database unreachable" for a database that is there)."""
+    return Check("no deadlock in PostgreSQL", len(r.jobs), tuple(r.deadlocks))
+
+
 def malformed_refused(r: Record) -> Check:
     """What GitHub never sends (a forged signature, a body that is not JSON) was refused with
     the answer that says so, never stored and never a 5xx."""
@@ -374,6 +380,7 @@ INVARIANTS: tuple[Callable[[Record], Check], ...] = (
     no_lost_deliveries,
     verdicts_match_the_code,
     no_internal_errors,
+    no_deadlocks,
     malformed_refused,
 )
 
