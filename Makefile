@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint demo bench-service images clean
+.PHONY: venv test lint demo bench-service images soak clean
 
 venv: $(STAMP)
 
@@ -42,6 +42,12 @@ bench-service: $(STAMP)
 # the script uses only the standard library.
 images:
 	$(PYTHON) -m devtools.images $(IMAGES_ARGS)
+
+# The soak: 3 replicas on PostgreSQL behind HAProxy, 8 runners, a maintainer's load and a fault
+# every 45-90 s, then invariants checked from what GitHub shows (tools/soak/; needs haproxy).
+# SOAK_ARGS="--minutes 5 --seed 2 --fault-interval 15:30 --json soak.json"
+soak: $(STAMP)
+	$(PY) -m tools.soak $(SOAK_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -555,6 +555,20 @@ def snapshot(state: SandboxState) -> Json:
                 }
                 for s in state.statuses
             ],
+            "check_runs": [
+                {
+                    "id": run.id,
+                    "repo": run.repo,
+                    "head_sha": run.head_sha,
+                    "name": run.name,
+                    "external_id": run.external_id,
+                    "status": run.status,
+                    "conclusion": run.conclusion,
+                    "title": run.output.get("title") or "",
+                    "updates": run.updates,
+                }
+                for run in state.check_runs.values()
+            ],
             "deliveries": [delivery_json(d) for d in state.deliveries.values()],
             "faults": [fault_json(f) for f in state.faults.values()],
             "webhook": webhook_json(state),

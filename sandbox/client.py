@@ -268,7 +268,7 @@ class SandboxAdmin:
 
     def state(self) -> Json:
         """The whole store: users, repos, pulls, comments (with history and reactions),
-        statuses, deliveries, faults, webhook, apps, installations, api_calls."""
+        statuses, check_runs, deliveries, faults, webhook, apps, installations, api_calls."""
         return dict(self._call("GET", "/state"))
 
     def comments(self, repo: str, number: int, *, include_deleted: bool = False) -> list[Json]:

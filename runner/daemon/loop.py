@@ -358,9 +358,27 @@ class Daemon:
             with contextlib.suppress(ServiceUnavailable, Rejected, NotHeld):
                 self.client.release(spec.id)
             return
+        if not self.acknowledged(slot, spec):
+            return
         if self.config.ephemeral:
             self.claimed.set()  # no other claim: after this job, it leaves
         self.run_job(slot, spec)
+
+    def acknowledged(self, slot: int, spec: JobSpec) -> bool:
+        """The claim's first heartbeat, before anything of the job starts. An answer that
+        waited in a stopped runner's socket (SIGSTOP, a frozen host) may offer a job the
+        service took back and gave to another runner meanwhile, even one already finished:
+        it is dropped. An unreachable service starts it anyway (its heartbeat keeps trying)."""
+        try:
+            self.client.heartbeat(spec.id)
+        except NotHeld:
+            log.warning(
+                "slot %d: job %s was given to another runner meanwhile; not started", slot, spec.id
+            )
+            return False
+        except (ServiceUnavailable, Rejected) as exc:
+            log.warning("slot %d: job %s: first heartbeat failed (%s)", slot, spec.id, exc)
+        return True
 
     def run_job(self, slot: int, spec: JobSpec) -> None:
         """Run a claimed job with heartbeats and log streaming; report its result."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from service.db.engine import Database, utcnow
@@ -15,15 +16,19 @@ RECENT = 20  # reports whose union is "the operators of the repository"
 
 
 def record_operators(session: Session, repo: str, sha: str, operators: Sequence[str]) -> None:
-    """Keep what a runner found at `sha` (the newest report of a commit wins)."""
-    row = session.scalars(
-        select(KnownOperators).where(KnownOperators.repo == repo, KnownOperators.sha == sha)
-    ).first()
+    """Keep what a runner found at `sha` (the newest report of a commit wins). Two jobs of a
+    commit may report at once (on two replicas): the second updates the first's row."""
+    query = select(KnownOperators).where(KnownOperators.repo == repo, KnownOperators.sha == sha)
+    row = session.scalars(query).first()
     if row is None:
-        session.add(KnownOperators(repo=repo, sha=sha, operators=list(operators)))
-    else:
-        row.operators = list(operators)
-        row.reported_at = utcnow()
+        try:
+            with session.begin_nested():
+                session.add(KnownOperators(repo=repo, sha=sha, operators=list(operators)))
+            return
+        except IntegrityError:
+            row = session.scalars(query).one()
+    row.operators = list(operators)
+    row.reported_at = utcnow()
 
 
 class OperatorCatalog:

@@ -215,6 +215,7 @@ class GitHubClient:
         self.secondary_wait_s = secondary_wait_s
         self._token = token
         self._app_auth = Auth.AppAuth(app_id, private_key) if token is None else None
+        self._login: str | None = None  # what comments are posted as, once asked
         self._clients: dict[str, Github] = {}
         self._installations: dict[str, int] = {}  # owner/name or owner -> installation id
         self._lock = threading.Lock()
@@ -560,23 +561,28 @@ class GitHubClient:
         self._request(repo, "PATCH", path, {"body": body}, need="issues:write")
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
-        """The id of the PR's comment by this bot whose body starts with `marker`."""
+        """The id of the PR's comment by this bot whose body starts with `marker` (anyone may
+        write a marker: another's comment is never taken for the bot's own)."""
+        me = self.login()
 
         def scan() -> int | None:
-            me = self.login()
             for comment in self._repo(repo).get_issue(number).get_comments():
-                if comment.body.startswith(marker) and (me is None or comment.user.login == me):
+                if comment.body.startswith(marker) and comment.user.login == me:
                     return int(comment.id)
             return None
 
         return self._call(scan, "issues:read", repo)
 
-    def login(self) -> str | None:
-        """The login comments are posted as (None for an App: its bot login is not needed)."""
-        if self._token is None:
-            return None
-        gh = self._gh("_/_")
-        return self._call(lambda: gh.get_user().login)
+    def login(self) -> str:
+        """The login comments are posted as: the token's user, or the App's bot
+        (`{slug}[bot]`); asked once."""
+        if self._login is None:
+            if self._token is None:
+                self._login = f"{self.app_get('/app')['slug']}[bot]"
+            else:
+                gh = self._gh("_/_")
+                self._login = str(self._call(lambda: gh.get_user().login))
+        return self._login
 
     @property
     def app_mode(self) -> bool:

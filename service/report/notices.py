@@ -124,7 +124,9 @@ class Notices:
         return row
 
     def _pending(self, session: Session, key: str) -> OutboxItem | None:
-        """A queued, not yet started item of `key` that a new one may replace."""
+        """A queued, not yet started item of `key` that a new one may replace. One another
+        transaction holds is skipped, never waited for (a new item follows it): two claims
+        each refresh the other's comment, and waiting would deadlock them."""
         now = utcnow()
         query = (
             select(OutboxItem)
@@ -137,7 +139,7 @@ class Notices:
             .order_by(OutboxItem.id.desc())
             .limit(1)
         )
-        return session.scalars(self.db.for_update(query)).first()
+        return session.scalars(self.db.for_update(query, skip_locked=True)).first()
 
     def _enqueue(
         self, session: Session, kind: str, key: str, payload: dict[str, Any], due: datetime | None

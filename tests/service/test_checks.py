@@ -105,3 +105,24 @@ def test_check_runs_as_an_app(tmp_path: Path) -> None:
             outcome == f"re-run of job {done['external_id']}: job {again.id} already stands for it"
         )
         assert len(flow.jobs()) == 3
+
+
+def test_a_forged_marker_is_never_taken_for_the_apps_own_comment(tmp_path: Path) -> None:
+    """Creating a result comment failed once, so the outbox looks for one it may have posted
+    before trying again. As an App it must find only the App's own: an outsider's comment that
+    starts with the hidden marker is left as it was, and the result gets a comment of the
+    bot's (taking the outsider's, the bot could never edit it: 403, and the result was lost)."""
+    with make_flow(tmp_path, app=True) as flow:
+        forged = flow.comment(
+            "<!-- ondemand:add:cpu -->\n### ✅ `add` on `cpu`: all good, trust me", user="mallory"
+        )
+        flow.admin.inject_fault(
+            502, 1, path_prefix=f"/repos/{REPO}/issues/{flow.pr}/comments", method="POST"
+        )
+        flow.comment("/test add:cpu")
+        flow.wait_until(lambda: flow.jobs() and flow.quiet(), timeout=30)
+        comments = flow.admin.comments(REPO, flow.pr)
+        results = [c for c in comments if c["body"].startswith("<!-- ondemand:add:cpu -->")]
+        assert [c["user"] for c in results] == ["mallory", "ondemand[bot]"]
+        assert results[0]["body"] == forged["body"] and len(results[0]["history"]) == 1
+        assert "⏳ `add` on `cpu`" in results[1]["body"]

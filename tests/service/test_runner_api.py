@@ -8,13 +8,17 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from sqlalchemy import select
+from sqlalchemy.engine import make_url
 
 from service.db.engine import utcnow
 from service.db.models import Runner
+from service.queue.operators import OperatorCatalog
 from service.queue.reaper import LeaseReaper
 from tests.service.helpers import LiveService, live_service, new_job, service_settings
 from workflows.models import JobResult, JobStatus
@@ -314,3 +318,122 @@ def test_runners_unseen_for_long_are_removed_unless_they_hold_a_job(svc: LiveSer
     for token in (busy, fresh):
         assert registry.authenticate(token) is not None
     assert registry.forget_unseen(14) == []  # looked at once a minute; nothing new anyway
+
+
+class _Meeting:
+    """A queue listener that holds each claim, its own job's comment and check rows locked,
+    until the other claim has got as far: the moment two replicas' claims overlap."""
+
+    def __init__(self, inner: Any, barrier: threading.Barrier) -> None:
+        self.inner = inner
+        self.barrier = barrier
+
+    def job_changed(self, session: Any, job: Any) -> None:
+        self.inner.job_changed(session, job)
+        if job.status == JobStatus.running:
+            self.barrier.wait(timeout=10)
+
+    def queue_moved(self, session: Any, jobs: Any) -> None:
+        self.inner.queue_moved(session, jobs)
+
+    def job_progressed(self, session: Any, job: Any) -> None:
+        self.inner.job_progressed(session, job)
+
+
+def test_two_replicas_claiming_at_once_do_not_deadlock(pg_url: str) -> None:
+    """Two replicas' claims at the same moment: each changes its job's comment and check, then
+    refreshes the comments of the jobs still queued behind it (their positions moved), and in
+    its view the other's job is one of them. Neither may wait for the other's rows: PostgreSQL
+    would end one with "deadlock detected", a 503 to its runner and a database outage in the
+    log, for a database that never went away."""
+    settings = service_settings(pg_url, lease_seconds=30)
+    with live_service(settings) as first, live_service(settings) as second:
+        barrier = threading.Barrier(2)
+        for live in (first, second):
+            live.service.jobs.listener = _Meeting(live.service.jobs.listener, barrier)
+        for op in ("add", "mul", "sub"):
+            first.service.jobs.create_job(new_job(op, "cpu"))
+        tokens = [first.register(f"r{i}", ["cpu"])[1] for i in range(2)]
+        answers: dict[int, httpx.Response] = {}
+
+        def claim(i: int, live: LiveService) -> None:
+            answers[i] = httpx.post(
+                f"{live.url}/api/v1/jobs/claim", json={"wait_s": 0}, headers=auth(tokens[i]),
+                timeout=30,
+            )  # fmt: skip
+
+        threads = [threading.Thread(target=claim, args=(i, live))
+                   for i, live in enumerate((first, second))]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert [answers[i].status_code for i in (0, 1)] == [200, 200], answers[0].text
+        assert {answers[i].json()["op"] for i in (0, 1)} == {"add", "mul"}
+        assert not first.service.db.outages.down and not second.service.db.outages.down
+
+
+class _Held:
+    """A queue listener that keeps the transaction of a verdict open until `release`."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def job_changed(self, session: Any, job: Any) -> None:
+        self.inner.job_changed(session, job)
+        if job.status == JobStatus.succeeded:
+            self.entered.set()
+            self.release.wait(timeout=20)
+
+    def queue_moved(self, session: Any, jobs: Any) -> None:
+        self.inner.queue_moved(session, jobs)
+
+    def job_progressed(self, session: Any, job: Any) -> None:
+        self.inner.job_progressed(session, job)
+
+
+def test_two_verdicts_on_one_commit_at_once_both_keep_its_operators(pg_url: str) -> None:
+    """Two jobs of one commit completed at the same moment on two replicas: both find the
+    commit's operators unknown and record them; the second must update what the first wrote,
+    not fail the runner's report with a 500 (a duplicate key) and a traceback."""
+    settings = service_settings(pg_url, lease_seconds=30)
+    with live_service(settings) as first, live_service(settings) as second:
+        held = _Held(first.service.jobs.listener)
+        first.service.jobs.listener = held
+        jobs = [first.service.jobs.create_job(new_job(op, "cpu"))[0].id for op in ("add", "mul")]
+        tokens = [first.register(f"r{i}", ["cpu"])[1] for i in range(2)]
+        for token in tokens:
+            claim = httpx.post(f"{first.url}/api/v1/jobs/claim", json={"wait_s": 0},
+                               headers=auth(token))  # fmt: skip
+            assert claim.status_code == 200
+            httpx.post(f"{first.url}/api/v1/jobs/{claim.json()['id']}/heartbeat",
+                       headers=auth(token))  # fmt: skip
+        done = {**result(), "operators": ["add", "mul"]}
+        answers: dict[int, httpx.Response] = {}
+
+        def complete(i: int, live: LiveService) -> None:
+            answers[i] = httpx.post(f"{live.url}/api/v1/jobs/{jobs[i]}/complete", json=done,
+                                    headers=auth(tokens[i]), timeout=30)  # fmt: skip
+
+        held_open = threading.Thread(target=complete, args=(0, first))
+        held_open.start()
+        assert held.entered.wait(timeout=20)  # the first verdict's row is written, not committed
+        racing = threading.Thread(target=complete, args=(1, second))
+        racing.start()
+        conninfo = make_url(pg_url).set(drivername="postgresql").render_as_string(False)
+        deadline = time.monotonic() + 20
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            while not conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND query LIKE 'INSERT INTO known_operators%'"
+            ).fetchone()[0]:  # type: ignore[index]
+                assert time.monotonic() < deadline, "the second verdict never met the first"
+                time.sleep(0.05)
+        held.release.set()
+        for thread in (held_open, racing):
+            thread.join(timeout=30)
+        assert [answers[i].status_code for i in (0, 1)] == [200, 200], answers[1].text
+        known = OperatorCatalog(first.service.db).at("octo/kernels", "a" * 40)
+        assert known == {"add", "mul"}

@@ -1,0 +1,204 @@
+"""What the soak reads back at its end into a `Record`: the sandbox's store (deliveries with
+their attempts, comments with every version and their reactions, statuses, check runs), the
+jobs as the database has them (read only), and each runner's job starts and ends from its log
+(written in UTC: the runners run with TZ=UTC)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from tools.soak.events import (
+    Attempt,
+    CheckRunRec,
+    CommentRec,
+    DeliveryRec,
+    JobRec,
+    RunEvent,
+    StatusRec,
+)
+
+LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ \S+ (.*)$")
+EVENTS = (
+    (re.compile(r"slot \d+: job (\d+): (\S+) on \S+ at (\w+)"), "start"),
+    (re.compile(r"slot \d+: job (\d+) (\w+)$"), "end"),
+    (re.compile(r"job (\d+): (?:report|interrupt): (\w+)"), "reported"),
+    (re.compile(r"job (\d+) is no longer held by this runner"), "dropped"),
+    (re.compile(r"job (\d+): not held any more"), "dropped"),
+)
+
+
+def _ts(text: str | None) -> float:
+    if not text:
+        return 0.0
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
+def github_view(
+    state: dict[str, Any],
+) -> tuple[list[DeliveryRec], list[CommentRec], list[StatusRec], list[CheckRunRec]]:
+    """The sandbox's `GET /_sandbox/state` as records."""
+    deliveries = []
+    for d in state["deliveries"]:
+        payload = d.get("payload") or {}
+        comment = payload.get("comment") if isinstance(payload, dict) else None
+        pull = payload.get("pull_request") if isinstance(payload, dict) else None
+        repository = payload.get("repository") if isinstance(payload, dict) else None
+        deliveries.append(
+            DeliveryRec(
+                id=d["id"],
+                event=d["event"],
+                action=d.get("action"),
+                attempts=tuple(
+                    Attempt(_ts(a["at"]), a["status_code"], int(a["duration_ms"]))
+                    for a in d["attempts"]
+                ),
+                comment_id=int(comment["id"]) if isinstance(comment, dict) else None,
+                repo=str((repository or {}).get("full_name") or ""),
+                pr=int(pull["number"]) if isinstance(pull, dict) else 0,
+                head=str(pull["head"]["sha"]) if isinstance(pull, dict) else "",
+            )
+        )
+    comments = [
+        CommentRec(
+            id=c["id"],
+            repo=c["repo"],
+            pr=c["issue_number"],
+            user=c["user"],
+            body=c["body"],
+            deleted=c["deleted"],
+            bodies=tuple(h["body"] for h in c["history"]),
+            reactions=tuple((r["user"], r["content"]) for r in c["reactions"]),
+        )
+        for c in state["comments"]
+    ]
+    statuses = [
+        StatusRec(s["repo"], s["sha"], s["context"], s["state"], s["description"] or "",
+                  s["target_url"], s["id"])
+        for s in state["statuses"]
+    ]  # fmt: skip
+    runs = [
+        CheckRunRec(r["id"], r["repo"], r["head_sha"], r["name"], r["external_id"], r["status"],
+                    r["conclusion"], r.get("title") or "")
+        for r in state.get("check_runs", ())
+    ]  # fmt: skip
+    return deliveries, comments, statuses, runs
+
+
+def jobs(conninfo: str) -> list[JobRec]:
+    """Every job, read in one read-only transaction."""
+    query = (
+        "SELECT id, repo, pr_number, sha, op, backend, status, attempt, reason, requested_by, "
+        "command_comment_id, extract(epoch FROM created_at), extract(epoch FROM finished_at) "
+        "FROM jobs ORDER BY id"
+    )
+    with psycopg.connect(conninfo) as conn:
+        conn.read_only = True
+        rows = conn.execute(query).fetchall()
+    return [
+        JobRec(
+            id=row[0], repo=row[1], pr=row[2], sha=row[3], op=row[4], backend=row[5],
+            status=row[6], attempt=row[7], reason=row[8], requested_by=row[9],
+            command_comment_id=row[10], created_at=float(row[11]),
+            finished_at=float(row[12]) if row[12] is not None else None,
+        )
+        for row in rows
+    ]  # fmt: skip
+
+
+def runner_events(logs: list[tuple[str, Path]]) -> list[RunEvent]:
+    """Each runner's (name, log) lines about jobs, as events."""
+    events = []
+    for name, path in logs:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            m = LINE.match(line)
+            if not m:
+                continue
+            at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC)
+            for pattern, what in EVENTS:
+                found = pattern.search(m.group(2))
+                if found:
+                    detail = found.group(2) if found.lastindex and found.lastindex > 1 else ""
+                    events.append(RunEvent(at.timestamp(), name, int(found.group(1)), what, detail))
+                    break
+    return sorted(events, key=lambda e: e.at)
+
+
+ANSWER = re.compile(r'"(?P<request>[A-Z]+ \S+) HTTP/[\d.]+" (?P<status>\d{3})\b')
+
+
+def server_errors(logs: list[tuple[str, Path]]) -> tuple[int, list[str]]:
+    """The answers in the replicas' access logs, and each 5xx among them but the 503 of a
+    database outage: what a runner, GitHub or a person got instead of an answer."""
+    answers, found = 0, []
+    for name, path in logs:
+        for line in path.read_text(errors="replace").splitlines():
+            m = ANSWER.search(line)
+            if m is None:
+                continue
+            answers += 1
+            if m.group("status").startswith("5") and m.group("status") != "503":
+                found.append(f"{name}: {m.group('status')} to {m.group('request')}")
+    return answers, found
+
+
+def deadlocks(postgres_log: Path) -> list[str]:
+    """PostgreSQL's `deadlock detected` errors, each with the statement it ended."""
+    try:
+        lines = postgres_log.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    found = []
+    for i, line in enumerate(lines):
+        if "ERROR:  deadlock detected" in line:
+            pid = line.split("]")[0] + "]"  # `2026-… UTC [11263`
+            statement = next(
+                (ln for ln in lines[i + 1 : i + 60] if ln.startswith(pid) and "STATEMENT:" in ln),
+                "",
+            )
+            found.append(f"{line[:23]} {statement.split('STATEMENT:')[-1].strip()[:120]}")
+    return found
+
+
+def log_findings(directory: Path) -> dict[str, dict[str, int]]:
+    """The errors the processes logged, by process kind and message (numbers, ids and
+    addresses blanked so that one kind of error counts once): not invariants, but where a
+    clean table may still hide a fault (PostgreSQL's `deadlock detected`, a traceback)."""
+    findings: dict[str, dict[str, int]] = {}
+    for path in sorted(directory.glob("*.log")):
+        kind = re.sub(r"-\d+$", "", path.stem)
+        counts = findings.setdefault(kind, {})
+        for line in path.read_text(errors="replace").splitlines():
+            if kind == "postgres":
+                found = re.search(r"\b(ERROR|PANIC):\s+(.*)", line)
+                text = found.group(0) if found else None
+            elif "Traceback" in line or re.search(r"(^|\s)(ERROR|CRITICAL)\s", line):
+                text = LINE.sub(r"\2", line)
+            else:
+                text = None
+            if text:
+                key = re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}|\d+(\.\d+)?", "N", text)[:160]
+                counts[key] = counts.get(key, 0) + 1
+    return {kind: counts for kind, counts in findings.items() if counts}
+
+
+def pending(conninfo: str) -> dict[str, int]:
+    """What the service has not finished: jobs queued or running, deliveries and outbox items
+    not done."""
+    query = (
+        "SELECT (SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')), "
+        "(SELECT count(*) FROM deliveries WHERE done_at IS NULL), "
+        "(SELECT count(*) FROM outbox WHERE done_at IS NULL)"
+    )
+    with psycopg.connect(conninfo) as conn:
+        row = conn.execute(query).fetchone()
+    assert row is not None
+    return {"jobs": int(row[0]), "deliveries": int(row[1]), "outbox": int(row[2])}
