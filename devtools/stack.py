@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,19 +65,7 @@ class Stack:
 
     def wait_http(self, proc: Proc, url: str, timeout: float = 60.0) -> None:
         """Wait until `url` answers 2xx; fail with the child's log if it died or never did."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not proc.alive():
-                raise RuntimeError(f"{proc.name} exited early:\n{proc.log_tail()}")
-            try:
-                if httpx.get(url, timeout=2).is_success:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(
-            f"{proc.name} did not answer {url} in {timeout:.0f}s:\n{proc.log_tail()}"
-        )
+        wait_answering(proc.name, url, proc.alive, proc.log_tail, timeout)
 
     def close(self, grace: float = 10.0) -> None:
         """SIGTERM every process group twice (a runner's second SIGTERM cancels its job rather
@@ -101,3 +90,21 @@ class Stack:
 def _signal_group(proc: Proc, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.popen.pid, sig)
+
+
+def wait_answering(
+    name: str, url: str, alive: Callable[[], bool], tail: Callable[[], str], timeout: float = 60.0
+) -> None:
+    """Wait until `url` answers 2xx; RuntimeError with the process's log (`tail`) if it died
+    (`alive` false) or never answered within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive():
+            raise RuntimeError(f"{name} exited early:\n{tail()}")
+        try:
+            if httpx.get(url, timeout=2).is_success:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{name} did not answer {url} in {timeout:.0f}s:\n{tail()}")

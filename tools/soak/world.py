@@ -19,9 +19,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import psycopg
 
+from devtools.stack import wait_answering
 from sandbox.client import SandboxAdmin
 from tests.support.keys import rsa_keypair
 from tools.soak.repo import SoakRepo, make_repo, write_workflows
@@ -481,14 +481,4 @@ def _is_postgres(proc: Path) -> bool:
 
 def wait_http(child: Child, url: str, timeout: float = 60.0) -> None:
     """Until `url` answers 2xx; fails with the child's log if it died or never did."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not child.alive():
-            raise RuntimeError(f"{child.name} exited early:\n{child.tail()}")
-        try:
-            if httpx.get(url, timeout=2).is_success:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{child.name} did not answer {url} in {timeout:.0f}s:\n{child.tail()}")
+    wait_answering(child.name, url, child.alive, child.tail, timeout)
