@@ -1,7 +1,7 @@
 """The loop every background worker of the service shares: a daemon thread that runs one round
 when kicked or when its last round said something is due, until the service stops. A round
 that fails because the database is unreachable is retried in a second, logged once per
-outage."""
+outage; one that lost a conflict to another transaction (a deadlock) is retried at once."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from service.db.outage import Outages, is_outage
+from service.db.outage import Outages, is_conflict, is_outage
 
 log = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 60.0  # with nothing due, look again this often anyway
 ERROR_WAIT_S = 1.0
+CONFLICT_WAIT_S = 0.05  # a round that lost a deadlock: again almost at once
 REST_FACTOR = 10  # while the webhook is busy, a worker rests this many times an item's time
 MAX_REST_S = 0.25
 
@@ -69,9 +70,17 @@ class Worker:
             try:
                 wait = self.run_once()
             except Exception as exc:
-                if self.outages is not None and is_outage(exc):
+                wait = ERROR_WAIT_S
+                if is_conflict(exc):
+                    log.info("%s round lost a conflict (%s); again", self.name, _first_line(exc))
+                    wait = CONFLICT_WAIT_S
+                elif self.outages is not None and is_outage(exc):
                     self.outages.failed(exc, f"{self.name} round")  # logged once an outage
                 else:
                     log.exception("%s round failed; retrying", self.name)
-                wait = ERROR_WAIT_S
             self._kick.wait(timeout=IDLE_WAIT_S if wait is None else max(0.01, wait))
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(getattr(error, "orig", None) or error).strip()
+    return text.splitlines()[0][:200] if text else type(error).__name__

@@ -1,6 +1,10 @@
 """Database outages: which errors mean the database cannot be reached or is busy (not a bug in
 the service), and one log line when an outage starts and one when it ends, instead of a
-traceback per request and per worker round."""
+traceback per request and per worker round.
+
+A transaction that lost to another (PostgreSQL's deadlock detector or a serialization
+failure) is not an outage: the database is up and asks for the transaction again. Those are
+`is_conflict`, tried again without declaring the database down."""
 
 from __future__ import annotations
 
@@ -17,8 +21,29 @@ RETRY_AFTER_S = 5  # what a 503 tells the caller
 SETTLE_S = 1.0  # an outage ends at the first success this long after its last failure
 
 
+# SQLSTATEs of a transaction the server aborted for another's sake: serialization_failure,
+# deadlock_detected (class 40, "transaction rollback", which the driver files as operational).
+CONFLICT_SQLSTATES = frozenset({"40001", "40P01"})
+
+
+def is_conflict(error: BaseException) -> bool:
+    """Whether `error` is a transaction that lost to another: try it again, the database is up."""
+    orig = getattr(error, "orig", None)
+    return (
+        isinstance(error, sa_exc.DBAPIError)
+        and getattr(orig, "sqlstate", None) in CONFLICT_SQLSTATES
+    )
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether trying again later may succeed: an outage or a lost conflict."""
+    return is_outage(error) or is_conflict(error)
+
+
 def is_outage(error: BaseException) -> bool:
     """Whether `error` says the database is unreachable, restarting or busy."""
+    if is_conflict(error):
+        return False
     if isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.TimeoutError):
         return True
     return isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated

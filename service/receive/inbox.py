@@ -15,7 +15,7 @@ from ondemand.retry import RetryPolicy
 from service.db.engine import Database, utcnow
 from service.db.leases import LeasedRows
 from service.db.models import Delivery
-from service.db.outage import is_outage
+from service.db.outage import is_transient
 from service.receive.handle import DeliveryHandler, RetryLater
 from service.report.github import PERMISSION_RETRY, GitHubError, MissingPermission
 from service.worker import Worker
@@ -86,9 +86,10 @@ class Inbox(Worker):
                 self.deliveries.give_up(row_id, str(exc))
                 log.error("delivery %s failed: %s", delivery.delivery_id, exc)
                 return None
-            return self._retry(delivery, exc.retry_after, str(exc), quiet=exc.unavailable)
+            quiet = exc.unavailable or exc.rate_limited  # the client logs each once
+            return self._retry(delivery, exc.retry_after, str(exc), quiet=quiet)
         except Exception as exc:
-            if is_outage(exc):
+            if is_transient(exc):
                 raise  # not this delivery's fault: the round is retried, nothing is counted
             log.exception("delivery %s crashed", delivery.delivery_id)
             if delivery.attempts >= MAX_CRASHES:
@@ -124,7 +125,8 @@ class Inbox(Worker):
     def _retry(
         self, delivery: Delivery, retry_after: float | None, error: str, quiet: bool = False
     ) -> float:
-        """Try again later; `quiet` while GitHub is down (the client logs the outage once)."""
+        """Try again later; `quiet` while GitHub is down or rate-limits (the client logs each
+        pause once)."""
         wait = self.policy.delay(delivery.attempts, retry_after)
         self.deliveries.retry(delivery.id, wait, error)
         log.log(

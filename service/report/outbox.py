@@ -19,7 +19,7 @@ from ondemand.retry import RetryPolicy
 from service.db.engine import Database, utcnow
 from service.db.leases import LeasedRows
 from service.db.models import Job, OutboxItem, ResultComment
-from service.db.outage import is_outage
+from service.db.outage import is_transient
 from service.render.comment import marker
 from service.render.views import CheckRunUpdate
 from service.report.github import (
@@ -103,7 +103,7 @@ class OutboxWorker(Worker):
         except GitHubError as exc:
             return self._failed(item, exc)
         except Exception as exc:
-            if is_outage(exc):
+            if is_transient(exc):
                 raise  # not this item's fault: the round is retried
             log.exception("outbox item %s (%s) crashed", item.id, item.kind)
             return self._failed(item, GitHubError(f"internal error: {exc}", None))
@@ -232,7 +232,8 @@ class OutboxWorker(Worker):
             log.error("outbox item %s (%s) given up: %s", item.id, item.kind, exc)
             return None
         self.items.retry(item.id, wait, str(exc))
-        level = logging.DEBUG if exc.unavailable else logging.WARNING  # the client logs outages
+        quiet = exc.unavailable or exc.rate_limited  # the client logs each pause once
+        level = logging.DEBUG if quiet else logging.WARNING
         log.log(
             level, "outbox item %s (%s) failed, retry in %.1fs: %s", item.id, item.kind, wait, exc
         )

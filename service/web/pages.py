@@ -8,7 +8,11 @@
   runs (`/static/live.js` reads `GET /jobs/{id}/live`);
 - `GET /jobs/{id}/log`: the log as text, streamed from the store (`Range` or `?tail=N`);
   410 with a sentence once retention pruned it;
-- `GET /healthz`, and the pages' two static files.
+- `GET /healthz` (liveness: the process answers; it reads no database, so a database outage,
+  which every replica shares, neither restarts replicas nor takes them all out of a load
+  balancer: each answers 503 with `Retry-After` itself and serves again the moment the
+  database is back), `GET /readyz` (readiness: the database answers, 503 while it does not),
+  and the pages' two static files.
 
 A job of a private repository opens only with the key its links carry (else the same 404 as
 for a job that does not exist, or was pruned: a sentence says which it may be) and is never
@@ -139,9 +143,14 @@ def pages_router(
 
     @router.get("/healthz")
     def healthz() -> dict[str, str]:
-        with db.engine.connect() as conn:
+        state = "unreachable" if db.outages.down else "ok"
+        return {"status": "ok", "database": db.engine.dialect.name, "database_state": state}
+
+    @router.get("/readyz")
+    def readyz() -> dict[str, str]:
+        with db.engine.connect() as conn:  # unreachable: 503 by the outage handler
             conn.execute(text("SELECT 1"))
-        return {"status": "ok", "database": db.engine.dialect.name}
+        return {"status": "ready", "database": db.engine.dialect.name}
 
     @router.get("/static/{name}")
     def static(name: str) -> Response:
