@@ -246,6 +246,16 @@ class GitHubClient:
             log.warning("GitHub unavailable (%s): calls wait, tried again every few seconds", why)
         return wait
 
+    def _pause(self, wait: float, why: str) -> None:
+        """A rate limit: every call waits `wait` s; logged once when a pause starts, not for
+        each call refused meanwhile (their callers log quietly)."""
+        now = time.monotonic()
+        with self._lock:
+            starts = self._paused_until <= now
+            self._paused_until = max(self._paused_until, now + wait)
+        if starts:
+            log.warning("GitHub rate limit (%s): calls paused for %.0fs", why, wait)
+
     def _available(self) -> None:
         if self._down_since is None:  # the common case: no lock
             return
@@ -418,8 +428,7 @@ class GitHubClient:
             else:
                 self._available()
             if limited and wait is not None:
-                with self._lock:
-                    self._paused_until = max(self._paused_until, time.monotonic() + wait)
+                self._pause(wait, f"{exc.status} {message}".strip())
             if exc.status == 403 and not limited and NOT_ACCESSIBLE in message.lower():
                 name, level = missing_permission(headers, need)
                 if repo is not None and self._app_auth is not None:

@@ -65,11 +65,13 @@ def test_commands_in_a_long_outage_are_answered_within_seconds_of_its_end(
 
 
 def test_a_rate_limit_met_reading_a_command_stops_every_call_until_its_reset(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The primary limit is met reading the commenter's permission (403, no requests left,
     reset in 4 s). Until the reset the service asks GitHub nothing, the command processor
-    included; then every command is answered."""
+    included; then every command is answered. The pause is logged once, not once per
+    delivery per retry."""
+    caplog.set_level(logging.INFO)
     with make_flow(tmp_path) as flow:
         flow.admin.inject_fault(403, 1, path_prefix=f"/repos/{REPO}/collaborators", retry_after=4)
         flow.comment("/test add:cpu")
@@ -89,3 +91,6 @@ def test_a_rate_limit_met_reading_a_command_stops_every_call_until_its_reset(
         assert [c for c in calls if c["at"] in inside and c["login"] == BOT] == []
         flow.wait_until(lambda: len(flow.bot_comments()) == 3, timeout=15)
         assert sorted(j.op for j in flow.jobs()) == ["add", "mul"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len([m for m in warnings if m.startswith("GitHub rate limit")]) == 1, warnings
+    assert not [m for m in warnings if "retry in" in m], warnings
