@@ -124,6 +124,7 @@ class FaultIn(BaseModel):
     retry_after: int | None = Field(default=None, ge=0)
     method: str | None = None
     kind: Literal["primary", "secondary"] = "primary"
+    applied: bool = False  # carry the request out, then answer the fault
 
 
 class ReleaseIn(BaseModel):
@@ -452,7 +453,13 @@ def redeliver(delivery_id: str, request: Request) -> Json:
 def add_fault(spec: FaultIn, request: Request) -> Json:
     state, _, _ = _parts(request)
     fault = state.add_fault(
-        spec.status, spec.count, spec.path_prefix, spec.retry_after, spec.method, spec.kind
+        spec.status,
+        spec.count,
+        spec.path_prefix,
+        spec.retry_after,
+        spec.method,
+        spec.kind,
+        spec.applied,
     )
     return fault_json(fault)
 
@@ -479,6 +486,7 @@ def fault_json(fault: Fault) -> Json:
         "retry_after": fault.retry_after,
         "method": fault.method,
         "kind": fault.kind,
+        "applied": fault.applied,
     }
 
 

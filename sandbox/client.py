@@ -245,9 +245,11 @@ class SandboxAdmin:
         retry_after: int | None = None,
         method: str | None = None,
         kind: Literal["primary", "secondary"] = "primary",
+        applied: bool = False,
     ) -> Json:
         """Answer the next `count` matching REST calls with `status` (403/429: rate limit; a 403
-        of `kind` secondary names the limit only in its message, as GitHub often does)."""
+        of `kind` secondary names the limit only in its message, as GitHub often does); with
+        `applied`, each call is carried out first and only its answer is lost."""
         return self._call(
             "POST",
             "/faults",
@@ -258,6 +260,7 @@ class SandboxAdmin:
                 "retry_after": retry_after,
                 "method": method,
                 "kind": kind,
+                "applied": applied,
             },
         )
 

@@ -74,6 +74,8 @@ async def github_middleware(
     used = state.spend_rate(login)
     fault = state.take_fault(request.method, path)
     if fault is not None:
+        if fault.applied:
+            await call_next(request)  # the write happens; the caller hears only the fault
         user = state.users.get(login or "")
         response: Response = fault_response(state, fault, used, user.id if user else 0)
     else:

@@ -251,6 +251,9 @@ class Fault:
     retry_after: int | None
     method: str | None
     kind: str = "primary"  # for a 403: "primary" (no requests left) or "secondary"
+    # The request is carried out and only its answer is the fault: a 5xx after the write
+    # happened, as when a proxy in front of GitHub times out (or the caller dies) mid-call.
+    applied: bool = False
 
 
 @dataclass
@@ -780,6 +783,7 @@ class SandboxState:
         retry_after: int | None,
         method: str | None,
         kind: str = "primary",
+        applied: bool = False,
     ) -> Fault:
         if status not in FAULT_STATUSES:
             raise SandboxError(422, f"status must be one of {FAULT_STATUSES}")
@@ -794,6 +798,7 @@ class SandboxState:
                 retry_after,
                 method.upper() if method else None,
                 kind,
+                applied,
             )
             self.faults[fault.id] = fault
             self.touch()

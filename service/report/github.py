@@ -626,6 +626,16 @@ class GitHubClient:
                 return int(run["id"])
         return None
 
+    def latest_status(self, repo: str, sha: str, context: str) -> dict[str, Any] | None:
+        """The newest commit status of `context` on `sha` (GitHub lists them newest first), or
+        None: whether a create retried after an answer that never came already stands."""
+        path = f"/repos/{repo}/commits/{sha}/statuses?per_page=100"
+        data = self._request(repo, "GET", path, need="statuses:write")
+        for status in data if isinstance(data, list) else []:
+            if isinstance(status, dict) and status.get("context") == context:
+                return status
+        return None
+
     def create_status(
         self, repo: str, sha: str, state: str, description: str, context: str, target_url: str
     ) -> None:

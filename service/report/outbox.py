@@ -118,6 +118,9 @@ class OutboxWorker(Worker):
             gh.add_reaction(p["repo"], int(p["comment_id"]), p["content"])
             return "reacted"
         if item.kind == "status":
+            retried = item.attempts > 1
+            if retried and _stands(gh.latest_status(p["repo"], p["sha"], p["context"]), p):
+                return f"status {p['state']} (found after a retry)"
             gh.create_status(
                 p["repo"], p["sha"], p["state"], p["description"], p["context"], p["target_url"]
             )
@@ -238,3 +241,11 @@ class OutboxWorker(Worker):
             level, "outbox item %s (%s) failed, retry in %.1fs: %s", item.id, item.kind, wait, exc
         )
         return wait
+
+
+def _stands(latest: dict[str, object] | None, wanted: dict[str, object]) -> bool:
+    """Whether the newest status of the context is already the one to post (an earlier try
+    posted it and its answer, or its replica, was lost): posting again would add a duplicate."""
+    return latest is not None and all(
+        latest.get(key) == wanted[key] for key in ("state", "description", "target_url")
+    )

@@ -484,3 +484,20 @@ def test_a_private_repositorys_links_carry_their_key(tmp_path: Path) -> None:
         assert f"/jobs/{job.id}?key={key}" in comment["body"]
         assert httpx.get(f"{flow.svc.url}/jobs/{job.id}").status_code == 404
         assert httpx.get(f"{flow.svc.url}/jobs/{job.id}?key={key}").status_code == 200
+
+
+def test_a_status_whose_answer_was_lost_is_not_posted_twice(tmp_path: Path) -> None:
+    """GitHub sets the status but the answer never reaches the service (a 502 after the write,
+    or the replica dies before it records the item done): the retry finds the status standing
+    and posts no second one."""
+    with make_flow(tmp_path) as flow:
+        prefix = f"/repos/{REPO}/statuses"
+        flow.admin.inject_fault(502, 1, path_prefix=prefix, method="POST", applied=True)
+        flow.comment("/test add:cpu")
+        flow.admin.wait("status", sha=flow.head, context="ondemand/add:cpu")
+        flow.wait_until(lambda: not flow.admin.state()["faults"])
+        flow.wait_until(flow.quiet)
+        statuses = flow.admin.statuses(REPO, flow.head)
+        assert [(s["context"], s["state"]) for s in statuses] == [("ondemand/add:cpu", "pending")]
+        posts = [c for c in flow.admin.state()["api_calls"] if c["path"].startswith(prefix)]
+        assert [c["status"] for c in posts if c["method"] == "POST"] == [502]
