@@ -44,6 +44,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--no-faults", action="store_true", help="load only")
     parser.add_argument(
+        "--no-witness",
+        dest="witness",
+        action="store_false",
+        help="let faults kill every replica (by default the first is never killed, so its "
+        "memory can be read over the whole run)",
+    )
+    parser.add_argument(
         "--postgres",
         choices=("private", "shared"),
         default="private",
@@ -112,7 +119,9 @@ def soak(world: World, args: argparse.Namespace, interval: tuple[float, float]) 
         redeliverer.deliveries,
     )
     generator.open_pulls()
-    injector = faults.Faults(world, random.Random(args.seed * 7919 + 1), interval)
+    witness = world.replicas[0].name if args.witness and len(world.replicas) > 1 else None
+    injector = faults.Faults(world, random.Random(args.seed * 7919 + 1), interval, witness)
+    sampler = collect.Sampler(world.replicas, world.postgres.conninfo())
     until = time.time() + args.minutes * 60
     threads = [
         threading.Thread(target=generator.run, args=(until, stop_load), name="load", daemon=True),
@@ -126,7 +135,11 @@ def soak(world: World, args: argparse.Namespace, interval: tuple[float, float]) 
         )  # fmt: skip
     for thread in threads:
         thread.start()
+    next_sample = time.time()
     while time.time() < until:
+        if time.time() >= next_sample:
+            sampler.sample(minute=round((time.time() - started - up_s) / 60, 2))
+            next_sample += 60
         time.sleep(1)
     stop_load.set()
     for thread in threads[:1] + threads[2:]:
@@ -139,6 +152,7 @@ def soak(world: World, args: argparse.Namespace, interval: tuple[float, float]) 
     drain_s = time.time() - load_end
     stop_redeliver.set()
     rss_end = {r.name: r.rss_mib() for r in world.replicas}
+    sampler.sample(minute=round((time.time() - started - up_s) / 60, 2))
 
     record = Record(
         seed=args.seed,
@@ -187,6 +201,10 @@ def soak(world: World, args: argparse.Namespace, interval: tuple[float, float]) 
         "webhook_p99_ms": p99,
         "webhook_attempts_counted": counted,
         "rss_mib": {name: {"start": rss_start[name], "end": rss_end[name]} for name in rss_start},
+        "witness": witness,
+        "memory": sampler.memory(),
+        "database_mib": sampler.database(),
+        "samples": sampler.samples,
         "replica_lives": {r.name: r.lives for r in world.replicas},
         "logged_errors": collect.log_findings(world.directory),
         "workdir": str(world.directory),
@@ -255,6 +273,12 @@ def _figures_text(f: dict[str, Any]) -> str:
             f"webhook p99 {f['webhook_p99_ms']} ms over {f['webhook_attempts_counted']} "
             f"attempts (outside PostgreSQL restarts)",
             f"RSS {rss}; replica lives {f['replica_lives']}",
+            "memory from minute 10 (longest life of each; witness never killed: "
+            f"{f['witness']}): " + ", ".join(
+                f"{n} {m['mib_from']}→{m['mib_to']} MiB ({m['change']:+.1%}, min "
+                f"{m['from_minute']:.0f}–{m['to_minute']:.0f})"
+                for n, m in f["memory"].items() if m["change"] is not None),
+            f"database MiB {f['database_mib']}",
             f"load errors {f['load_errors']}" if f["load_errors"] else "",
             "errors logged (not invariants):",
             *(f"  {kind}: {n} × {text}" for kind, counts in f["logged_errors"].items()

@@ -202,3 +202,72 @@ def pending(conninfo: str) -> dict[str, int]:
         row = conn.execute(query).fetchone()
     assert row is not None
     return {"jobs": int(row[0]), "deliveries": int(row[1]), "outbox": int(row[2])}
+
+
+class Sampler:
+    """Once a minute while the load runs: each replica's resident memory (with its life, so
+    a restarted replica starts a new series) and the database's size, for the leak bars."""
+
+    def __init__(self, replicas: list[Any], conninfo: str) -> None:
+        self.replicas = replicas
+        self.conninfo = conninfo
+        self.samples: list[dict[str, Any]] = []
+
+    def sample(self, minute: float) -> None:
+        rss = {r.name: {"life": r.lives, "mib": r.rss_mib()} for r in self.replicas}
+        self.samples.append({"minute": minute, "rss": rss, **self._database()})
+
+    def _database(self) -> dict[str, Any]:
+        try:
+            with psycopg.connect(self.conninfo) as conn:
+                size = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+                count = conn.execute("SELECT count(*) FROM jobs").fetchone()
+        except psycopg.Error:
+            return {"database_mib": None, "jobs": None}  # a restart under way
+        return {
+            "database_mib": round(size[0] / 2**20, 1) if size else None,
+            "jobs": count[0] if count else None,
+        }
+
+    def memory(self) -> dict[str, dict[str, Any]]:
+        """Per replica, its longest life's RSS at its first sample from minute 10 on and at its
+        last sample, and the change between them (a leak grows it)."""
+        out: dict[str, dict[str, Any]] = {}
+        for name in {n for s in self.samples for n in s["rss"]}:
+            lives: dict[int, list[tuple[float, float]]] = {}
+            for s in self.samples:
+                entry = s["rss"].get(name)
+                if entry and entry["mib"] is not None:
+                    lives.setdefault(entry["life"], []).append((s["minute"], entry["mib"]))
+            series = max(lives.values(), key=lambda v: v[-1][0] - v[0][0], default=[])
+            late = [p for p in series if p[0] >= 10] or series[-1:]
+            if not late:
+                continue
+            (m0, r0), (m1, r1) = late[0], series[-1]
+            out[name] = {
+                "from_minute": m0,
+                "to_minute": m1,
+                "mib_from": r0,
+                "mib_to": r1,
+                "change": round((r1 - r0) / r0, 3) if r0 else None,
+                "lives": len(lives),
+            }
+        return dict(sorted(out.items()))
+
+    def database(self) -> dict[str, Any]:
+        """The database's size and job count over the run: first, at minute 10, last, peak."""
+        known = [s for s in self.samples if s["database_mib"] is not None]
+        if not known:
+            return {}
+        at10 = next((s for s in known if s["minute"] >= 10), known[-1])
+        last = known[-1]
+        grown = last["database_mib"] - at10["database_mib"]
+        jobs = (last["jobs"] or 0) - (at10["jobs"] or 0)
+        return {
+            "first": known[0]["database_mib"],
+            "minute_10": at10["database_mib"],
+            "last": last["database_mib"],
+            "peak": max(s["database_mib"] for s in known),
+            "jobs_last": last["jobs"],
+            "kib_per_job_after_minute_10": round(grown * 1024 / jobs, 1) if jobs > 0 else None,
+        }

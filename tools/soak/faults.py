@@ -41,9 +41,14 @@ class Faults:
     """Injects seeded faults into a running `World` until stopped."""
 
     def __init__(
-        self, world: World, rng: random.Random, interval: tuple[float, float] = (45.0, 90.0)
+        self,
+        world: World,
+        rng: random.Random,
+        interval: tuple[float, float] = (45.0, 90.0),
+        witness: str | None = None,
     ) -> None:
         self.world = world
+        self.witness = witness  # a replica never killed: its memory over the whole run
         self.rng = rng
         self.interval = interval
         self.records: list[FaultRec] = []
@@ -90,7 +95,7 @@ class Faults:
         when no target is free for it."""
         w, rng = self.world, self.rng
         if kind == "replica_kill":
-            child = self._free([r for r in w.replicas if r.alive()])
+            child = self._free([r for r in w.replicas if r.alive() and r.name != self.witness])
             if child is None:
                 return None
             index = w.replicas.index(child)
