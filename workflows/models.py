@@ -156,6 +156,10 @@ class BenchmarkRow(_Model):
     reference_ms: float
     kernel_ms: float
     speedup: float
+    # Over a comparison's rounds: the 95 % interval of the median of the per-round speedups
+    # (distribution-free; None with fewer than six rounds, or without rounds).
+    speedup_low: float | None = None
+    speedup_high: float | None = None
     gbps: float | None = None
     bandwidth_fraction: float | None = None
     # Host time per call (µs): 1,000 back-to-back calls synchronized once, PyTorch's and ours.
@@ -192,7 +196,9 @@ class BenchmarkResult(_Model):
     geometric_mean_rounds: Rounds | None = None
     before_geometric_mean_rounds: Rounds | None = None
     compare_mode: str | None = Field(
-        default=None, description="how before and after were timed: in_process or processes"
+        default=None,
+        description="how before and after were timed: in_process, processes (a process per "
+        "tree per round) or workers (a process per tree kept across rounds)",
     )
     merge_base: str | None = Field(default=None, description="the commit the before side ran")
     device: str | None = None

@@ -90,14 +90,21 @@ class Compare(BaseModel):
     is spent. With `argv`, one run times both trees itself (`{base}`: the merge base's
     checkout, `{budget_s}`, `{target}`); it exits 2 or 3 where it cannot (an older harness, a
     tree it cannot load), and the rounds then alternate processes of each tree, as they always
-    do without `argv` (ABBA: each round's order the reverse of the last)."""
+    do without `argv` (ABBA: each round's order the reverse of the last). With `workers`, each
+    tree's process stays alive and times round after round when asked (a pytest harness
+    timed with `triton.testing.do_bench`: runner/job/bench_workers.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
     argv: list[str] | None = Field(default=None, min_length=1)
     budget_s: float = Field(default=60.0, gt=0, le=3600)
     target: float = Field(default=0.025, gt=0, lt=1)
-    max_rounds: int = Field(default=12, ge=1, le=100, description="rounds of processes at most")
+    max_rounds: int = Field(default=12, ge=1, le=100, description="rounds at most")
+    workers: bool = Field(
+        default=False,
+        description="without `argv`: keep one process per tree and interleave rounds in it "
+        "(a pytest harness; its timer is the runner's), instead of a process per round",
+    )
 
     @field_validator("argv")
     @classmethod

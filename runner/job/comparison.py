@@ -94,10 +94,13 @@ def _all_settled(runs: Runs, target: float) -> bool:
     )
 
 
-def merged(runs: Runs) -> BenchmarkResult:
+def merged(runs: Runs, mode: str = "processes") -> BenchmarkResult:
     """The pull request's first run with every row's per-round samples of both sides (rounds
     where either side lacks the row are left out of its pairs) and the medians as its
-    latencies; rows the merge base never had keep their single run."""
+    latencies, its host times per call (each side's median over the rounds that have them)
+    and its speedup against the reference as the median of the per-round speedups with that
+    median's 95 % interval; rows the merge base never had keep their single run. `mode` is
+    how the runs were taken (`compare_mode`)."""
     first = runs.after[0]
     rounds = runs.rounds
     after_rows = [_by_key(r) for r in runs.after[:rounds]]
@@ -119,12 +122,17 @@ def merged(runs: Runs) -> BenchmarkResult:
         before_reference = statistics.median(b.reference_ms for _, b in pairs)
         kernel_ms, before_ms = statistics.median(kernel), statistics.median(before)
         reference_ms = statistics.median(reference)
+        speedups = stats.summarize([r / k for r, k in zip(reference, kernel, strict=True)])
         rows.append(
             row.model_copy(
                 update={
                     "reference_ms": reference_ms,
                     "kernel_ms": kernel_ms,
-                    "speedup": reference_ms / kernel_ms,
+                    "speedup": speedups.median,
+                    "speedup_low": speedups.low,
+                    "speedup_high": speedups.high,
+                    "reference_host_us": _median([a.reference_host_us for a, _ in pairs]),
+                    "kernel_host_us": _median([a.kernel_host_us for a, _ in pairs]),
                     "before_kernel_ms": before_ms,
                     "before_speedup": before_reference / before_ms,
                     "reference_samples_ms": reference,
@@ -141,19 +149,25 @@ def merged(runs: Runs) -> BenchmarkResult:
             "arithmetic_mean_speedup": mean,
             "geometric_mean_speedup": geo,
             "before_arithmetic_mean_speedup": before_means[0],
-            "compare_mode": "processes",
+            "compare_mode": mode,
         }
     )
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    """The median of the values present; None when none is."""
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
 
 
 def _by_key(result: BenchmarkResult) -> dict[RowKey, BenchmarkRow]:
     return {row_key(row): row for row in result.rows}
 
 
-def describe(runs: Runs, elapsed_s: float, merge_base: str) -> str:
+def describe(runs: Runs, elapsed_s: float, merge_base: str, how: str = "separate processes") -> str:
     """The comparison step's message."""
     return (
-        f"merge base {merge_base[:10]}: {runs.rounds} rounds of separate processes in "
+        f"merge base {merge_base[:10]}: {runs.rounds} rounds of {how} in "
         f"{elapsed_s:.0f} s ({runs.stopped})"
     )
 

@@ -23,7 +23,7 @@ from runner.environment.interpreter import Interpreter
 from runner.environment.parallel import default_workers
 from runner.environment.probe import environment_info
 from runner.environment.pyenv import PackageSources, PythonEnvError, python_env
-from runner.job import comparison, layouts
+from runner.job import bench_workers, comparison, layouts
 from runner.job.sandboxing import Jail, give, scrubbed_env
 from runner.job.steps import StepOutcome, run_step
 from runner.job.workspace import WorkspaceError, Workspaces
@@ -271,6 +271,32 @@ class _Job:
         artifacts: Path,
         extra: dict[str, str] | None = None,
     ) -> tuple[StepOutcome, dict[str, str]]:
+        argv, values = self.argv_for(step, checkout, python, artifacts, extra)
+        self.ctx.on_progress(Progress(step=step.name))
+        self.log(f"step {step.name}: {' '.join(argv)} (timeout {step.timeout_s}s)")
+        outcome = run_step(
+            self.confined(argv),
+            cwd=checkout,
+            env=env,
+            timeout_s=step.timeout_s,
+            on_output=self.ctx.on_output,
+            cancel=self.ctx.cancel,
+            grace_s=self.ctx.grace_s,
+            on_start=self.ctx.on_step_start,
+        )
+        self.log(f"step {step.name}: exit {outcome.exit_code} in {outcome.duration_s:.1f}s")
+        return outcome, values
+
+    def argv_for(
+        self,
+        step: Step,
+        checkout: Path,
+        python: Path,
+        artifacts: Path,
+        extra: dict[str, str] | None = None,
+    ) -> tuple[list[str], dict[str, str]]:
+        """The step's argv in `checkout` (its placeholders' values beside it); `artifacts`
+        becomes the job user's."""
         give(artifacts, self.owner)
         values = {
             "op": self.spec.op,
@@ -288,21 +314,7 @@ class _Job:
             "op_tests": layouts.test_files(checkout, self.spec.op),
             "xdist": parallel.xdist_args(self.workers),
         }
-        argv = step.render(values, lists)
-        self.ctx.on_progress(Progress(step=step.name))
-        self.log(f"step {step.name}: {' '.join(argv)} (timeout {step.timeout_s}s)")
-        outcome = run_step(
-            self.confined(argv),
-            cwd=checkout,
-            env=env,
-            timeout_s=step.timeout_s,
-            on_output=self.ctx.on_output,
-            cancel=self.ctx.cancel,
-            grace_s=self.ctx.grace_s,
-            on_start=self.ctx.on_step_start,
-        )
-        self.log(f"step {step.name}: exit {outcome.exit_code} in {outcome.duration_s:.1f}s")
-        return outcome, values
+        return step.render(values, lists), values
 
     def result_of(
         self, name: str, outcome: StepOutcome, status: StepStatus, message: str | None
@@ -515,9 +527,11 @@ class _Job:
             together = self.in_process(step, checkout, python, env, base)
             if together is not None:
                 return stats.judged(together).model_copy(update={"merge_base": base[0]})
-        outcome, bench, why = self.benchmark_step(
-            step, checkout, python, env, step.name, artifacts
-        )
+        elif base is not None and step.compare.workers:
+            in_workers = self.in_workers(step, checkout, python, env, base)
+            if in_workers is not None:
+                return stats.judged(in_workers).model_copy(update={"merge_base": base[0]})
+        outcome, bench, why = self.benchmark_step(step, checkout, python, env, step.name, artifacts)
         if bench is None:
             self.benchmark_failed(step.name, outcome, why)
         self.steps.append(self.result_of(step.name, outcome, StepStatus.succeeded, None))
@@ -568,6 +582,102 @@ class _Job:
             message = f"merge base {merge_base[:10]}: no row of it to compare"
         self.steps.append(self.result_of(step.name, outcome, StepStatus.succeeded, message))
         return bench
+
+    def in_workers(
+        self,
+        step: Step,
+        checkout: Path,
+        python: Path,
+        env: dict[str, str],
+        base: tuple[str, Path],
+    ) -> BenchmarkResult | None:
+        """Both trees' benchmarks in a worker each (runner.job.bench_workers), started at once
+        so their imports and collection overlap, then rounds taken in turn in them
+        (`comparison.process_rounds`); None where the merge base's environment cannot be made
+        (the plain run then goes alone, as without a base). A pull request whose own worker
+        gives no first round stops the job as a failed benchmark does."""
+        merge_base, tree = base
+        name = f"{step.name} (merge base)"
+        try:
+            base_python, base_env = self.environ(tree)
+        except PythonEnvError as exc:
+            message = f"could not prepare the merge base: {exc}"
+            self.steps.append(StepResult(name=name, status=StepStatus.skipped, message=message))
+            return None
+        artifacts = self.ctx.job_dir / "artifacts"
+        plugins = self.ctx.job_dir / "plugins"
+        plugins.mkdir(parents=True, exist_ok=True)
+        plugin = f"{bench_workers.PLUGIN}.py"
+        shutil.copyfile(PLUGINS / plugin, plugins / plugin)
+        workers: list[bench_workers.Worker] = []
+        started = _now()
+        self.ctx.on_progress(Progress(step=step.name))
+        for side, tree_, python_, env_ in (
+            ("after", checkout, python, env),
+            ("base", tree, base_python, base_env),
+        ):
+            _clear_records(step, tree_)
+            requests, answers = bench_workers.prepare(self.ctx.job_dir, artifacts, side)
+            give(answers, self.owner)
+            worker = bench_workers.Worker(
+                name=side, tree=tree_, records=step.results or "", op=self.spec.op,
+                requests=requests, answers=answers, log=self.log,
+                first_timeout_s=float(step.timeout_s),
+            )  # fmt: skip
+            argv, _ = self.argv_for(step, tree_, python_, artifacts)
+            self.log(f"step {step.name} ({side} worker): {' '.join(argv)}")
+            plugged = bench_workers.worker_env(env_, plugins, requests, answers, step.timeout_s)
+            worker.start(self.confined(argv), plugged, self.ctx.on_output, self.ctx.on_step_start)
+            workers.append(worker)
+        after, before = workers
+        try:
+            first = after.round(self.ctx.cancel)
+            if first is None:
+                after.stop(self.ctx.grace_s)
+                before.stop(self.ctx.grace_s)
+                if self.ctx.cancel.is_set():
+                    raise _Stop(JobStatus.cancelled, step.name, "cancelled")
+                outcome = after.outcome or StepOutcome(None, 0.0)
+                self.benchmark_failed(step.name, outcome, f"worker: {after.failure}")
+            self.steps.append(
+                StepResult(
+                    name=step.name, status=StepStatus.succeeded,
+                    duration_s=round((_now() - started).total_seconds(), 3),
+                    message="in a worker per tree",
+                )
+            )  # fmt: skip
+            runs = comparison.process_rounds(
+                first,
+                lambda: after.round(self.ctx.cancel),
+                lambda: before.round(self.ctx.cancel),
+                budget_s=step.compare.budget_s,
+                target=step.compare.target,
+                max_rounds=step.compare.max_rounds,
+            )
+        finally:
+            for worker in workers:
+                worker.stop(self.ctx.grace_s)
+        if self.ctx.cancel.is_set():
+            raise _Stop(JobStatus.cancelled, name, "cancelled")
+        elapsed = (_now() - started).total_seconds()
+        pids = {w.name: sorted(w.pids) for w in workers}
+        self.log(f"{name}: worker processes {pids}")
+        failures = [f"{w.name} worker: {w.failure}" for w in workers if w.failure]
+        if not runs.rounds:
+            message = f"no benchmark of {self.spec.op} on the merge base {merge_base[:10]}"
+            message += "".join(f"; {f}" for f in failures)
+            self.steps.append(StepResult(name=name, status=StepStatus.skipped, message=message))
+            return first
+        message = comparison.describe(runs, elapsed, merge_base, "a worker per tree")
+        message += "".join(f"; {f}" for f in failures)
+        self.log(f"{name}: {message}")
+        self.steps.append(
+            StepResult(
+                name=name, status=StepStatus.succeeded, duration_s=round(elapsed, 3),
+                message=message,
+            )
+        )  # fmt: skip
+        return comparison.merged(runs, mode="workers")
 
     def in_rounds(
         self,

@@ -67,20 +67,63 @@ def kill_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
         return
 
 
-def run_step(
+class StepProcess:
+    """A started step: its process group, its output pumped to `on_output` as it comes (and
+    its tail kept). `run_step` waits for one; a long-lived worker (`bench_workers.py`) is one
+    the runner talks to while it runs."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], on_output: OutputSink | None) -> None:
+        self.proc, self.started, self.tail = proc, time.monotonic(), _Tail()
+        self.reader = threading.Thread(
+            target=self._pump, args=(on_output,), name="step-output", daemon=True
+        )
+        self.reader.start()
+
+    def _pump(self, on_output: OutputSink | None) -> None:
+        assert self.proc.stdout is not None
+        while chunk := self.proc.stdout.read1(65536):
+            self.tail.add(chunk)
+            if on_output is not None:
+                on_output(chunk)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid  # also the process group id
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self, grace_s: float) -> None:
+        """SIGTERM its group, then SIGKILL what is left after `grace_s`."""
+        kill_group(self.proc, grace_s)
+
+    def finish(self, *, timed_out: bool = False, cancelled: bool = False) -> StepOutcome:
+        """How it ended, once its leader has: stragglers it left in the group (they would
+        hold the pipe open) are killed, and its output read to the end."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.reader.join(timeout=10)
+        self.proc.wait()
+        return StepOutcome(
+            exit_code=self.proc.returncode,
+            duration_s=time.monotonic() - self.started,
+            timed_out=timed_out,
+            cancelled=cancelled,
+            tail=self.tail.text(),
+        )
+
+
+def start_step(
     argv: Sequence[str],
     *,
     cwd: Path,
     env: Mapping[str, str],
-    timeout_s: float,
     on_output: OutputSink | None = None,
-    cancel: threading.Event | None = None,
-    grace_s: float = 5.0,
     on_start: Callable[[int], None] | None = None,
-) -> StepOutcome:
-    """Run `argv` to completion, timeout or cancellation; stdout and stderr are merged."""
+) -> StepProcess | StepOutcome:
+    """Start `argv` in its own session and process group (stdout and stderr merged); the
+    outcome instead where it could not start."""
     started = time.monotonic()
-    tail = _Tail()
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -93,41 +136,36 @@ def run_step(
         )
     except OSError as exc:
         return StepOutcome(None, time.monotonic() - started, start_error=f"{argv[0]}: {exc}")
-
     if on_start is not None:
         on_start(proc.pid)  # also the process group id
+    return StepProcess(proc, on_output)
 
-    def pump() -> None:
-        assert proc.stdout is not None
-        while chunk := proc.stdout.read1(65536):
-            tail.add(chunk)
-            if on_output is not None:
-                on_output(chunk)
 
-    reader = threading.Thread(target=pump, name="step-output", daemon=True)
-    reader.start()
-    deadline = started + timeout_s
+def run_step(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    on_output: OutputSink | None = None,
+    cancel: threading.Event | None = None,
+    grace_s: float = 5.0,
+    on_start: Callable[[int], None] | None = None,
+) -> StepOutcome:
+    """Run `argv` to completion, timeout or cancellation; stdout and stderr are merged."""
+    step = start_step(argv, cwd=cwd, env=env, on_output=on_output, on_start=on_start)
+    if isinstance(step, StepOutcome):
+        return step
+    deadline = step.started + timeout_s
     timed_out = cancelled = False
-    while proc.poll() is None:
+    while step.running():
         if cancel is not None and cancel.is_set():
             cancelled = True
         elif time.monotonic() >= deadline:
             timed_out = True
         if timed_out or cancelled:
-            kill_group(proc, grace_s)
+            step.kill(grace_s)
             break
         with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=0.1)
-    else:
-        # The leader exited; stragglers it left in the group would hold the pipe open.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    reader.join(timeout=10)
-    proc.wait()
-    return StepOutcome(
-        exit_code=proc.returncode,
-        duration_s=time.monotonic() - started,
-        timed_out=timed_out,
-        cancelled=cancelled,
-        tail=tail.text(),
-    )
+            step.proc.wait(timeout=0.1)
+    return step.finish(timed_out=timed_out, cancelled=cancelled)

@@ -55,6 +55,11 @@ NOISE = 0.10
 SLOWER = "📉"  # next to the accuracy verdict: the performance got worse
 FASTER = "📈"
 NOISY = "〰️"
+# A row is host-bound when its kernel's host time per call exceeds its device time by more
+# than this: back to back, a device-bound call's host time is about its device time (the
+# launches queue behind the kernels), so only a clear excess says the host sets the pace.
+HOST_BOUND = 1.2
+HOST_BOUND_SHOWN = 10
 
 EMOJI = {
     JobStatus.queued: "⏳",
@@ -565,6 +570,9 @@ def _performance(bench: BenchmarkResult | None, view: JobView, limits: Limits) -
     if bench.rows:
         verdicts = {id(j.row): j for j in judged}
         parts.append(_table(bench.rows, limits, view.compare, bench.performance, verdicts))
+        bound = _host_bound_note(bench) if bench.performance else None
+        if bound:
+            parts.append(bound)
     else:
         parts.append("The benchmark reported no rows.")
     arith, geo = _mean(bench)
@@ -595,6 +603,7 @@ def _comparison_note(view: JobView, bench: BenchmarkResult, judged: Sequence[Jud
     how = {
         "in_process": "in one process, their rounds interleaved row by row",
         "processes": "in separate processes of each, taken in turn",
+        "workers": "in one process per tree kept across rounds, taken in turn",
     }.get(bench.compare_mode or "", "once each, in separate processes")
     threshold = f"{view.threshold * 100:g} %"
     lines = [
@@ -658,7 +667,7 @@ def _table(
             judged = verdicts.get(id(row))
             cells += [_change_cell(judged), str(judged.change.rounds) if judged else "–"]
         if performance:
-            cells.append(_x(row.speedup))
+            cells.append(_speedup_cell(row))
         if has_gbps:
             cells.append(f"{row.gbps:.1f}" if row.gbps is not None else "–")
         if has_frac:
@@ -683,6 +692,51 @@ def _change_cell(judged: Judged | None) -> str:
     if judged.verdict is Verdict.noisy:
         return f"{text} {NOISY} too noisy"
     return text + _MARK[judged.verdict]
+
+
+def _speedup_cell(row: BenchmarkRow) -> str:
+    """`1.920x`, with the 95 % interval of its median over rounds where known:
+    `1.920x (1.85–2.01)`."""
+    text = _x(row.speedup)
+    if row.speedup_low is not None and row.speedup_high is not None:
+        text += f" ({row.speedup_low:.2f}–{row.speedup_high:.2f})"
+    return text
+
+
+def host_bound(rows: Sequence[BenchmarkRow], ratio: float = HOST_BOUND) -> list[BenchmarkRow]:
+    """The rows whose kernel's host time per call exceeds its device time (the kernel
+    latency) by more than `ratio`, most host-bound first."""
+    bound = [
+        row
+        for row in rows
+        if row.kernel_host_us is not None
+        and row.kernel_ms > 0
+        and row.kernel_host_us / 1000 > row.kernel_ms * ratio
+    ]
+    return sorted(bound, key=lambda r: (r.kernel_host_us or 0) / 1000 / r.kernel_ms, reverse=True)
+
+
+def _host_bound_note(bench: BenchmarkResult) -> str | None:
+    """Below the table: the host-bound rows with both figures, a few at most."""
+    bound = host_bound(bench.rows)
+    if not bound:
+        return None
+    shown = []
+    for row in bound[:HOST_BOUND_SHOWN]:
+        size = _shape(row.size)
+        if row.output_size:
+            size += f" → {_shape(row.output_size)}"
+        host = _us(row.kernel_host_us or 0.0)
+        shown.append(
+            f"{escape_text(row.dtype, 40)} {size}: host {host}, device {_us(row.kernel_ms * 1000)}"
+        )
+    more = len(bound) - len(shown)
+    tail = f"; {ELLIPSIS} {more} more" if more > 0 else ""
+    return "Host-bound rows (host time per call above device time): " + "; ".join(shown) + tail
+
+
+def _us(value: float) -> str:
+    return f"{value:,.0f} µs" if value >= 10 else f"{value:.1f} µs"
 
 
 def _shape(size: Sequence[int]) -> str:

@@ -158,7 +158,8 @@ import pytest
 
 @pytest.mark.adaptive_max_pool3d_backward
 def test_perf():
-    with open("result_test_adaptive_max_pool3d_backward--level_core--record_log.log", "w") as f:
+    # Appended, as FlagGems' record logger does (its file is opened once a session).
+    with open("result_test_adaptive_max_pool3d_backward--level_core--record_log.log", "a") as f:
         f.write("[INFO] " + json.dumps({record!r}) + "\\n")
 """
 

@@ -35,6 +35,7 @@ from workflows.models import (
     AccuracyResult,
     BenchmarkResult,
     BenchmarkRow,
+    Change,
     EnvironmentInfo,
     JobResult,
     JobStatus,
@@ -566,6 +567,68 @@ def test_before_after_bandwidth_and_output_size_columns() -> None:
     interp = render_comment(view(result=result.model_copy(update={"benchmark": slow})))
     assert "GB/s" not in interp and "% of copy bandwidth" not in interp
     assert "not performance" in interp
+
+
+def test_workers_comparison_shows_the_speedup_spread_and_the_host_bound_rows() -> None:
+    """A comparison in a worker per tree: the note says how, each speedup carries its
+    interval over rounds, and the rows whose host time per call exceeds their device time are
+    named below the table with both figures (escaped like every cell)."""
+    rows = [
+        r.model_copy(
+            update={
+                "before_kernel_ms": r.kernel_ms,
+                "kernel_rounds": None,
+                "change": Change(rounds=8, ratio=1.0, low=0.99, high=1.01),
+                "speedup_low": r.speedup * 0.95,
+                "speedup_high": r.speedup * 1.05,
+                "kernel_host_us": 61.0 if i in (0, 5) else r.kernel_ms * 1000 * 0.8,
+                "reference_host_us": 20.0,
+            }
+        )
+        for i, r in enumerate(seed_rows())
+    ]
+    rows[5] = rows[5].model_copy(update={"dtype": NASTY})
+    result = seed_result()
+    bench = result.benchmark.model_copy(update={"rows": rows, "compare_mode": "workers"})
+    text = render_comment(view(result=result.model_copy(update={"benchmark": bench})))
+    assert "in one process per tree kept across rounds, taken in turn (8 rounds a row)" in text
+    assert "| 1.946x (1.85–2.04) |" in text
+    (note,) = [line for line in text.split("\n") if line.startswith("Host-bound rows")]
+    assert note.startswith("Host-bound rows (host time per call above device time): ")
+    # The most host-bound first: 61 µs over 3.1 µs, then 61 µs over 4.4 µs.
+    assert note.endswith(
+        "2, 3, 8, 8, 8: host 61 µs, device 3.1 µs; float16 1, 1, 4, 4, 4: host 61 µs, device 4.4 µs"
+    )
+    assert note.count("host 61 µs") == 2 and "<script>" not in note and "@torvalds" not in note
+    assert_well_formed(text)
+    # A device-bound table (host time at or below the device's) names none.
+    calm = [r.model_copy(update={"kernel_host_us": r.kernel_ms * 1000}) for r in rows]
+    quiet = result.benchmark.model_copy(update={"rows": calm, "compare_mode": "workers"})
+    assert "Host-bound" not in render_comment(
+        view(result=result.model_copy(update={"benchmark": quiet}))
+    )
+
+
+def test_host_bound_rows_from_synthetic_timings() -> None:
+    """Host-bound: the kernel's host time per call beyond its device time by more than the
+    margin (back to back, a device-bound call's host time is about its device time)."""
+
+    def row(kernel_ms: float, host_us: float | None) -> BenchmarkRow:
+        return BenchmarkRow(
+            dtype="float16", size=[4], reference_ms=0.01, kernel_ms=kernel_ms, speedup=1.0,
+            kernel_host_us=host_us,
+        )  # fmt: skip
+
+    rows = [
+        row(0.012, 61.0),  # host 61 µs, device 12 µs: host-bound, 5x
+        row(0.100, 110.0),  # 1.1x: within the margin
+        row(0.010, 30.0),  # 3x
+        row(0.050, None),  # no host figure
+        row(0.200, 20.0),  # device-bound
+    ]
+    assert [r.kernel_host_us for r in comment_module.host_bound(rows)] == [61.0, 30.0]
+    assert comment_module.host_bound(rows, ratio=1.05)[-1].kernel_host_us == 110.0
+    assert comment_module.host_bound([]) == []
 
 
 def test_no_bench_says_the_benchmark_was_not_run_and_headline_has_no_speedup() -> None:

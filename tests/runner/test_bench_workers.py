@@ -1,0 +1,181 @@
+"""Before → after in a worker per tree (runner/job/bench_workers.py with the pytest plugin
+runner/plugins/pytest_bench_rounds.py): a FlagGems-style repository compared through
+`execute()`, its workers kept across rounds; and the protocol held against a worker that
+never answers or answers what cannot be read."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from runner.job import bench_workers
+from runner.job.execute import execute
+from runner.local import job_view
+from service.render.comment import render_comment
+from service.render.verdicts import Verdict, judged_rows
+from tests.runner.gemsrepo import LARGE, OP, SLEEP_EVERY_CALL_S, SMALL, make_gems_repo
+from tests.runner.jobs import job_context
+from workflows.models import JobSpec, JobStatus
+from workflows.repo_config import ComparePolicy
+from workflows.spec import load_workflows
+
+# A repository's threshold wide enough for a loaded CPU's noise: the slowed row's sleep
+# doubles (about +70 % with the kernel's own time), its interval here spans about ±10 %.
+THRESHOLD = 0.25
+MAX_ROUNDS = 9  # the fewest whose median's 95 % interval leaves out each side's extreme
+
+
+def test_a_flaggems_style_comparison_in_a_worker_per_tree(tmp_path: Path) -> None:
+    """Each tree's benchmark process serves every round (one pid per tree), each row is
+    compared over at least six rounds with host times per call, the row whose kernel sleeps
+    on every call is judged slower, and the report shows the speedup's spread and names the
+    row whose kernel sleeps on every fourth call as host-bound."""
+    repo = make_gems_repo(tmp_path / "FlagGems")
+    workflow = load_workflows()["cpu"]
+    steps = [
+        s.model_copy(update={"compare": s.compare.model_copy(update={"max_rounds": MAX_ROUNDS})})
+        for s in workflow.layouts["flaggems"]
+    ]
+    assert all(s.compare.workers for s in steps if s.kind == "benchmark")
+    workflow = workflow.model_copy(
+        update={
+            "layouts": {"flaggems": steps},
+            "env": {**workflow.env, "BENCH_ROUNDS_TIMER_MS": "30"},
+        }
+    )
+    spec = JobSpec(
+        id=9, repo="o/FlagGems", clone_url=str(repo.path), pr_number=1, sha=repo.head_sha,
+        op=OP, backend="cpu", base_sha=repo.base_sha,
+    )  # fmt: skip
+    log = bytearray()
+    result = execute(spec, workflow, job_context(tmp_path, log.extend))
+    text = log.decode()
+    assert result.status is JobStatus.succeeded, text
+    bench = result.benchmark
+    assert bench is not None and bench.compare_mode == "workers", text
+    assert bench.merge_base == repo.base_sha
+    (step,) = [s for s in result.steps if s.name == "benchmark (merge base)"]
+    assert "a worker per tree" in (step.message or ""), step
+
+    # One process per tree answered every round.
+    artifacts = tmp_path / "job" / "artifacts"
+    for side in ("after", "base"):
+        answers = [json.loads(p.read_text()) for p in artifacts.glob(f"bench-rounds-{side}/*.json")]
+        assert len(answers) >= 6, side
+        assert len({a["pid"] for a in answers}) == 1, answers
+        assert all(len(a["timings"]) == 4 for a in answers)  # two rows, two readings each
+
+    small, large = bench.rows
+    assert (small.size, large.size) == (SMALL, LARGE)
+    for row in bench.rows:
+        assert row.change is not None and row.change.rounds >= 6
+        assert len(row.kernel_samples_ms or []) >= 6
+        assert row.reference_host_us is not None and row.kernel_host_us is not None
+        assert row.speedup_low is not None and row.speedup_high is not None
+        assert row.speedup_low <= row.speedup <= row.speedup_high
+    # The pull request's kernel sleeps on every call for the small row: on the host, and
+    # (no device here) in its device time too.
+    assert small.kernel_host_us >= SLEEP_EVERY_CALL_S * 1e6
+    assert small.kernel_ms >= SLEEP_EVERY_CALL_S * 1e3
+    verdicts = {id(j.row): j.verdict for j in judged_rows(bench, THRESHOLD)}
+    assert verdicts[id(small)] is Verdict.slower, small.change
+    # Every fourth call of the large row sleeps: the median call does not, the host's
+    # average does.
+    assert large.kernel_host_us / 1000 > 1.2 * large.kernel_ms
+
+    view = job_view(spec, result, tmp_path / "job.log", ComparePolicy(THRESHOLD, "inform"))
+    report = render_comment(view)
+    assert "in one process per tree kept across rounds, taken in turn" in report
+    assert "📉 1 row slower beyond noise" in report
+    assert f"{small.speedup:.3f}x ({small.speedup_low:.2f}–{small.speedup_high:.2f})" in report
+    (note,) = [line for line in report.split("\n") if line.startswith("Host-bound rows")]
+    assert "float32 4096: host" in note and "float32 64:" not in note
+
+
+WORKER = """
+import json, os, sys, time
+requests, answers = os.environ["BENCH_ROUNDS_DIR"], os.environ["BENCH_ROUNDS_OUT"]
+mode = sys.argv[1]
+while not os.path.exists(os.path.join(requests, "round-1.request")):
+    time.sleep(0.01)
+if mode == "silent":
+    time.sleep(600)
+path = os.path.join(answers, "round-1.json")
+if mode == "oversized":
+    body = {"round": 1, "pid": os.getpid(), "failed": False,
+            "timings": [{"host_ms": 1.0, "device_ms": 1.0}] * 80000}
+elif mode == "malformed":
+    body = {"round": 1, "pid": "me", "failed": False, "timings": [{"host_ms": -1}]}
+with open(path + ".tmp", "w") as f:
+    json.dump(body, f)
+os.replace(path + ".tmp", path)
+time.sleep(600)
+"""
+
+
+def _worker(tmp_path: Path, mode: str, timeout_s: float = 1.5) -> bench_workers.Worker:
+    job = tmp_path / "job"
+    requests, answers = bench_workers.prepare(job, job / "artifacts", "after")
+    lines: list[str] = []
+    worker = bench_workers.Worker(
+        name="after", tree=tmp_path, records="result*.log", op=OP, requests=requests,
+        answers=answers, log=lines.append, first_timeout_s=timeout_s,
+    )  # fmt: skip
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    env = bench_workers.worker_env({"PATH": "/usr/bin:/bin"}, tmp_path, requests, answers, 60)
+    assert worker.start([sys.executable, str(script), mode], env, lambda _: None)
+    return worker
+
+
+@pytest.mark.parametrize(
+    ("mode", "why"),
+    [
+        ("silent", "no answer to round 1 within 1.5 s"),
+        ("oversized", "round 1's answer refused: unreadable: larger than"),
+        ("malformed", "round 1's answer refused: no process id"),
+    ],
+)
+def test_a_worker_that_cannot_be_heard_ends_the_rounds(tmp_path: Path, mode: str, why: str) -> None:
+    """A worker that never answers is given up after its timeout; an answer too large, or
+    not of the schema, is refused; either way no round comes, and its process group ends."""
+    worker = _worker(tmp_path, mode, 1.5 if mode == "silent" else 60)
+    try:
+        assert worker.round(threading.Event()) is None
+        assert worker.failure.startswith(why), worker.failure
+        assert worker.rounds == 0
+    finally:
+        outcome = worker.stop(grace_s=0.5)
+    assert outcome is not None and outcome.exit_code != 0  # it had to be killed
+    assert (worker.requests / "stop").exists()
+
+
+def test_a_cancelled_job_stops_waiting_for_its_worker(tmp_path: Path) -> None:
+    worker = _worker(tmp_path, "silent")
+    cancel = threading.Event()
+    cancel.set()
+    try:
+        assert worker.round(cancel) is None and worker.failure == "cancelled"
+    finally:
+        worker.stop(grace_s=0.5)
+
+
+def test_answers_are_checked_before_use() -> None:
+    good = {"round": 2, "pid": 7, "failed": False, "timings": [{"host_ms": 1, "device_ms": 0.5}]}
+    answer = bench_workers.parse_answer(json.dumps(good), 2)
+    assert answer.pid == 7 and answer.timings == (bench_workers.Timing(1.0, 0.5),)
+    bad = [
+        ("[]", "not an object"),
+        ("{", "not JSON"),
+        (json.dumps({**good, "round": 1}), "not the answer to round 2"),
+        (json.dumps({**good, "failed": "no"}), "no verdict"),
+        (json.dumps({**good, "timings": [{"host_ms": True, "device_ms": 1}]}), "not a number"),
+        (json.dumps({**good, "timings": [{"host_ms": 1, "device_ms": float("nan")}]}), "finite"),
+    ]
+    for text, why in bad:
+        with pytest.raises(bench_workers.AnswerError, match=why):
+            bench_workers.parse_answer(text, 2)
