@@ -422,7 +422,7 @@ class Daemon:
             packages=self.config.packages,
             interpreter=self.interpreters.get(spec.backend),
             grace_s=self.config.grace_s,
-            on_step_start=lambda pid: pidfile.write_text(str(pid)),
+            on_step_start=lambda pid: note_group(pidfile, pid),
             on_progress=progress.update,
             compile_cache=self.compile_cache,
             workers=default_workers(len(self.config.devices)),
@@ -571,19 +571,30 @@ def describe(jail: Jail | None) -> str:
     return f"as {jail.user} in their own PID and mount namespaces, {network}"
 
 
+def note_group(pidfile: Path, pid: int) -> None:
+    """Add a started step's process group to its job's `pidfile`: a job may have several at
+    once (a comparison keeps a worker process per tree), and each must be found after a crash."""
+    with pidfile.open("a", encoding="ascii") as handle:
+        handle.write(f"{pid}\n")
+
+
 def kill_orphan(pidfile: Path, work_dir: Path) -> None:
-    """SIGKILL the process group in `pidfile` if its leader still works under `work_dir`
+    """SIGKILL each process group in `pidfile` whose leader still works under `work_dir`
     (checked through /proc, so a reused pid of some other program is left alone)."""
     try:
-        pid = int(pidfile.read_text().strip())
-        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
-    except (OSError, ValueError):
-        pidfile.unlink(missing_ok=True)
-        return
-    if cwd.is_relative_to(work_dir.resolve()):
-        log.warning("killing process group %s left running by a crashed runner", pid)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
+        lines = pidfile.read_text().split()
+    except OSError:
+        lines = []
+    for line in lines:
+        try:
+            pid = int(line)
+            cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+        except (OSError, ValueError):
+            continue
+        if cwd.is_relative_to(work_dir.resolve()):
+            log.warning("killing process group %s left running by a crashed runner", pid)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
     pidfile.unlink(missing_ok=True)
 
 

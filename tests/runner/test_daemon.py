@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import threading
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 
 from ondemand.retry import Backoff
 from runner.cli import daemon_main
-from runner.daemon.loop import Daemon, DaemonConfig
+from runner.daemon.loop import Daemon, DaemonConfig, kill_orphan, note_group
 from runner.link.client import NotHeld, Rejected, ServiceUnavailable, Unauthorized
 from workflows.models import JobResult, JobSpec, JobStatus
 from workflows.spec import load_workflows
@@ -172,3 +174,25 @@ def test_slot_options_that_cannot_go_together_are_refused(
     argv = ["--service", "http://127.0.0.1:9", "--backend", "cpu", "--state-dir", str(tmp_path)]
     assert daemon_main([*argv, *extra]) == 2
     assert said in capsys.readouterr().err
+
+
+def test_after_a_crash_every_process_group_of_a_job_is_killed(tmp_path: Path) -> None:
+    """A comparison in workers runs two process groups at once; the job's pid file keeps both,
+    and a restarted runner kills both (a process elsewhere with a listed pid is spared)."""
+    work = tmp_path / "work"
+    (work / "jobs").mkdir(parents=True)
+    pidfile = work / "jobs" / "slot-0.pgid"
+    groups = [
+        subprocess.Popen(["sleep", "60"], cwd=work, start_new_session=True) for _ in range(2)
+    ]
+    elsewhere = subprocess.Popen(["sleep", "60"], cwd=tmp_path, start_new_session=True)
+    try:
+        for proc in [*groups, elsewhere]:
+            note_group(pidfile, proc.pid)
+        kill_orphan(pidfile, work)
+        assert [proc.wait(timeout=5) for proc in groups] == [-signal.SIGKILL] * 2
+        assert elsewhere.poll() is None and not pidfile.exists()
+    finally:
+        for proc in [*groups, elsewhere]:
+            proc.kill()
+            proc.wait()
