@@ -271,10 +271,11 @@ class Job:
     full: bool
     source: str  # flaggems, self
     extra: tuple[str, ...] = ()
+    backend: str = "nvidia"  # cpu: a dry run of the path, on this repository only
 
     def argv(self, json_path: Path) -> list[str]:
         return [
-            sys.executable, "-m", "ondemand", "run", f"{self.op}:nvidia",
+            sys.executable, "-m", "ondemand", "run", f"{self.op}:{self.backend}",
             "--repo", str(self.repo), "--ref", self.ref, "--base", "main",
             "--workflows", str(self.workflows), "-q", "--json", str(json_path), *self.extra,
         ]  # fmt: skip
@@ -396,7 +397,7 @@ def drive(args: argparse.Namespace) -> int:
             extra = ("--wheelhouse", str(args.self_wheelhouse)) if args.self_wheelhouse else ()
             for name in ("self-fresh", "self-warm"):
                 driver.job(Job(name, args.self_op, "aa", "aa1", own, work / "wf-full", True,
-                               "self", extra))  # fmt: skip
+                               "self", extra, args.backend))  # fmt: skip
             os.environ["XDG_CACHE_HOME"] = str(work / "cache-fg")
     return 0
 
@@ -608,7 +609,8 @@ def report(runs: Sequence[Run], threshold: float) -> tuple[str, list[Bar]]:
             + (f"rounds {rounds[0]}–{rounds[-1]}; " if rounds else "")
             + ", ".join(f"{v.value} {counts[v]}" for v in Verdict)
         )
-    lines.append("")
+    done = sorted(r.name for r in runs if r.result is not None and r.result.benchmark is not None)
+    lines += [f'finished, for a later call: SKIP="{" ".join(done)}"', ""]
     bars: list[Bar] = []
     fg_ops = sorted({r.meta["op"] for r in runs if r.meta["source"] == "flaggems"} | {MAIN_OP},
                     key=lambda op: (op != MAIN_OP, op))  # fmt: skip
@@ -661,6 +663,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.add_argument("--self-repo", default=".")
         p.add_argument("--self-wheelhouse", type=Path, default=None)
         p.add_argument("--self-op", default=MAIN_OP)
+        p.add_argument("--backend", default="nvidia", help="of this repository's jobs (cost)")
         p.add_argument("--workflows-src", default="workflows")
         p.add_argument("--workers", choices=("auto", "on", "off"), default="auto")
         p.add_argument("--op", default=MAIN_OP)
