@@ -378,3 +378,58 @@ def test_checkout_and_branches(tmp_path: Path) -> None:
     diff = fb.git(repo, "diff", "main", "aa1", "--stat")
     assert "1 file changed, 1 insertion(+), 1 deletion(-)" in diff
     assert "_ondemand_once_op" in fb.git(repo, "show", "twice:src/op.py")
+
+
+def test_drive_makes_every_pull_request_and_runs_the_steps_in_order(tmp_path: Path) -> None:
+    import tarfile
+
+    tree = tmp_path / "fg"
+    for op in (OP, *fb.OTHER_OPS):
+        path = tree / fb.op_path(op)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        comments = "".join(f"# comment {i}\n" for i in range(6))
+        path.write_text(f"{comments}\n\ndef {op}(x):\n    return x  # the result\n")
+    tarball = tmp_path / "fg.tar.xz"
+    with tarfile.open(tarball, "w:xz") as tar:
+        tar.add(tree, arcname=".")
+    own = tmp_path / "own"
+    own_file = own / "kernels" / "ops" / OP / "__init__.py"
+    own_file.parent.mkdir(parents=True)
+    own_file.write_text("def f():\n    return 1  # one\n")
+    seen: list[tuple[str, str, str]] = []
+
+    def fake_run(argv: list[str], **_: Any) -> subprocess.CompletedProcess[bytes]:
+        repo, ref = Path(argv[argv.index("--repo") + 1]), argv[argv.index("--ref") + 1]
+        seen.append((argv[4], ref, Path(argv[argv.index("--workflows") + 1]).name))
+        fb.git(repo, "rev-parse", "--verify", ref)  # the pull request exists
+        Path(argv[argv.index("--json") + 1]).write_text(result(same()).model_dump_json())
+        return subprocess.CompletedProcess(argv, 0, b"", b"")
+
+    args = fb.drive_parser().parse_args(
+        ["--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"),
+         "--tarball", str(tarball), "--self-repo", str(own), "--aa", "3", "--other-aa", "2",
+         "--skip", f"fg-{OP}-aa3", "--steps", "aa power others cost"]
+    )  # fmt: skip
+    assert fb.drive(args, run=fake_run) == 0
+    assert seen == [
+        (f"{OP}:nvidia", f"{OP}-aa1", "wf-bench"),
+        (f"{OP}:nvidia", f"{OP}-aa2", "wf-full"),  # the warm full job: the cost bar
+        (f"{OP}:nvidia", f"{OP}-twice", "wf-bench"),
+        (f"{OP}:nvidia", f"{OP}-quarter", "wf-bench"),
+        ("exp:nvidia", "exp-aa1", "wf-bench"),
+        ("exp:nvidia", "exp-twice", "wf-bench"),
+        ("vdot:nvidia", "vdot-aa1", "wf-bench"),
+        ("vdot:nvidia", "vdot-twice", "wf-bench"),
+        ("exp:nvidia", "exp-aa2", "wf-bench"),
+        ("vdot:nvidia", "vdot-aa2", "wf-bench"),
+        (f"{OP}:nvidia", "aa1", "wf-full"),
+        (f"{OP}:nvidia", "aa1", "wf-full"),
+    ]
+    fg = tmp_path / "work" / "flaggems"
+    assert "(ondemand bars: A/A 2)" in fb.git(fg, "show", f"{OP}-aa2:{fb.op_path(OP)}")
+    assert "_ondemand_exact_" in fb.git(fg, "show", f"{OP}-quarter:{fb.op_path(OP)}")
+    assert "compare:\n  gate: fail" in fb.git(fg, "show", "main:.github/ondemand.yml")
+    runs = {r.name: r.meta for r in fb.load_runs([tmp_path / "out"])}
+    assert runs["self-warm"]["warm"] and not runs["self-fresh"]["warm"]
+    assert not runs[f"fg-{OP}-aa1"]["warm"] and runs[f"fg-{OP}-aa2"]["full"]
+    assert runs["fg-exp-aa2"]["kind"] == "aa" and runs["fg-vdot-twice"]["kind"] == "twice"
