@@ -17,7 +17,8 @@
 #   OTHER_QUARTER=1 (the quarter pass on the other operators too) FG_COMPILE_CACHE=1 (FlagGems
 #   jobs keep a shared compile cache: a trusted build after the first) WORKERS=auto|on|off
 #   (compare.workers on the flaggems layout of the workflow copies; auto: where the runner
-#   knows the field)
+#   knows the field) SELF_OP=adaptive_max_pool3d (the cost step's operator; default the
+#   backward, whose warm job compare.md timed)
 # Needs .device/flaggems.tar.xz, .device/wheelhouse/ and .whl/ (tools/device_inputs.sh).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
@@ -40,7 +41,7 @@ args=(drive --out "$OUT" --steps "${STEPS:-aa power others cost}" --aa "${AA:-5}
   --other-aa "${OTHER_AA:-1}" --others "${OTHERS:-exp vdot}" --skip "${SKIP:-}"
   --deadline-s "${DEADLINE_S:-570}" --workers "${WORKERS:-auto}"
   --tarball "$PWD/.device/flaggems.tar.xz" --wheelhouse "$PWD/.device/wheelhouse"
-  --self-repo "$PWD" --self-wheelhouse "$PWD/.whl")
+  --self-repo "$PWD" --self-wheelhouse "$PWD/.whl" --self-op "${SELF_OP:-adaptive_max_pool3d_backward}")
 for step in aa power others cost; do
   var=${step^^}_S
   [ -n "${!var:-}" ] && args+=("--$step-s" "${!var}")
