@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The before → after comparison's bars on a real FlagGems checkout, on a CUDA host, through the
+# product's own path (`ondemand run OP:nvidia --ref PR --base main --json`); see
+# docs/h200/flaggems-verdict.md. tools/flaggems_bars.py makes the pull requests, runs the jobs
+# and prints the bars. Steps, in the order given (each within its own deadline and the call's):
+#   aa      AA comment-only pull requests on adaptive_max_pool3d_backward (the second one a
+#           full job on a warm runner: the cost bar), the rest benchmark-only
+#   power   the backward done twice; and with one more pass over a quarter of its result
+#   others  OTHERS (exp: bandwidth-bound, 1 Gi-element rows; vdot: host-bound, 64–65536
+#           elements): OTHER_AA comment-only pull requests each and the twice one
+#   cost    this repository's own job on a comment-only pull request, fresh then warm
+# Every job's result lands in $OUT/jobs/ as it ends; a later call passes SKIP (job-name globs)
+# to leave out what an earlier one finished, and `python -m tools.flaggems_bars OUT1 OUT2 ...`
+# reads them all together.
+#   STEPS="aa power"  AA=5 OTHER_AA=1 OTHERS="exp vdot" SKIP="*-aa1 *-aa2"
+#   DEADLINE_S=570 (the call) AA_S POWER_S OTHERS_S COST_S (each step)
+#   OTHER_QUARTER=1 (the quarter pass on the other operators too) FG_COMPILE_CACHE=1 (FlagGems
+#   jobs keep a shared compile cache: a trusted build after the first) WORKERS=auto|on|off
+#   (compare.workers on the flaggems layout of the workflow copies; auto: where the runner
+#   knows the field) SELF_OP=adaptive_max_pool3d (the cost step's operator; default the
+#   backward, whose warm job compare.md timed)
+# Needs .device/flaggems.tar.xz, .device/wheelhouse/ and .whl/ (tools/device_inputs.sh).
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+for need in .device/flaggems.tar.xz .device/wheelhouse .whl; do
+  [ -e "$need" ] || { echo "$need is missing: run tools/device_inputs.sh and carry it" >&2; exit 2; }
+done
+site=/tmp/ondemand-site
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target "$site" .whl/*.whl || exit 1
+export PYTHONPATH="$PWD:$site" PYTHONUNBUFFERED=1
+unset ONDEMAND_INDEX_URL ONDEMAND_WHEELHOUSE PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_FIND_LINKS
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+  echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'); $(nproc) cores;" \
+    "FlagGems $(cat .device/flaggems.commit 2>/dev/null || echo '?')"
+} | tee -a "$OUT/device.txt"
+
+args=(drive --out "$OUT" --steps "${STEPS:-aa power others cost}" --aa "${AA:-5}"
+  --other-aa "${OTHER_AA:-1}" --others "${OTHERS:-exp vdot}" --skip "${SKIP:-}"
+  --deadline-s "${DEADLINE_S:-570}" --workers "${WORKERS:-auto}"
+  --tarball "$PWD/.device/flaggems.tar.xz" --wheelhouse "$PWD/.device/wheelhouse"
+  --self-repo "$PWD" --self-wheelhouse "$PWD/.whl" --self-op "${SELF_OP:-adaptive_max_pool3d_backward}")
+for step in aa power others cost; do
+  var=${step^^}_S
+  [ -n "${!var:-}" ] && args+=("--$step-s" "${!var}")
+done
+[ "${OTHER_QUARTER:-0}" = 1 ] && args+=(--other-quarter)
+[ "${FG_COMPILE_CACHE:-0}" = 1 ] && args+=(--compile-cache)
+python3 -m tools.flaggems_bars "${args[@]}" 2>&1 | tee -a "$OUT/drive.txt"
+# The bars of this call's jobs, the short table last.
+python3 -m tools.flaggems_bars "$OUT" --json "$OUT/bars.json" >"$OUT/bars.txt" 2>&1
+cat "$OUT/bars.txt"
