@@ -1,0 +1,15 @@
+"""The step kinds: one module per kind a workflow's step may name, each a `StepRunner`
+(`context.py`) that the job calls with the step, itself as the `StepContext` and the pull
+request's tree. A new kind is a module with a `run` and its line in `KINDS`."""
+
+from __future__ import annotations
+
+from runner.job.kinds import accuracy, benchmark, command
+from runner.job.kinds.context import StepRunner
+from workflows.spec import StepKind
+
+KINDS: dict[StepKind, StepRunner] = {
+    StepKind.accuracy: accuracy.run,
+    StepKind.benchmark: benchmark.run,
+    StepKind.command: command.run,
+}

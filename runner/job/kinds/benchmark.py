@@ -1,0 +1,50 @@
+"""The benchmark step: the pull request's benchmark, compared with its merge base where the
+job has one, each row's change judged from its rounds (`runner.report.stats`); the result
+becomes `job.benchmark`. Which way it compares is the step's to say:
+
+- `compare.argv`: in one process (`compare_in_process`), else in separate processes;
+- `compare.workers`: in a worker per tree (`compare_workers`), else in separate processes;
+- neither: in separate processes (`compare_processes`), which every way falls back to.
+"""
+
+from __future__ import annotations
+
+from runner.job.kinds import compare_in_process, compare_processes, compare_workers, measure
+from runner.job.kinds.context import Comparison, StepContext, Tree
+from runner.report import stats
+from workflows.models import BenchmarkResult, StepResult, StepStatus
+from workflows.spec import Step
+
+
+def run(step: Step, job: StepContext, tree: Tree) -> None:
+    """Benchmark (unless the job says `--no-bench`: a skipped step) and keep the result."""
+    if not job.spec.options.bench:
+        job.record(StepResult(name=step.name, status=StepStatus.skipped, message="--no-bench"))
+        return
+    job.benchmark = compared(step, job, tree)
+
+
+def compared(step: Step, job: StepContext, tree: Tree) -> BenchmarkResult:
+    """The step's benchmark, compared with the merge base where there is one (by the first
+    of the step's ways that can, else in separate processes), else the plain run. A failed
+    run of the pull request's benchmark stops the job."""
+    base = job.base_tree(step) if job.spec.options.compare else None
+    if base is None:
+        return measure.plain(step, job, tree)
+    result = None
+    for way in preferred(step):
+        result = way(step, job, tree, base)
+        if result is not None:
+            break
+    if result is None:
+        result = compare_processes.compare(step, job, tree, base)
+    return stats.judged(result).model_copy(update={"merge_base": base.sha})
+
+
+def preferred(step: Step) -> list[Comparison]:
+    """The ways the step asks for, tried in order before separate processes."""
+    if step.compare.argv:
+        return [compare_in_process.compare]
+    if step.compare.workers:
+        return [compare_workers.compare]
+    return []

@@ -1,0 +1,105 @@
+"""Before → after in a worker per tree (`runner.job.bench_workers`): both trees' benchmarks
+started at once so their imports and collection overlap, kept alive, and asked for rounds in
+turn (`runner.job.comparison.process_rounds`). For a foreign harness whose process is costly
+and lands in a new state each time (`compare.workers`)."""
+
+from __future__ import annotations
+
+import shutil
+
+from runner.environment.pyenv import PythonEnvError
+from runner.job import bench_workers, comparison
+from runner.job.kinds import measure
+from runner.job.kinds.context import MergeBase, StepContext, Stop, Tree, now
+from runner.job.sandboxing import give
+from runner.job.steps import StepOutcome
+from runner.plugins import PLUGINS
+from workflows.models import BenchmarkResult, JobStatus, Progress, StepResult, StepStatus
+from workflows.spec import Step
+
+
+def compare(step: Step, job: StepContext, tree: Tree, base: MergeBase) -> BenchmarkResult | None:
+    """Rounds of both workers, merged; the pull request's first round alone where no round of
+    the merge base comes (said as a skipped step); None where the merge base's environment
+    cannot be made (the plain run then goes alone, as without a base). A pull request whose
+    own worker gives no first round stops the job as a failed benchmark does."""
+    name = f"{step.name} (merge base)"
+    try:
+        base_side = job.prepare(base.path)
+    except PythonEnvError as exc:
+        message = f"could not prepare the merge base: {exc}"
+        job.record(StepResult(name=name, status=StepStatus.skipped, message=message))
+        return None
+    artifacts = job.artifacts
+    plugins = job.plugins
+    plugins.mkdir(parents=True, exist_ok=True)
+    plugin = f"{bench_workers.PLUGIN}.py"
+    shutil.copyfile(PLUGINS / plugin, plugins / plugin)
+    workers: list[bench_workers.Worker] = []
+    started = now()
+    job.on_progress(Progress(step=step.name))
+    for side, side_tree in (("after", tree), ("base", base_side)):
+        measure.clear_records(step, side_tree.path)
+        requests, answers = bench_workers.prepare(job.job_dir, artifacts, side)
+        give(answers, job.owner)
+        worker = bench_workers.Worker(
+            name=side, tree=side_tree.path, records=step.results or "", op=job.spec.op,
+            requests=requests, answers=answers, log=job.log,
+            first_timeout_s=float(step.timeout_s),
+        )  # fmt: skip
+        argv, _ = job.argv_for(step, side_tree, artifacts)
+        job.log(f"step {step.name} ({side} worker): {' '.join(argv)}")
+        plugged = bench_workers.worker_env(
+            side_tree.env, plugins, requests, answers, step.timeout_s
+        )
+        worker.start(job.confined(argv), plugged, job.on_output, job.on_step_start)
+        workers.append(worker)
+    after, before = workers
+    try:
+        first = after.round(job.cancel)
+        if first is None:
+            after.stop(job.grace_s)
+            before.stop(job.grace_s)
+            if job.cancel.is_set():
+                raise Stop(JobStatus.cancelled, step.name, "cancelled")
+            outcome = after.outcome or StepOutcome(None, 0.0)
+            measure.failed(job, step.name, outcome, f"worker: {after.failure}")
+        job.record(
+            StepResult(
+                name=step.name, status=StepStatus.succeeded,
+                duration_s=round((now() - started).total_seconds(), 3),
+                message="in a worker per tree",
+            )
+        )  # fmt: skip
+        runs = comparison.process_rounds(
+            first,
+            lambda: after.round(job.cancel),
+            lambda: before.round(job.cancel),
+            budget_s=step.compare.budget_s,
+            target=step.compare.target,
+            max_rounds=step.compare.max_rounds,
+        )
+    finally:
+        for worker in workers:
+            worker.stop(job.grace_s)
+    if job.cancel.is_set():
+        raise Stop(JobStatus.cancelled, name, "cancelled")
+    elapsed = (now() - started).total_seconds()
+    pids = {w.name: sorted(w.pids) for w in workers}
+    job.log(f"{name}: worker processes {pids}")
+    failures = [f"{w.name} worker: {w.failure}" for w in workers if w.failure]
+    if not runs.rounds:
+        message = f"no benchmark of {job.spec.op} on the merge base {base.sha[:10]}"
+        message += "".join(f"; {f}" for f in failures)
+        job.record(StepResult(name=name, status=StepStatus.skipped, message=message))
+        return first
+    message = comparison.describe(runs, elapsed, base.sha, "a worker per tree")
+    message += "".join(f"; {f}" for f in failures)
+    job.log(f"{name}: {message}")
+    job.record(
+        StepResult(
+            name=name, status=StepStatus.succeeded, duration_s=round(elapsed, 3),
+            message=message,
+        )
+    )  # fmt: skip
+    return comparison.merged(runs, mode="workers")
