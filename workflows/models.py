@@ -183,6 +183,13 @@ class BenchmarkRow(_Model):
     kernel_rounds: Rounds | None = None
     before_rounds: Rounds | None = None
     change: Change | None = None
+    # Where each round also measured the kernel's host time per call (a worker per tree): the
+    # merge base's median, both sides' per-round host times and their change, which the report
+    # judges beside the device's for a host-bound row.
+    before_kernel_host_us: float | None = None
+    kernel_host_samples_us: list[float] | None = Field(default=None, max_length=MAX_SAMPLES)
+    before_kernel_host_samples_us: list[float] | None = Field(default=None, max_length=MAX_SAMPLES)
+    host_change: Change | None = None
 
 
 class BenchmarkResult(_Model):

@@ -97,7 +97,8 @@ def _all_settled(runs: Runs, target: float) -> bool:
 def merged(runs: Runs, mode: str = "processes") -> BenchmarkResult:
     """The pull request's first run with every row's per-round samples of both sides (rounds
     where either side lacks the row are left out of its pairs) and the medians as its
-    latencies, its host times per call (each side's median over the rounds that have them)
+    latencies, its host times per call (each side's median over the rounds that have them, and
+    per round where every round has both)
     and its speedup against the reference as the median of the per-round speedups with that
     median's 95 % interval; rows the merge base never had keep their single run. `mode` is
     how the runs were taken (`compare_mode`)."""
@@ -123,6 +124,9 @@ def merged(runs: Runs, mode: str = "processes") -> BenchmarkResult:
         kernel_ms, before_ms = statistics.median(kernel), statistics.median(before)
         reference_ms = statistics.median(reference)
         speedups = stats.summarize([r / k for r, k in zip(reference, kernel, strict=True)])
+        host_after = [a.kernel_host_us for a, _ in pairs]
+        host_before = [b.kernel_host_us for _, b in pairs]
+        hosts = None not in host_after and None not in host_before
         rows.append(
             row.model_copy(
                 update={
@@ -138,6 +142,9 @@ def merged(runs: Runs, mode: str = "processes") -> BenchmarkResult:
                     "reference_samples_ms": reference,
                     "kernel_samples_ms": kernel,
                     "before_kernel_samples_ms": before,
+                    "before_kernel_host_us": _median(host_before),
+                    "kernel_host_samples_us": host_after if hosts else None,
+                    "before_kernel_host_samples_us": host_before if hosts else None,
                 }
             )
         )

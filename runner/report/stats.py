@@ -87,15 +87,18 @@ def _geomean_rounds(rows: Sequence[BenchmarkRow], side: str) -> Rounds | None:
 
 def judged(bench: BenchmarkResult) -> BenchmarkResult:
     """The benchmark with what its rounds say filled in: each side's summary and each row's
-    change from its samples (recomputed: the samples are what was measured), the geometric
-    means' rounds, and the medians as the rows' latencies."""
+    change (and its host time's, where the rounds measured it) from its samples (recomputed:
+    the samples are what was measured), the geometric means' rounds, and the medians as the
+    rows' latencies."""
     rows = []
     for row in bench.rows:
         after, before = row.kernel_samples_ms, row.before_kernel_samples_ms
+        host_after, host_before = row.kernel_host_samples_us, row.before_kernel_host_samples_us
         update = {  # what the harness wrote of these is never taken on trust
             "kernel_rounds": summarize(after) if after else None,
             "before_rounds": summarize(before) if before else None,
             "change": change(before, after) if after and before else None,
+            "host_change": change(host_before, host_after) if host_after and host_before else None,
         }
         rows.append(row.model_copy(update=update))
     compared = [r for r in rows if r.before_kernel_samples_ms]

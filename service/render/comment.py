@@ -27,9 +27,11 @@ from service.render.markdown import (
     utc,
 )
 from service.render.verdicts import (
+    HOST_BOUND,
     Judged,
     Verdict,
     band_text,
+    is_host_bound,
     judged_rows,
     of,
     percent,
@@ -55,10 +57,6 @@ NOISE = 0.10
 SLOWER = "📉"  # next to the accuracy verdict: the performance got worse
 FASTER = "📈"
 NOISY = "〰️"
-# A row is host-bound when its kernel's host time per call exceeds its device time by more
-# than this: back to back, a device-bound call's host time is about its device time (the
-# launches queue behind the kernels), so only a clear excess says the host sets the pace.
-HOST_BOUND = 1.2
 HOST_BOUND_SHOWN = 10
 
 EMOJI = {
@@ -685,10 +683,14 @@ _MARK = {Verdict.slower: f" {SLOWER}", Verdict.faster: f" {FASTER}", Verdict.sam
 
 
 def _change_cell(judged: Judged | None) -> str:
-    """`+23.1 % ±2.0 % 📉`, `-0.4 % ±1.1 %`, `+8.0 % ±31.0 % 〰️ too noisy`."""
+    """`+23.1 % ±2.0 % 📉`, `-0.4 % ±1.1 %`, `+8.0 % ±31.0 % 〰️ too noisy`; a host-bound
+    row's both changes: `device +0.4 % ±1.1 % · host +23.1 % ±2.0 % 📉`."""
     if judged is None:
         return "–"
     text = f"{percent(judged.change)} {band_text(judged.change)}"
+    if judged.host_change is not None:
+        host = judged.host_change
+        text = f"device {text} · host {percent(host)} {band_text(host)}"
     if judged.verdict is Verdict.noisy:
         return f"{text} {NOISY} too noisy"
     return text + _MARK[judged.verdict]
@@ -706,13 +708,7 @@ def _speedup_cell(row: BenchmarkRow) -> str:
 def host_bound(rows: Sequence[BenchmarkRow], ratio: float = HOST_BOUND) -> list[BenchmarkRow]:
     """The rows whose kernel's host time per call exceeds its device time (the kernel
     latency) by more than `ratio`, most host-bound first."""
-    bound = [
-        row
-        for row in rows
-        if row.kernel_host_us is not None
-        and row.kernel_ms > 0
-        and row.kernel_host_us / 1000 > row.kernel_ms * ratio
-    ]
+    bound = [row for row in rows if is_host_bound(row.kernel_host_us, row.kernel_ms, ratio)]
     return sorted(bound, key=lambda r: (r.kernel_host_us or 0) / 1000 / r.kernel_ms, reverse=True)
 
 

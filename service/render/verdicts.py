@@ -5,6 +5,11 @@ threshold; a row whose noise band (half its interval, on a log scale) is wider t
 threshold, or whose interval is open (too few rounds), is too noisy to judge and never
 flagged; anything else is no significant change. The smallest change a row can detect is the
 threshold plus its noise band.
+
+A host-bound row (its kernel's host time per call clearly above its device time, on either
+side) is judged on both, where the rounds measured the host's time: what its callers wait for
+is the host's, and what the device does may change on its own. It is slower when either time
+is, faster when either is and neither is slower, the same when either says so, else too noisy.
 """
 
 from __future__ import annotations
@@ -17,6 +22,10 @@ from enum import StrEnum
 from workflows.models import BenchmarkResult, BenchmarkRow, Change
 
 DEFAULT_THRESHOLD = 0.10
+# A row is host-bound when its kernel's host time per call exceeds its device time by more
+# than this: back to back, a device-bound call's host time is about its device time (the
+# launches queue behind the kernels), so only a clear excess says the host sets the pace.
+HOST_BOUND = 1.2
 
 
 class Verdict(StrEnum):
@@ -28,11 +37,14 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class Judged:
-    """A compared row, its change and what it says."""
+    """A compared row, its change and what it says (for a host-bound row, with its host
+    time's change and what that says, both weighed in `verdict`)."""
 
     row: BenchmarkRow
     change: Change
     verdict: Verdict
+    host_change: Change | None = None
+    host_verdict: Verdict | None = None
 
     @property
     def band(self) -> float | None:
@@ -68,13 +80,44 @@ def judge(change: Change, threshold: float) -> Verdict:
     return Verdict.same
 
 
+def is_host_bound(
+    host_us: float | None, device_ms: float | None, ratio: float = HOST_BOUND
+) -> bool:
+    """Whether a host time per call (µs) exceeds the device time per call (ms) by `ratio`."""
+    return (
+        host_us is not None and device_ms is not None and device_ms > 0
+        and host_us / 1000 > device_ms * ratio
+    )  # fmt: skip
+
+
+def host_bound_row(row: BenchmarkRow, ratio: float = HOST_BOUND) -> bool:
+    """Whether the row's kernel is host-bound after, or was before."""
+    return is_host_bound(row.kernel_host_us, row.kernel_ms, ratio) or is_host_bound(
+        row.before_kernel_host_us, row.before_kernel_ms, ratio
+    )
+
+
+def combined(device: Verdict, host: Verdict) -> Verdict:
+    """A host-bound row's verdict from its two: a slowdown of either counts."""
+    for verdict in (Verdict.slower, Verdict.faster, Verdict.same):
+        if verdict in (device, host):
+            return verdict
+    return Verdict.noisy
+
+
 def judged_rows(bench: BenchmarkResult, threshold: float) -> list[Judged]:
     """Every compared row with its verdict, in the table's order."""
     out = []
     for row in bench.rows:
         change = row_change(row)
-        if change is not None:
-            out.append(Judged(row, change, judge(change, threshold)))
+        if change is None:
+            continue
+        verdict = judge(change, threshold)
+        if row.host_change is not None and host_bound_row(row):
+            host = judge(row.host_change, threshold)
+            out.append(Judged(row, change, combined(verdict, host), row.host_change, host))
+        else:
+            out.append(Judged(row, change, verdict))
     return out
 
 

@@ -161,3 +161,21 @@ def test_a_change_the_harness_wrote_is_not_taken_on_trust() -> None:
     rows = stats.judged(BenchmarkResult(op="op", rows=[claimed, bare])).rows
     assert rows[0].change is not None and rows[0].change.ratio == pytest.approx(1.5)
     assert rows[1].change is None
+
+
+def test_rounds_with_host_readings_give_the_row_its_host_change() -> None:
+    """Where every round also read the kernel's host time per call, `judged` gives the row the
+    change of its host time (after over before, paired by round) beside its device time's."""
+    row = BenchmarkRow(
+        dtype="float16", size=[1, 1, 8, 8, 8], reference_ms=0.007, kernel_ms=0.012,
+        speedup=0.58, kernel_samples_ms=[0.012] * 8, before_kernel_samples_ms=[0.012] * 8,
+        kernel_host_samples_us=[61.0, 62.0, 60.0, 61.5] * 2,
+        before_kernel_host_samples_us=[50.0, 50.5, 49.5, 50.0] * 2,
+    )  # fmt: skip
+    judged_row = stats.judged(BenchmarkResult(op="op", rows=[row])).rows[0]
+    host = judged_row.host_change
+    assert host is not None and host.rounds == 8 and 1.2 < host.ratio < 1.25
+    assert judged_row.change is not None and judged_row.change.ratio == 1.0
+    plain = stats.judged(BenchmarkResult(op="op", rows=[row.model_copy(
+        update={"kernel_host_samples_us": None})]))  # fmt: skip
+    assert plain.rows[0].host_change is None

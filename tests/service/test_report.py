@@ -17,6 +17,7 @@ from service.render.comment import (
     COMMENT_BUDGET,
     INTERPRETER_NOTE,
     MAX_COMMENT_CHARS,
+    SLOWER,
     render_comment,
     render_status,
     summary,
@@ -30,6 +31,7 @@ from service.render.replies import (
     render_not_allowed,
     render_retest_summary,
 )
+from service.render.verdicts import Verdict, judged_rows
 from service.render.views import BackendInfo, JobView
 from workflows.models import (
     AccuracyResult,
@@ -920,3 +922,32 @@ def test_a_requeued_attempt_says_why_while_it_waits() -> None:
     )
     # A first attempt waits without a story.
     assert summary(view(JobStatus.queued, queue_position=1)).startswith("queued, position 1")
+
+
+def test_a_host_bound_row_is_judged_on_its_host_time_too() -> None:
+    """A row whose kernel's host time per call is well above its device time: a host time
+    23 % slower flags it although the device time did not move; the same change on a
+    device-bound row is not looked at; a host time that says "same" settles a device time
+    too noisy to judge; the cell shows both changes."""
+    same_device = Change(rounds=8, ratio=1.0, low=0.99, high=1.01)
+    noisy_device = Change(rounds=8, ratio=1.1, low=0.7, high=1.6)
+    slower_host = Change(rounds=8, ratio=1.23, low=1.2, high=1.26)
+    same_host = Change(rounds=8, ratio=1.0, low=0.98, high=1.02)
+
+    def row(host_us: float, device: Change, host: Change) -> BenchmarkRow:
+        return BenchmarkRow(
+            dtype="float16", size=[1, 1, 8, 8, 8], reference_ms=0.007, kernel_ms=0.012,
+            speedup=0.58, before_kernel_ms=0.012, kernel_host_us=host_us,
+            before_kernel_host_us=host_us / 1.23, change=device, host_change=host,
+        )  # fmt: skip
+
+    bound = row(61.0, same_device, slower_host)
+    device_bound = row(12.0, same_device, slower_host)
+    settled = row(61.0, noisy_device, same_host)
+    bench = BenchmarkResult(op="op", rows=[bound, device_bound, settled])
+    judged = judged_rows(bench, 0.10)
+    assert [j.verdict for j in judged] == [Verdict.slower, Verdict.same, Verdict.same]
+    assert [j.host_verdict for j in judged] == [Verdict.slower, None, Verdict.same]
+    cell = comment_module._change_cell(judged[0])
+    assert cell.startswith("device +0.0 %") and "· host +23.0 %" in cell and SLOWER in cell
+    assert "host" not in comment_module._change_cell(judged[1])
