@@ -5,7 +5,10 @@ budget. For a harness that cannot load both trees itself (a foreign one, or an o
 
 `process_rounds` is the loop over two callables that each run one benchmark process and
 return its rows (or None when it could not); `merged` pairs the runs by round into the
-rows' samples, which `runner.report.stats.judged` then reads.
+rows' samples, which `runner.report.stats.judged` then reads. Where there is nothing to
+compare with (an operator new in the pull request, `--no-compare`), `solo_rounds` and
+`merged_solo` still give each row's latencies and its speedup against the reference as
+medians over rounds, so the table does not move with one process's luck.
 """
 
 from __future__ import annotations
@@ -183,3 +186,99 @@ def rounds_of(rows: Sequence[BenchmarkRow]) -> int:
     """The most rounds any row was compared over."""
     compared = [len(r.kernel_samples_ms or ()) for r in rows if r.before_kernel_samples_ms]
     return max(compared, default=0)
+
+
+def solo_rounds(
+    first: BenchmarkResult,
+    measure: Measure,
+    *,
+    budget_s: float,
+    target: float,
+    max_rounds: int,
+    clock: Callable[[], float] = time.monotonic,
+) -> Runs:
+    """Rounds of the pull request alone, its first given: stops once every row's speedup is
+    known within `target` either side (at least MIN_ROUNDS rounds), at `max_rounds`, when the
+    next round would overrun `budget_s`, or when a round fails (those so far stand)."""
+    runs = Runs(after=[first])
+    started = clock()
+    longest = 0.0
+    while True:
+        if len(runs.after) >= max_rounds:
+            runs.stopped = f"{max_rounds} rounds"
+            break
+        if len(runs.after) >= MIN_ROUNDS and _speedups_settled(runs.after, target):
+            runs.stopped = "every row settled"
+            break
+        if clock() - started + longest > budget_s:
+            runs.stopped = f"budget of {budget_s:g} s"
+            break
+        begun = clock()
+        result = measure()
+        longest = max(longest, clock() - begun)
+        if result is None or not result.rows:
+            runs.stopped = "a round failed"
+            break
+        runs.after.append(result)
+    return runs
+
+
+def _speedup_samples(results: Sequence[BenchmarkResult]) -> dict[RowKey, list[float]]:
+    samples: dict[RowKey, list[float]] = {}
+    for result in results:
+        for row in result.rows:
+            if row.kernel_ms > 0:
+                samples.setdefault(row_key(row), []).append(row.reference_ms / row.kernel_ms)
+    return samples
+
+
+def _speedups_settled(results: Sequence[BenchmarkResult], target: float) -> bool:
+    for values in _speedup_samples(results).values():
+        summary = stats.summarize(values)
+        if summary.low is None or summary.high is None or summary.low <= 0:
+            return False
+        if summary.high / summary.low > ((1 + target) ** 2):
+            return False
+    return True
+
+
+def merged_solo(runs: Runs, mode: str = "workers") -> BenchmarkResult:
+    """The pull request's rounds alone as one result: each row's latencies and host times the
+    medians over its rounds, its speedup the median of the per-round speedups with that
+    median's 95 % interval (None under MIN_ROUNDS rounds)."""
+    first = runs.after[0]
+    by_round = [_by_key(r) for r in runs.after]
+    rows = []
+    for row in first.rows:
+        key = row_key(row)
+        seen = [r[key] for r in by_round if key in r and r[key].kernel_ms > 0]
+        if len(seen) < 2:
+            rows.append(row)
+            continue
+        reference = [r.reference_ms for r in seen]
+        kernel = [r.kernel_ms for r in seen]
+        speedups = stats.summarize([a / b for a, b in zip(reference, kernel, strict=True)])
+        rows.append(
+            row.model_copy(
+                update={
+                    "reference_ms": statistics.median(reference),
+                    "kernel_ms": statistics.median(kernel),
+                    "speedup": speedups.median,
+                    "speedup_low": speedups.low,
+                    "speedup_high": speedups.high,
+                    "reference_host_us": _median([r.reference_host_us for r in seen]),
+                    "kernel_host_us": _median([r.kernel_host_us for r in seen]),
+                    "reference_samples_ms": reference,
+                    "kernel_samples_ms": kernel,
+                }
+            )
+        )
+    mean, geo = BenchmarkResult.means([r.speedup for r in rows])
+    return first.model_copy(
+        update={
+            "rows": rows,
+            "arithmetic_mean_speedup": mean,
+            "geometric_mean_speedup": geo,
+            "compare_mode": mode,
+        }
+    )

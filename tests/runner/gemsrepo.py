@@ -173,8 +173,10 @@ def _write_kernel(repo: Path, every: float, fourth: float) -> None:
     path.write_text(KERNEL.format(every=every, fourth=fourth))
 
 
-def make_gems_repo(path: Path) -> GemsRepo:
-    """The repository: `main` at the merge base, `pr` one commit ahead with the slow kernel."""
+def make_gems_repo(path: Path, new_op: bool = False) -> GemsRepo:
+    """The repository: `main` at the merge base, `pr` one commit ahead with the slow kernel
+    (with `new_op`, the merge base has no benchmark of the operator: the pull request adds
+    it)."""
     (path / "src" / "flag_gems" / "ops").mkdir(parents=True)
     (path / "tests").mkdir()
     (path / "benchmark").mkdir()
@@ -189,14 +191,17 @@ def make_gems_repo(path: Path) -> GemsRepo:
     (path / "benchmark" / "performance_utils.py").write_text(
         BENCHMARK.format(shapes=[SMALL, LARGE])
     )
-    (path / "benchmark" / f"test_{OP}.py").write_text(BENCH_TEST)
+    if not new_op:
+        (path / "benchmark" / f"test_{OP}.py").write_text(BENCH_TEST)
     _git(path, "init", "-q", "-b", "main")
     _git(path, "add", "-A")
     _git(path, "commit", "-q", "-m", "base")
     base = _git(path, "rev-parse", "HEAD")
     _git(path, "checkout", "-q", "-b", "pr")
     _write_kernel(path, SLEEP_EVERY_CALL_S, SLEEP_EVERY_FOURTH_S)
-    _git(path, "commit", "-q", "-am", "a kernel with a host cost")
+    (path / "benchmark" / f"test_{OP}.py").write_text(BENCH_TEST)
+    _git(path, "add", "-A")
+    _git(path, "commit", "-q", "-m", "a kernel with a host cost")
     head = _git(path, "rev-parse", "HEAD")
     _git(path, "checkout", "-q", "main")
     return GemsRepo(path, base, head)

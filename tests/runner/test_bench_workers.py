@@ -96,6 +96,53 @@ def test_a_flaggems_style_comparison_in_a_worker_per_tree(tmp_path: Path) -> Non
     assert "float32 4096: host" in note and "float32 64:" not in note
 
 
+@pytest.mark.parametrize("case", ["new operator", "no-compare"])
+def test_with_nothing_to_compare_the_table_is_still_medians_over_rounds(
+    tmp_path: Path, case: str
+) -> None:
+    """An operator the pull request adds (its merge base has no benchmark of it) or a job
+    with `--no-compare`: the pull request's worker alone serves round after round, and each
+    row's speedup is the median over at least six rounds with its interval, not one
+    process's reading."""
+    repo = make_gems_repo(tmp_path / "FlagGems", new_op=case == "new operator")
+    workflow = load_workflows()["cpu"]
+    steps = [
+        s.model_copy(update={"compare": s.compare.model_copy(update={"max_rounds": 6})})
+        for s in workflow.layouts["flaggems"]
+        if s.kind == "benchmark"
+    ]
+    workflow = workflow.model_copy(
+        update={
+            "layouts": {"flaggems": steps},
+            "env": {**workflow.env, "BENCH_ROUNDS_TIMER_MS": "20"},
+        }
+    )
+    spec = JobSpec(
+        id=10, repo="o/FlagGems", clone_url=str(repo.path), pr_number=1, sha=repo.head_sha,
+        op=OP, backend="cpu", base_sha=repo.base_sha,
+        options={"compare": case != "no-compare"},
+    )  # fmt: skip
+    log = bytearray()
+    result = execute(spec, workflow, job_context(tmp_path, log.extend))
+    text = log.decode()
+    assert result.status is JobStatus.succeeded, text
+    bench = result.benchmark
+    assert bench is not None and bench.compare_mode == "workers", text
+    (rounds,) = [s for s in result.steps if s.name == "benchmark (rounds)"]
+    assert (rounds.message or "").startswith("6 rounds alone"), rounds
+    answers = [json.loads(p.read_text()) for p in (tmp_path / "job" / "artifacts").glob(
+        "bench-rounds-after/*.json")]  # fmt: skip
+    assert len(answers) == 6 and len({a["pid"] for a in answers}) == 1
+    for row in bench.rows:
+        assert len(row.kernel_samples_ms or []) == 6 and row.before_kernel_ms is None
+        assert row.speedup_low is not None and row.speedup_high is not None
+        assert row.speedup_low <= row.speedup <= row.speedup_high
+        assert row.kernel_rounds is not None and row.kernel_rounds.rounds == 6
+    if case == "new operator":
+        (skipped,) = [s for s in result.steps if s.name == "benchmark (merge base)"]
+        assert skipped.status == "skipped" and "no benchmark" in (skipped.message or "")
+
+
 WORKER = """
 import json, os, sys, time
 requests, answers = os.environ["BENCH_ROUNDS_DIR"], os.environ["BENCH_ROUNDS_OUT"]

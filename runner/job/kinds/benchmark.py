@@ -30,6 +30,8 @@ def compared(step: Step, job: StepContext, tree: Tree) -> BenchmarkResult:
     run of the pull request's benchmark stops the job."""
     base = job.base_tree(step) if job.spec.options.compare else None
     if base is None:
+        if step.compare.workers:  # nothing to compare with: still medians over rounds
+            return compare_workers.alone(step, job, tree)
         return measure.plain(step, job, tree)
     result = None
     for way in preferred(step):
