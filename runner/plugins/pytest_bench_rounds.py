@@ -106,20 +106,43 @@ def _wall_device_ms(
 
 
 class _Flush:
-    """The L2 flush between timed device calls (a 256 MB int8 buffer zeroed), and the names
-    of the kernels it launches, found once by profiling a flush alone: a profile of timed
-    calls leaves those kernels out of the call's device time. An operator whose own kernel
-    bore the flush's name (zeroing int8) would lose it too; no benchmarked call does that."""
+    """The L2 flush between timed device calls: a 256 MB int8 buffer zeroed. What it launches
+    depends on the dispatch in force when it runs (a harness may route `zero_` or `fill_` to
+    its own kernels while it times its side), so each measurement profiles a few flushes alone
+    first, in the same context as the calls (`alone`)."""
+
+    FLUSHES = 3
 
     def __init__(self, torch: Any) -> None:
         self.buffer = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
-        with _profile(torch) as prof:
-            self.run()
-            torch.cuda.synchronize()
-        self.names = frozenset(name for name, _ in _device_events(prof))
 
     def run(self) -> None:
         self.buffer.zero_()
+
+    def alone(self, torch: Any) -> list[tuple[str, float]]:
+        """The device events of FLUSHES flushes, profiled by themselves."""
+        with _profile(torch) as prof:
+            for _ in range(self.FLUSHES):
+                self.run()
+            torch.cuda.synchronize()
+        return _device_events(prof)
+
+
+def own_device_ms(
+    events: list[tuple[str, float]], flushes: list[tuple[str, float]], per_run: int, calls: int
+) -> float:
+    """A call's own device time from a profile of `calls` (flush, call) pairs: the events not
+    named as the flush's are left out by name when exactly the flushes' share bears those
+    names; where the call's own kernels share a name with the flush's (the flush and the
+    operator both fill), the flushes' mean time measured alone (`flushes`, of `per_run`
+    flushes) is taken off the total instead."""
+    names = {name for name, _ in flushes}
+    per_flush = len(flushes) / per_run if per_run else 0.0
+    named = [ms for name, ms in events if name in names]
+    if len(named) == round(per_flush * calls):
+        return sum(ms for name, ms in events if name not in names) / calls
+    flush_ms = sum(ms for _, ms in flushes) / per_run if per_run else 0.0
+    return max(0.0, sum(ms for _, ms in events) / calls - flush_ms)
 
 
 _flush: _Flush | None = None
@@ -152,13 +175,13 @@ def _cuda_device_ms(
     if _flush is None:
         _flush = _Flush(torch)
     calls = int(max(1, min(1000, budget_ms / max(estimate_ms, 1e-3))))
+    flushes = _flush.alone(torch)
     with _profile(torch) as prof:
         for _ in range(calls):
             _flush.run()
             fn()
         torch.cuda.synchronize()
-    total = sum(ms for name, ms in _device_events(prof) if name not in _flush.names)
-    return total / calls
+    return own_device_ms(_device_events(prof), flushes, _Flush.FLUSHES, calls)
 
 
 def bench(fn: Callable[[], Any], *args: Any, grad_to_none: Any = None, **kwargs: Any) -> float:

@@ -226,3 +226,19 @@ def test_answers_are_checked_before_use() -> None:
     for text, why in bad:
         with pytest.raises(bench_workers.AnswerError, match=why):
             bench_workers.parse_answer(text, 2)
+
+
+def test_a_calls_device_time_leaves_the_flush_out_even_when_names_collide() -> None:
+    """The CUDA timer's arithmetic on profiles: the flush's kernels (as profiled alone, in the
+    same dispatch) are left out by name; where the operator launches a kernel of the same name
+    (it fills too), the flushes' mean time is taken off instead."""
+    from runner.plugins.pytest_bench_rounds import own_device_ms
+
+    flushes = [("fill_int8", 0.050)] * 3
+    distinct = [("fill_int8", 0.050), ("scale_kernel", 0.010)] * 4
+    assert own_device_ms(distinct, flushes, 3, 4) == pytest.approx(0.010)
+    colliding = [("fill_int8", 0.050), ("fill_int8", 0.002), ("scale_kernel", 0.010)] * 4
+    assert own_device_ms(colliding, flushes, 3, 4) == pytest.approx(0.012)
+    two_per_flush = [("memset", 0.001), ("fill_int8", 0.049), ("scale_kernel", 0.010)] * 5
+    alone = [("memset", 0.001), ("fill_int8", 0.049)] * 3
+    assert own_device_ms(two_per_flush, alone, 3, 5) == pytest.approx(0.010)
