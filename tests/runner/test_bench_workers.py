@@ -21,12 +21,30 @@ from tests.runner.gemsrepo import LARGE, OP, SLEEP_EVERY_CALL_S, SMALL, make_gem
 from tests.runner.jobs import job_context
 from workflows.models import JobSpec, JobStatus
 from workflows.repo_config import ComparePolicy
-from workflows.spec import load_workflows
+from workflows.spec import WorkflowSpec, load_workflows
 
 # A repository's threshold wide enough for a loaded CPU's noise: the slowed row's sleep
 # doubles (about +70 % with the kernel's own time), its interval here spans about ±10 %.
 THRESHOLD = 0.25
 MAX_ROUNDS = 9  # the fewest whose median's 95 % interval leaves out each side's extreme
+
+
+def _workflow(max_rounds: int, timer_ms: int, benchmark_only: bool = False) -> WorkflowSpec:
+    """The cpu workflow's FlagGems-style layout (it compares in workers) with `max_rounds`
+    and the rounds timer's budget; only its benchmark step with `benchmark_only`."""
+    workflow = load_workflows()["cpu"]
+    steps = [
+        s.model_copy(update={"compare": s.compare.model_copy(update={"max_rounds": max_rounds})})
+        for s in workflow.layouts["flaggems"]
+        if not benchmark_only or s.kind == "benchmark"
+    ]
+    assert all(s.compare.workers for s in steps if s.kind == "benchmark")
+    return workflow.model_copy(
+        update={
+            "layouts": {"flaggems": steps},
+            "env": {**workflow.env, "BENCH_ROUNDS_TIMER_MS": str(timer_ms)},
+        }
+    )
 
 
 def test_a_flaggems_style_comparison_in_a_worker_per_tree(tmp_path: Path) -> None:
@@ -35,18 +53,7 @@ def test_a_flaggems_style_comparison_in_a_worker_per_tree(tmp_path: Path) -> Non
     on every call is judged slower, and the report shows the speedup's spread and names the
     row whose kernel sleeps on every fourth call as host-bound."""
     repo = make_gems_repo(tmp_path / "FlagGems")
-    workflow = load_workflows()["cpu"]
-    steps = [
-        s.model_copy(update={"compare": s.compare.model_copy(update={"max_rounds": MAX_ROUNDS})})
-        for s in workflow.layouts["flaggems"]
-    ]
-    assert all(s.compare.workers for s in steps if s.kind == "benchmark")
-    workflow = workflow.model_copy(
-        update={
-            "layouts": {"flaggems": steps},
-            "env": {**workflow.env, "BENCH_ROUNDS_TIMER_MS": "30"},
-        }
-    )
+    workflow = _workflow(MAX_ROUNDS, timer_ms=30)
     spec = JobSpec(
         id=9, repo="o/FlagGems", clone_url=str(repo.path), pr_number=1, sha=repo.head_sha,
         op=OP, backend="cpu", base_sha=repo.base_sha,
@@ -105,18 +112,7 @@ def test_with_nothing_to_compare_the_table_is_still_medians_over_rounds(
     row's speedup is the median over at least six rounds with its interval, not one
     process's reading."""
     repo = make_gems_repo(tmp_path / "FlagGems", new_op=case == "new operator")
-    workflow = load_workflows()["cpu"]
-    steps = [
-        s.model_copy(update={"compare": s.compare.model_copy(update={"max_rounds": 6})})
-        for s in workflow.layouts["flaggems"]
-        if s.kind == "benchmark"
-    ]
-    workflow = workflow.model_copy(
-        update={
-            "layouts": {"flaggems": steps},
-            "env": {**workflow.env, "BENCH_ROUNDS_TIMER_MS": "20"},
-        }
-    )
+    workflow = _workflow(6, timer_ms=20, benchmark_only=True)
     spec = JobSpec(
         id=10, repo="o/FlagGems", clone_url=str(repo.path), pr_number=1, sha=repo.head_sha,
         op=OP, backend="cpu", base_sha=repo.base_sha,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from runner.environment.pyenv import PythonEnvError
 from runner.job import comparison
 from runner.job.kinds import measure
-from runner.job.kinds.context import MergeBase, StepContext, Tree, now, step_result
+from runner.job.kinds.context import MergeBase, StepContext, Tree, now, step_result, succeeded
 from runner.job.steps import StepOutcome
 from workflows.models import BenchmarkResult, StepResult, StepStatus
 from workflows.spec import Step
@@ -60,11 +60,5 @@ def compare(step: Step, job: StepContext, tree: Tree, base: MergeBase) -> Benchm
         )
         return first
     message = comparison.describe(runs, elapsed, base.sha)
-    job.log(f"{name}: {message}")
-    job.record(
-        StepResult(
-            name=name, status=StepStatus.succeeded, duration_s=round(elapsed, 3),
-            message=message,
-        )
-    )  # fmt: skip
+    succeeded(job, name, elapsed, message)
     return comparison.merged(runs)

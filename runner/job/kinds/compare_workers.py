@@ -11,7 +11,7 @@ from datetime import datetime
 from runner.environment.pyenv import PythonEnvError
 from runner.job import bench_workers, comparison
 from runner.job.kinds import measure
-from runner.job.kinds.context import MergeBase, StepContext, Stop, Tree, now
+from runner.job.kinds.context import MergeBase, StepContext, Stop, Tree, now, succeeded
 from runner.job.sandboxing import give
 from runner.job.steps import StepOutcome
 from runner.plugins import PLUGINS
@@ -69,13 +69,7 @@ def compare(step: Step, job: StepContext, tree: Tree, base: MergeBase) -> Benchm
         return solo
     message = comparison.describe(runs, elapsed, base.sha, "a worker per tree")
     message += "".join(f"; {f}" for f in failures)
-    job.log(f"{name}: {message}")
-    job.record(
-        StepResult(
-            name=name, status=StepStatus.succeeded, duration_s=round(elapsed, 3),
-            message=message,
-        )
-    )  # fmt: skip
+    succeeded(job, name, elapsed, message)
     return comparison.merged(runs, mode="workers")
 
 
@@ -164,11 +158,5 @@ def _alone_rounds(
     message = f"{len(runs.after)} rounds alone in {elapsed:.0f} s ({runs.stopped})"
     if worker.failure:
         message += f"; {worker.failure}"
-    job.log(f"{step.name} (rounds): {message}")
-    job.record(
-        StepResult(
-            name=f"{step.name} (rounds)", status=StepStatus.succeeded,
-            duration_s=round(elapsed, 3), message=message,
-        )
-    )  # fmt: skip
+    succeeded(job, f"{step.name} (rounds)", elapsed, message)
     return stats.judged(comparison.merged_solo(runs))

@@ -167,6 +167,17 @@ def step_result(
     )
 
 
+def succeeded(job: StepContext, name: str, elapsed_s: float, message: str) -> None:
+    """Log and record a step of no process of its own (rounds over workers or processes)."""
+    job.log(f"{name}: {message}")
+    job.record(
+        StepResult(
+            name=name, status=StepStatus.succeeded, duration_s=round(elapsed_s, 3),
+            message=message,
+        )
+    )  # fmt: skip
+
+
 def interrupted(job: StepContext, name: str, outcome: StepOutcome, timeout_s: int) -> None:
     """Record and stop for a step that did not end by itself (not started, cancelled, timed
     out); nothing for one that did."""
