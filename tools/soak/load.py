@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import random
 import threading
 import time
@@ -25,6 +26,8 @@ from sandbox.client import SandboxAdmin, SandboxAdminError
 from tools.soak.events import Sent
 from tools.soak.repo import OPERATORS, SoakRepo
 from tools.soak.world import MAINTAINERS, OUTSIDERS
+
+log = logging.getLogger("soak.load")
 
 OPEN_PULLS = 3  # per repository, kept open (a closed one is replaced)
 
@@ -137,12 +140,15 @@ class Load:
                 getattr(self, f"_{kind}")()
             except (SandboxAdminError, httpx.HTTPError) as exc:
                 self.errors.append(f"{kind}: {exc}")
+            except Exception as exc:  # a bug of the load: said in the figures, the load goes on
+                log.exception("load: %s failed", kind)
+                self.errors.append(f"{kind}: {type(exc).__name__}: {exc}")
             stop.wait(self.rng.uniform(0.5, 3.1))
 
     # -- people -----------------------------------------------------------------------------
 
     def _pull(self) -> Pull:
-        repo = self.rng.choice(self.repos)
+        repo = self.rng.choice([r for r in self.repos if self.pulls[r.name]])
         return self.rng.choice(self.pulls[repo.name])
 
     def _ops(self) -> tuple[str, str]:
@@ -215,12 +221,13 @@ class Load:
     # -- the pull requests ---------------------------------------------------------------------
 
     def _open(self, repo: SoakRepo) -> None:
+        """A new pull request on the next branch; once every branch had one, the branches
+        again from the first (a new pull request from the same commits, as a contributor who
+        reopens their work does), so an hour's closes never leave a repository without one."""
         n = self.next_branch[repo.name]
         branches = sorted(repo.versions, key=lambda b: int(b.split("-")[1]))
-        if n >= len(branches):
-            return
         self.next_branch[repo.name] = n + 1
-        branch = branches[n]
+        branch = branches[n % len(branches)]
         made = self.admin.open_pull(
             repo.name,
             head=repo.versions[branch][0],
@@ -248,8 +255,8 @@ class Load:
         self.sent.append(Sent(time.time(), "push", pull.repo.name, pull.number, detail=sha))
 
     def _close(self) -> None:
-        repo = self.rng.choice(self.repos)
-        pull = self.rng.choice(self.pulls[repo.name])
+        pull = self._pull()
+        repo = pull.repo
         self.admin.close_pull(repo.name, pull.number, user=self.rng.choice(MAINTAINERS))
         self.pulls[repo.name].remove(pull)
         self.sent.append(Sent(time.time(), "close", repo.name, pull.number))
