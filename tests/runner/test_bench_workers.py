@@ -103,20 +103,16 @@ def test_a_flaggems_style_comparison_in_a_worker_per_tree(tmp_path: Path) -> Non
     assert "float32 4096: host" in note and "float32 64:" not in note
 
 
-@pytest.mark.parametrize("case", ["new operator", "no-compare"])
-def test_with_nothing_to_compare_the_table_is_still_medians_over_rounds(
-    tmp_path: Path, case: str
-) -> None:
-    """An operator the pull request adds (its merge base has no benchmark of it) or a job
-    with `--no-compare`: the pull request's worker alone serves round after round, and each
-    row's speedup is the median over at least six rounds with its interval, not one
-    process's reading."""
-    repo = make_gems_repo(tmp_path / "FlagGems", new_op=case == "new operator")
+def test_with_nothing_to_compare_the_table_is_still_medians_over_rounds(tmp_path: Path) -> None:
+    """An operator the pull request adds (its merge base has no benchmark of it; `--no-compare`
+    takes the same way, tests/runner/test_kinds.py): the pull request's worker alone serves
+    round after round, and each row's speedup is the median over at least six rounds with its
+    interval, not one process's reading."""
+    repo = make_gems_repo(tmp_path / "FlagGems", new_op=True)
     workflow = _workflow(6, timer_ms=20, benchmark_only=True)
     spec = JobSpec(
         id=10, repo="o/FlagGems", clone_url=str(repo.path), pr_number=1, sha=repo.head_sha,
         op=OP, backend="cpu", base_sha=repo.base_sha,
-        options={"compare": case != "no-compare"},
     )  # fmt: skip
     log = bytearray()
     result = execute(spec, workflow, job_context(tmp_path, log.extend))
@@ -134,9 +130,8 @@ def test_with_nothing_to_compare_the_table_is_still_medians_over_rounds(
         assert row.speedup_low is not None and row.speedup_high is not None
         assert row.speedup_low <= row.speedup <= row.speedup_high
         assert row.kernel_rounds is not None and row.kernel_rounds.rounds == 6
-    if case == "new operator":
-        (skipped,) = [s for s in result.steps if s.name == "benchmark (merge base)"]
-        assert skipped.status == "skipped" and "no benchmark" in (skipped.message or "")
+    (skipped,) = [s for s in result.steps if s.name == "benchmark (merge base)"]
+    assert skipped.status == "skipped" and "no benchmark" in (skipped.message or "")
 
 
 WORKER = """

@@ -80,6 +80,7 @@ class _BenchmarkJob:
         ({"workers": True}, True, {}, ["workers", "processes"]),
         ({}, True, {}, ["processes"]),
         ({"argv": ["x", "{base}"]}, False, {}, ["plain"]),
+        ({"workers": True}, False, {}, ["alone"]),  # nothing to compare: rounds alone
     ],
 )
 def test_the_benchmark_step_compares_the_first_way_that_can(
@@ -91,7 +92,8 @@ def test_the_benchmark_step_compares_the_first_way_that_can(
     tried: list[str],
 ) -> None:
     """The step's own way (one process, or workers) first; separate processes where it
-    cannot or the step names none; the plain run where there is no merge base."""
+    cannot or the step names none; the plain run where there is no merge base (the worker
+    alone in rounds for a step that compares in workers)."""
     calls: list[str] = []
 
     def way(name: str, always: bool = False) -> Any:
@@ -105,6 +107,7 @@ def test_the_benchmark_step_compares_the_first_way_that_can(
     monkeypatch.setattr(compare_workers, "compare", way("workers"))
     monkeypatch.setattr(compare_processes, "compare", way("processes", always=True))
     monkeypatch.setattr(measure, "plain", way("plain", always=True))
+    monkeypatch.setattr(compare_workers, "alone", way("alone", always=True))
     settings = Compare.model_validate(compare)
     step = Step(name="benchmark", kind=StepKind.benchmark, argv=["x"], compare=settings)
     merge_base = MergeBase("b" * 40, tmp_path / "base") if base else None

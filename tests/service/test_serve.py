@@ -81,7 +81,7 @@ def test_serve_runs_and_answers(tmp_path: Path) -> None:
                 assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
-        assert answer.json() == {"status": "ok", "database": "sqlite"}
+        assert answer.json() == {"status": "ok", "database": "sqlite", "database_state": "ok"}
         assert "On-demand kernel tests" in httpx.get(f"http://127.0.0.1:{port}/").text
     finally:
         proc.terminate()
