@@ -85,18 +85,57 @@ def assert_nothing_left(outcome: dict[str, Any], workdir: Path) -> None:
     assert not leftovers, leftovers
 
 
+# A Moore Threads host's Python: CPython 3.10 with torch in its own site-packages, beside the
+# runner's own newer Python (devtools/python310-host.sh makes one; .ci/run exports these). The
+# green path runs its jobs on it where there is one (CI always has one); the red path keeps
+# the runner's own, so both interpreters' ways run end to end.
+HOST_PYTHON = os.environ.get("ONDEMAND_TEST_PYTHON310")
+HOST_WHEELHOUSE = os.environ.get("ONDEMAND_TEST_WHEELHOUSE310")
+
+
+def host_python_args() -> list[str]:
+    """The demo's runner arguments for jobs on the 3.10 host; none without one (a failure
+    under CI, which always makes one)."""
+    if not HOST_PYTHON:
+        if os.environ.get("CI"):
+            pytest.fail("ONDEMAND_TEST_PYTHON310 is not set (devtools/python310-host.sh)")
+        return []
+    assert sys.version_info[:2] != (3, 10)  # the runner's own is another
+    extra = [f"--runner-arg=--python={HOST_PYTHON}"]
+    if HOST_WHEELHOUSE:
+        extra.append(f"--runner-arg=--wheelhouse={HOST_WHEELHOUSE}")
+    return extra
+
+
+def assert_jobs_ran_on_the_host_python(workdir: Path, base_sha: str) -> None:
+    """The job's environment, pytest plugins, probe and compared benchmark ran on CPython
+    3.10, what the host lacks coming from the wheelhouse."""
+    runner_log = (workdir / "runner.log").read_text()
+    assert f"backend cpu: jobs run on {HOST_PYTHON} (Python 3.10." in runner_log, runner_log
+    with sqlite3.connect(workdir / "ondemand.db") as db:
+        (stored,) = db.execute("SELECT result FROM jobs").fetchone()
+    result = json.loads(stored)
+    assert result["environment"]["python"].startswith("3.10."), result["environment"]
+    assert result["accuracy"]["passed"] == 48, result["accuracy"]
+    assert result["operators"]  # the operators plugin ran in the job's pytest
+    bench = result["benchmark"]
+    assert bench["merge_base"] == base_sha  # compared with its merge base
+    assert all(row["before_kernel_ms"] is not None for row in bench["rows"])
+
+
 def test_a_passing_pull_request_gets_a_green_verdict_and_keep_runs_until_ctrl_c(
     tmp_path: Path, small_workflows: Path
 ) -> None:
-    """The demo's green path, left running with `--keep` (its pages answer after the
-    verdict) until Ctrl-C stops everything it started."""
+    """The demo's green path, its jobs on the host's CPython 3.10 where there is one, left
+    running with `--keep` (its pages answer after the verdict) until Ctrl-C stops everything
+    it started."""
     sha = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.strip()
     workdir = tmp_path / "demo"
     out = workdir / "outcome.json"
     argv = [sys.executable, "-m", "ondemand", "demo", "--keep", "--workdir", str(workdir)]
-    argv += ["--workflows", str(small_workflows), "--json", str(out)]
+    argv += ["--workflows", str(small_workflows), "--json", str(out), *host_python_args()]
     demo = subprocess.Popen(
         argv,
         cwd=ROOT,
@@ -135,6 +174,8 @@ def test_a_passing_pull_request_gets_a_green_verdict_and_keep_runs_until_ctrl_c(
     # what the terminal showed, as it happened
     assert "reaction" in log and "status ondemand/" in log and "pending" in log
     assert "the result comment on the pull request" in log
+    if HOST_PYTHON:
+        assert_jobs_ran_on_the_host_python(workdir, outcome["base_sha"])
 
     # --keep: everything stays up after the verdict, until Ctrl-C
     dashboard = re.search(r"dashboard\s+(http://\S+)", log)
@@ -189,41 +230,4 @@ def test_a_pull_request_that_breaks_the_kernel_gets_a_red_verdict_with_failing_t
     failed = re.search(r"(\d+) failed", comment)
     assert failed and int(failed.group(1)) > 0, comment
     assert "test_upstream_shapes[" in comment, comment
-    assert_nothing_left(outcome, tmp_path / "demo")
-
-
-# A Moore Threads host's Python: CPython 3.10 with torch in its own site-packages, beside the
-# runner's own newer Python (devtools/python310-host.sh makes one; .ci/run exports these).
-HOST_PYTHON = os.environ.get("ONDEMAND_TEST_PYTHON310")
-HOST_WHEELHOUSE = os.environ.get("ONDEMAND_TEST_WHEELHOUSE310")
-
-
-def test_jobs_run_on_the_hosts_python_310_beside_the_runners_own(
-    tmp_path: Path, small_workflows: Path
-) -> None:
-    """The cpu workflow end to end with the job's Python another than the runner's: the
-    environment, the pytest plugins, the probe and the benchmark with its comparison all run
-    on CPython 3.10, what the host lacks comes from a wheelhouse, and the verdict is a pass."""
-    if not HOST_PYTHON:
-        if os.environ.get("CI"):  # .ci/run makes one: its absence there is a failure
-            pytest.fail("ONDEMAND_TEST_PYTHON310 is not set (devtools/python310-host.sh)")
-        pytest.skip("no CPython 3.10 host (devtools/python310-host.sh, ONDEMAND_TEST_PYTHON310)")
-    assert sys.version_info[:2] != (3, 10)  # the runner's own is another
-    extra = [f"--runner-arg=--python={HOST_PYTHON}"]
-    if HOST_WHEELHOUSE:
-        extra.append(f"--runner-arg=--wheelhouse={HOST_WHEELHOUSE}")
-    rc, outcome, log = run_demo(ROOT, tmp_path / "demo", small_workflows, *extra)
-    assert rc == 0, log
-    assert outcome["verdict"] == "success", log
-    runner_log = (tmp_path / "demo" / "runner.log").read_text()
-    assert f"backend cpu: jobs run on {HOST_PYTHON} (Python 3.10." in runner_log, runner_log
-    with sqlite3.connect(tmp_path / "demo" / "ondemand.db") as db:
-        (stored,) = db.execute("SELECT result FROM jobs").fetchone()
-    result = json.loads(stored)
-    assert result["environment"]["python"].startswith("3.10."), result["environment"]
-    assert result["accuracy"]["passed"] == 48, result["accuracy"]
-    assert result["operators"]  # the operators plugin ran in the job's pytest
-    bench = result["benchmark"]
-    assert bench["merge_base"] == outcome["base_sha"]  # compared with its merge base
-    assert all(row["before_kernel_ms"] is not None for row in bench["rows"])
     assert_nothing_left(outcome, tmp_path / "demo")
