@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools.soak import collect, faults, load
+from tools.soak import bars, collect, faults, load
 from tools.soak.events import Record
 from tools.soak.invariants import check_all, render_table, webhook_p99_ms
 from tools.soak.repo import VERDICTS
@@ -213,6 +213,8 @@ def soak(world: World, args: argparse.Namespace, interval: tuple[float, float]) 
     text = "\n".join(
         [
             render_table(checks),
+            "",
+            bars.render(bars.bars(figures)),
             "",
             _figures_text(figures),
             "",
