@@ -5,10 +5,17 @@ other comparison falls back to, so it always gives a result."""
 
 from __future__ import annotations
 
-from runner.environment.pyenv import PythonEnvError
 from runner.job import comparison
 from runner.job.kinds import measure
-from runner.job.kinds.context import MergeBase, StepContext, Tree, now, step_result, succeeded
+from runner.job.kinds.context import (
+    MergeBase,
+    StepContext,
+    Tree,
+    base_side,
+    now,
+    step_result,
+    succeeded,
+)
 from runner.job.steps import StepOutcome
 from workflows.models import BenchmarkResult, StepResult, StepStatus
 from workflows.spec import Step
@@ -21,11 +28,8 @@ def compare(step: Step, job: StepContext, tree: Tree, base: MergeBase) -> Benchm
     first = measure.plain(step, job, tree)
     name = f"{step.name} (merge base)"
     started = now()
-    try:
-        before = job.prepare(base.path)
-    except PythonEnvError as exc:
-        message = f"could not prepare the merge base: {exc}"
-        job.record(StepResult(name=name, status=StepStatus.skipped, message=message))
+    before = base_side(job, step, base)
+    if before is None:
         return first
     artifacts = job.artifacts
     last: list[StepOutcome] = []

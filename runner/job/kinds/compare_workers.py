@@ -8,10 +8,17 @@ from __future__ import annotations
 import shutil
 from datetime import datetime
 
-from runner.environment.pyenv import PythonEnvError
 from runner.job import bench_workers, comparison
 from runner.job.kinds import measure
-from runner.job.kinds.context import MergeBase, StepContext, Stop, Tree, now, succeeded
+from runner.job.kinds.context import (
+    MergeBase,
+    StepContext,
+    Stop,
+    Tree,
+    base_side,
+    now,
+    succeeded,
+)
 from runner.job.sandboxing import give
 from runner.job.steps import StepOutcome
 from runner.plugins import PLUGINS
@@ -27,16 +34,13 @@ def compare(step: Step, job: StepContext, tree: Tree, base: MergeBase) -> Benchm
     cannot be made (the plain run then goes alone, as without a base). A pull request whose
     own worker gives no first round stops the job as a failed benchmark does."""
     name = f"{step.name} (merge base)"
-    try:
-        base_side = job.prepare(base.path)
-    except PythonEnvError as exc:
-        message = f"could not prepare the merge base: {exc}"
-        job.record(StepResult(name=name, status=StepStatus.skipped, message=message))
+    before_tree = base_side(job, step, base)
+    if before_tree is None:
         return None
     workers: list[bench_workers.Worker] = []
     started = now()
     job.on_progress(Progress(step=step.name))
-    for side, side_tree in (("after", tree), ("base", base_side)):
+    for side, side_tree in (("after", tree), ("base", before_tree)):
         workers.append(_start(step, job, side, side_tree))
     after, before = workers
     try:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from runner.environment.pyenv import PythonEnvError
 from runner.job.steps import OutputSink, StepOutcome
 from workflows.models import (
     AccuracyResult,
@@ -165,6 +166,21 @@ def step_result(
         message=message,
         log_tail=None if status is StepStatus.succeeded else outcome.tail,
     )
+
+
+def base_side(job: StepContext, step: Step, base: MergeBase) -> Tree | None:
+    """The merge base's tree with its environment made; None, said as a skipped step, where
+    the environment cannot be made (the pull request's run then goes alone)."""
+    try:
+        return job.prepare(base.path)
+    except PythonEnvError as exc:
+        job.record(
+            StepResult(
+                name=f"{step.name} (merge base)", status=StepStatus.skipped,
+                message=f"could not prepare the merge base: {exc}",
+            )
+        )  # fmt: skip
+        return None
 
 
 def succeeded(job: StepContext, name: str, elapsed_s: float, message: str) -> None:
