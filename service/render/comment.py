@@ -684,16 +684,19 @@ _MARK = {Verdict.slower: f" {SLOWER}", Verdict.faster: f" {FASTER}", Verdict.sam
 
 def _change_cell(judged: Judged | None) -> str:
     """`+23.1 % ±2.0 % 📉`, `-0.4 % ±1.1 %`, `+8.0 % ±31.0 % 〰️ too noisy`; a host-bound
-    row's both changes: `device +0.4 % ±1.1 % · host +23.1 % ±2.0 % 📉`."""
+    row's host change beside its device change, which alone is judged:
+    `device +23.1 % ±2.0 % 📉 · host +9.5 % ±14.0 % (not judged)`."""
     if judged is None:
         return "–"
     text = f"{percent(judged.change)} {band_text(judged.change)}"
-    if judged.host_change is not None:
-        host = judged.host_change
-        text = f"device {text} · host {percent(host)} {band_text(host)}"
     if judged.verdict is Verdict.noisy:
-        return f"{text} {NOISY} too noisy"
-    return text + _MARK[judged.verdict]
+        text += f" {NOISY} too noisy"
+    else:
+        text += _MARK[judged.verdict]
+    if judged.host_change is None:
+        return text
+    host = judged.host_change
+    return f"device {text} · host {percent(host)} {band_text(host)} (not judged)"
 
 
 def _speedup_cell(row: BenchmarkRow) -> str:

@@ -7,9 +7,11 @@ flagged; anything else is no significant change. The smallest change a row can d
 threshold plus its noise band.
 
 A host-bound row (its kernel's host time per call clearly above its device time, on either
-side) is judged on both, where the rounds measured the host's time: what its callers wait for
-is the host's, and what the device does may change on its own. It is slower when either time
-is, faster when either is and neither is slower, the same when either says so, else too noisy.
+side) shows its host time's change beside the device's, with what it alone would say, but
+only the device time is judged: each side's host time comes from one process, and processes
+of one tree differ in host time for long stretches (a FlagGems A/A on an H100 read host
+changes of up to +54 % where the device read ±1 %), so a host verdict would flag processes,
+not code.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class Verdict(StrEnum):
 @dataclass(frozen=True)
 class Judged:
     """A compared row, its change and what it says (for a host-bound row, with its host
-    time's change and what that says, both weighed in `verdict`)."""
+    time's change and what that alone would say, shown and never weighed in `verdict`)."""
 
     row: BenchmarkRow
     change: Change
@@ -97,14 +99,6 @@ def host_bound_row(row: BenchmarkRow, ratio: float = HOST_BOUND) -> bool:
     )
 
 
-def combined(device: Verdict, host: Verdict) -> Verdict:
-    """A host-bound row's verdict from its two: a slowdown of either counts."""
-    for verdict in (Verdict.slower, Verdict.faster, Verdict.same):
-        if verdict in (device, host):
-            return verdict
-    return Verdict.noisy
-
-
 def judged_rows(bench: BenchmarkResult, threshold: float) -> list[Judged]:
     """Every compared row with its verdict, in the table's order."""
     out = []
@@ -115,7 +109,7 @@ def judged_rows(bench: BenchmarkResult, threshold: float) -> list[Judged]:
         verdict = judge(change, threshold)
         if row.host_change is not None and host_bound_row(row):
             host = judge(row.host_change, threshold)
-            out.append(Judged(row, change, combined(verdict, host), row.host_change, host))
+            out.append(Judged(row, change, verdict, row.host_change, host))
         else:
             out.append(Judged(row, change, verdict))
     return out
