@@ -52,9 +52,9 @@ python3 -m tools.flaggems_bars "${args[@]}" 2>&1 | tee -a "$OUT/drive.txt"
 # The bars of this call's jobs, the short table last.
 python3 -m tools.flaggems_bars "$OUT" --json "$OUT/bars.json" >"$OUT/bars.txt" 2>&1
 # At most 8 files come back from a device call: the jobs' files travel as one archive, and
-# beside it each run's log and its first rounds' timings (device_ms against torch's rows).
+# beside it each run's log and its rounds' timings (tools/flaggems_rounds.py reads them).
 tar -C "$OUT" -czf "$OUT/jobs.tgz" jobs && rm -rf "$OUT/jobs"
 find /tmp -maxdepth 1 -name 'ondemand-run-*' -type d -print0 2>/dev/null \
-  | xargs -0 -I{} find {} \( -name job.log -o -path '*bench-rounds-*' -name 'round-[1-3].json' \) \
+  | xargs -0 -I{} find {} \( -name job.log -o -path '*bench-rounds-*' -name 'round-*.json' \) \
   | tar -czf "$OUT/runs.tgz" -T - 2>/dev/null
 cat "$OUT/bars.txt"
