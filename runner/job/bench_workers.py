@@ -19,8 +19,6 @@ row's host time per call.
 from __future__ import annotations
 
 import errno
-import json
-import math
 import os
 import stat
 import threading
@@ -28,6 +26,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.job import layouts
 from runner.job.steps import StepOutcome, StepProcess, start_step
@@ -47,53 +48,41 @@ class AnswerError(ValueError):
     """A worker's answer that cannot be used."""
 
 
-@dataclass(frozen=True)
-class Timing:
-    host_ms: float
-    device_ms: float
+_Reading = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
-@dataclass(frozen=True)
-class Answer:
-    """One round's answer, checked."""
+class Timing(BaseModel):
+    """One reading of the worker's timer (ms per call)."""
+
+    model_config = ConfigDict(frozen=True, strict=True)
+
+    host_ms: _Reading
+    device_ms: _Reading
+
+
+class Answer(BaseModel):
+    """One round's answer, checked (what else the worker wrote is ignored)."""
+
+    model_config = ConfigDict(frozen=True, strict=True)
 
     round: int
-    pid: int
+    pid: Annotated[int, Field(gt=0)]
     failed: bool
-    timings: tuple[Timing, ...]
-
-
-def _number(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise AnswerError("a timing is not a number")
-    if not math.isfinite(value) or value < 0:
-        raise AnswerError("a timing is negative or not finite")
-    return float(value)
+    timings: Annotated[tuple[Timing, ...], Field(max_length=MAX_TIMINGS)]
 
 
 def parse_answer(text: str, number: int) -> Answer:
-    """A worker's answer to round `number`; AnswerError for anything else."""
+    """A worker's answer to round `number`; AnswerError, saying what is wrong, for anything
+    else."""
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise AnswerError("not JSON") from exc
-    if not isinstance(data, dict):
-        raise AnswerError("not an object")
-    if data.get("round") != number:
+        answer = Answer.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the answer"
+        raise AnswerError(f"{where}: {first['msg']}") from None
+    if answer.round != number:
         raise AnswerError(f"not the answer to round {number}")
-    pid, failed, timings = data.get("pid"), data.get("failed"), data.get("timings")
-    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
-        raise AnswerError("no process id")
-    if not isinstance(failed, bool):
-        raise AnswerError("no verdict")
-    if not isinstance(timings, list) or len(timings) > MAX_TIMINGS:
-        raise AnswerError("no timings, or too many")
-    readings = []
-    for item in timings:
-        if not isinstance(item, dict):
-            raise AnswerError("a timing is not an object")
-        readings.append(Timing(_number(item.get("host_ms")), _number(item.get("device_ms"))))
-    return Answer(number, pid, failed, tuple(readings))
+    return answer
 
 
 def read_answer(path: Path, number: int) -> Answer:

@@ -17,9 +17,9 @@ from runner.job.execute import execute
 from runner.local import job_view
 from service.render.comment import render_comment
 from service.render.verdicts import Verdict, judged_rows
-from tests.runner.gemsrepo import LARGE, OP, SLEEP_EVERY_CALL_S, SMALL, make_gems_repo
+from tests.runner.gemsrepo import LARGE, OP, SLEEP_EVERY_CALL_S, SMALL, GemsRepo, make_gems_repo
 from tests.runner.jobs import job_context
-from workflows.models import JobSpec, JobStatus
+from workflows.models import JobResult, JobSpec, JobStatus
 from workflows.repo_config import ComparePolicy
 from workflows.spec import WorkflowSpec, load_workflows
 
@@ -47,20 +47,28 @@ def _workflow(max_rounds: int, timer_ms: int, benchmark_only: bool = False) -> W
     )
 
 
-def test_a_flaggems_style_comparison_in_a_worker_per_tree(tmp_path: Path) -> None:
-    """Each tree's benchmark process serves every round (one pid per tree), each row is
-    compared over at least six rounds with host times per call, the row whose kernel sleeps
-    on every call is judged slower, and the report shows the speedup's spread and names the
-    row whose kernel sleeps on every fourth call as host-bound."""
-    repo = make_gems_repo(tmp_path / "FlagGems")
-    workflow = _workflow(MAX_ROUNDS, timer_ms=20, benchmark_only=True)  # accuracy: test_layouts
+def _compare(
+    tmp_path: Path, workflow: WorkflowSpec, new_op: bool = False
+) -> tuple[GemsRepo, JobSpec, JobResult, str]:
+    """A FlagGems-style repository's pull request compared with its merge base through
+    `execute()`: the repository, the job, its result and its log."""
+    repo = make_gems_repo(tmp_path / "FlagGems", new_op=new_op)
     spec = JobSpec(
         id=9, repo="o/FlagGems", clone_url=str(repo.path), pr_number=1, sha=repo.head_sha,
         op=OP, backend="cpu", base_sha=repo.base_sha,
     )  # fmt: skip
     log = bytearray()
     result = execute(spec, workflow, job_context(tmp_path, log.extend))
-    text = log.decode()
+    return repo, spec, result, log.decode()
+
+
+def test_a_flaggems_style_comparison_in_a_worker_per_tree(tmp_path: Path) -> None:
+    """Each tree's benchmark process serves every round (one pid per tree), each row is
+    compared over at least six rounds with host times per call, the row whose kernel sleeps
+    on every call is judged slower, and the report shows the speedup's spread and names the
+    row whose kernel sleeps on every fourth call as host-bound."""
+    workflow = _workflow(MAX_ROUNDS, timer_ms=20, benchmark_only=True)  # accuracy: test_layouts
+    repo, spec, result, text = _compare(tmp_path, workflow)
     assert result.status is JobStatus.succeeded, text
     bench = result.benchmark
     assert bench is not None and bench.compare_mode == "workers", text
@@ -113,15 +121,8 @@ def test_with_nothing_to_compare_the_table_is_still_medians_over_rounds(tmp_path
     takes the same way, tests/runner/test_kinds.py): the pull request's worker alone serves
     round after round, and each row's speedup is the median over at least six rounds with its
     interval, not one process's reading."""
-    repo = make_gems_repo(tmp_path / "FlagGems", new_op=True)
     workflow = _workflow(6, timer_ms=20, benchmark_only=True)
-    spec = JobSpec(
-        id=10, repo="o/FlagGems", clone_url=str(repo.path), pr_number=1, sha=repo.head_sha,
-        op=OP, backend="cpu", base_sha=repo.base_sha,
-    )  # fmt: skip
-    log = bytearray()
-    result = execute(spec, workflow, job_context(tmp_path, log.extend))
-    text = log.decode()
+    _, _, result, text = _compare(tmp_path, workflow, new_op=True)
     assert result.status is JobStatus.succeeded, text
     bench = result.benchmark
     assert bench is not None and bench.compare_mode == "workers", text
@@ -180,7 +181,7 @@ def _worker(tmp_path: Path, mode: str, timeout_s: float = 1.5) -> bench_workers.
     [
         ("silent", "no answer to round 1 within 1.5 s"),
         ("oversized", "round 1's answer refused: unreadable: larger than"),
-        ("malformed", "round 1's answer refused: no process id"),
+        ("malformed", "round 1's answer refused: pid: Input should be a valid integer"),
     ],
 )
 def test_a_worker_that_cannot_be_heard_ends_the_rounds(tmp_path: Path, mode: str, why: str) -> None:
@@ -208,16 +209,24 @@ def test_a_cancelled_job_stops_waiting_for_its_worker(tmp_path: Path) -> None:
 
 
 def test_answers_are_checked_before_use() -> None:
+    """An answer is a worker's word, read as hostile: every way it can be wrong is refused
+    with what is wrong, and the round is the one asked for."""
     good = {"round": 2, "pid": 7, "failed": False, "timings": [{"host_ms": 1, "device_ms": 0.5}]}
     answer = bench_workers.parse_answer(json.dumps(good), 2)
-    assert answer.pid == 7 and answer.timings == (bench_workers.Timing(1.0, 0.5),)
+    assert answer.pid == 7 and answer.timings == (
+        bench_workers.Timing(host_ms=1.0, device_ms=0.5),
+    )
+    reading = {"host_ms": 1, "device_ms": 1}
     bad = [
-        ("[]", "not an object"),
-        ("{", "not JSON"),
+        ("[]", "should be an object"),
+        ("{", "Invalid JSON"),
         (json.dumps({**good, "round": 1}), "not the answer to round 2"),
-        (json.dumps({**good, "failed": "no"}), "no verdict"),
-        (json.dumps({**good, "timings": [{"host_ms": True, "device_ms": 1}]}), "not a number"),
-        (json.dumps({**good, "timings": [{"host_ms": 1, "device_ms": float("nan")}]}), "finite"),
+        (json.dumps({**good, "pid": 0}), "pid: .*greater than 0"),
+        (json.dumps({**good, "failed": "no"}), "failed: .*boolean"),
+        (json.dumps({**good, "timings": [{**reading, "host_ms": True}]}), "host_ms: .*number"),
+        (json.dumps({**good, "timings": [{**reading, "device_ms": float("nan")}]}), "finite"),
+        (json.dumps({**good, "timings": [{**reading, "host_ms": -1}]}), "greater than or equal"),
+        (json.dumps({**good, "timings": [reading] * 20_001}), "at most 20000"),
     ]
     for text, why in bad:
         with pytest.raises(bench_workers.AnswerError, match=why):
