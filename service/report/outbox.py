@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import TypeVar
 
 from sqlalchemy.orm import Session
 
@@ -31,6 +32,7 @@ from service.report.github import (
 from service.worker import Worker
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_PERMANENT_ATTEMPTS = 3  # a 4xx that will not change: tried this often, then given up
 
@@ -118,18 +120,19 @@ class OutboxWorker(Worker):
             gh.add_reaction(p["repo"], int(p["comment_id"]), p["content"])
             return "reacted"
         if item.kind == "status":
-            retried = item.attempts > 1
-            if retried and _stands(gh.latest_status(p["repo"], p["sha"], p["context"]), p):
+            latest = _made_before(item, lambda: gh.latest_status(p["repo"], p["sha"], p["context"]))
+            if _stands(latest, p):
                 return f"status {p['state']} (found after a retry)"
             gh.create_status(
                 p["repo"], p["sha"], p["state"], p["description"], p["context"], p["target_url"]
             )
             return f"status {p['state']}"
         if item.kind == "reply":
-            if item.attempts > 1:
-                found = gh.find_comment(p["repo"], int(p["pr_number"]), p["marker"])
-                if found is not None:
-                    return f"reply {found} (found after a retry)"
+            found = _made_before(
+                item, lambda: gh.find_comment(p["repo"], int(p["pr_number"]), p["marker"])
+            )
+            if found is not None:
+                return f"reply {found} (found after a retry)"
             return f"reply {gh.create_comment(p['repo'], int(p['pr_number']), p['body'])}"
         if item.kind == "note":
             pr = int(p["pr_number"])
@@ -153,8 +156,10 @@ class OutboxWorker(Worker):
             body = self.compose(session, row)
         if body is None:
             return "nothing to say"
-        if row.github_comment_id is None and item.attempts > 1:
-            found = gh.find_comment(row.repo, row.pr_number, marker(row.op, row.backend))
+        if row.github_comment_id is None:
+            found = _made_before(
+                item, lambda: gh.find_comment(row.repo, row.pr_number, marker(row.op, row.backend))
+            )
             if found is not None:
                 self._store_comment_id(row_id, found)
                 row.github_comment_id = found
@@ -192,8 +197,9 @@ class OutboxWorker(Worker):
         }
         if check.conclusion is not None:
             body["conclusion"] = check.conclusion
-        if run_id is None and item.attempts > 1:
-            run_id = gh.find_check_run(job.repo, check.head_sha, check.name, check.external_id)
+        if run_id is None:
+            head, name, external = check.head_sha, check.name, check.external_id
+            run_id = _made_before(item, lambda: gh.find_check_run(job.repo, head, name, external))
         if run_id is not None:
             try:
                 gh.update_check_run(job.repo, run_id, body)
@@ -241,6 +247,13 @@ class OutboxWorker(Worker):
             level, "outbox item %s (%s) failed, retry in %.1fs: %s", item.id, item.kind, wait, exc
         )
         return wait
+
+
+def _made_before(item: OutboxItem, find: Callable[[], T | None]) -> T | None:
+    """What an earlier attempt of `item` may already have made on GitHub (its write went
+    through, then its answer or its replica was lost): looked up with `find` on a retry, so
+    that the retry does not make it twice; None on a first attempt, which costs no lookup."""
+    return find() if item.attempts > 1 else None
 
 
 def _stands(latest: dict[str, object] | None, wanted: dict[str, object]) -> bool:
