@@ -101,10 +101,11 @@ def merged(runs: Runs, mode: str = "processes") -> BenchmarkResult:
     """The pull request's first run with every row's per-round samples of both sides (rounds
     where either side lacks the row are left out of its pairs) and the medians as its
     latencies, its host times per call (each side's median over the rounds that have them, and
-    per round where every round has both)
-    and its speedup against the reference as the median of the per-round speedups with that
-    median's 95 % interval; rows the merge base never had keep their single run. `mode` is
-    how the runs were taken (`compare_mode`)."""
+    per round over the rounds where both sides have them: a round whose readings could not be
+    paired with its rows leaves out that round, not the row's host change) and its speedup
+    against the reference as the median of the per-round speedups with that median's 95 %
+    interval; rows the merge base never had keep their single run. `mode` is how the runs were
+    taken (`compare_mode`)."""
     first = runs.after[0]
     rounds = runs.rounds
     after_rows = [_by_key(r) for r in runs.after[:rounds]]
@@ -127,9 +128,11 @@ def merged(runs: Runs, mode: str = "processes") -> BenchmarkResult:
         kernel_ms, before_ms = statistics.median(kernel), statistics.median(before)
         reference_ms = statistics.median(reference)
         speedups = stats.summarize([r / k for r, k in zip(reference, kernel, strict=True)])
-        host_after = [a.kernel_host_us for a, _ in pairs]
-        host_before = [b.kernel_host_us for _, b in pairs]
-        hosts = None not in host_after and None not in host_before
+        hosts = [
+            (a.kernel_host_us, b.kernel_host_us)
+            for a, b in pairs
+            if a.kernel_host_us is not None and b.kernel_host_us is not None
+        ]
         rows.append(
             row.model_copy(
                 update={
@@ -145,9 +148,9 @@ def merged(runs: Runs, mode: str = "processes") -> BenchmarkResult:
                     "reference_samples_ms": reference,
                     "kernel_samples_ms": kernel,
                     "before_kernel_samples_ms": before,
-                    "before_kernel_host_us": _median(host_before),
-                    "kernel_host_samples_us": host_after if hosts else None,
-                    "before_kernel_host_samples_us": host_before if hosts else None,
+                    "before_kernel_host_us": _median([b.kernel_host_us for _, b in pairs]),
+                    "kernel_host_samples_us": [a for a, _ in hosts] or None,
+                    "before_kernel_host_samples_us": [b for _, b in hosts] or None,
                 }
             )
         )

@@ -179,3 +179,23 @@ def test_rounds_with_host_readings_give_the_row_its_host_change() -> None:
     plain = stats.judged(BenchmarkResult(op="op", rows=[row.model_copy(
         update={"kernel_host_samples_us": None})]))  # fmt: skip
     assert plain.rows[0].host_change is None
+
+
+def test_a_round_without_host_readings_leaves_out_that_round_not_the_host_change() -> None:
+    """A worker's first round whose timer readings could not be paired with its rows (an
+    autotuner's readings among them) has no host times: the merged row keeps the host times of
+    the rounds that have both sides', paired, and so its host change."""
+
+    def side(kernel: float, host: float | None) -> BenchmarkResult:
+        return BenchmarkResult(op="op", rows=[_row(kernel).model_copy(
+            update={"kernel_host_us": host})])  # fmt: skip
+
+    runs = comparison.Runs(
+        after=[side(1.0, None), side(1.0, 60.0), side(1.0, 61.0)],
+        before=[side(1.0, None), side(1.0, 50.0), side(1.0, 50.0)],
+    )
+    row = stats.judged(comparison.merged(runs, mode="workers")).rows[0]
+    assert row.kernel_host_samples_us == [60.0, 61.0]
+    assert row.before_kernel_host_samples_us == [50.0, 50.0]
+    assert row.host_change is not None and row.host_change.rounds == 2
+    assert row.host_change.ratio == pytest.approx(1.21)
