@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--lease", type=int, default=20, help="ONDEMAND_LEASE_SECONDS")
     parser.add_argument("--drain-timeout", type=float, default=300.0)
     parser.add_argument("--workdir", type=Path, help="logs and repositories (default: a temp dir)")
+    parser.add_argument(
+        "--trace-memory",
+        type=Path,
+        help="trace the first replica's allocations (the witness) and dump a snapshot here "
+        "every --trace-every seconds; read them with python -m tools.soak.memdiff DIR",
+    )
+    parser.add_argument("--trace-every", type=float, default=300.0)
     return parser.parse_args(argv)
 
 
@@ -77,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         postgres=args.postgres,
         github=args.github,
         lease_s=args.lease,
+        trace_memory=args.trace_memory,
+        trace_every_s=args.trace_every,
     )
     world = World(options, workdir)
     signal.signal(signal.SIGTERM, _interrupt)
@@ -192,7 +202,7 @@ def soak(world: World, args: argparse.Namespace, interval: tuple[float, float]) 
         "commands_per_minute": round(len(commands) / minutes, 1),
         "sent": load.summary(record.sent),
         "jobs": len(record.jobs),
-        "jobs_by_status": _count(j.status for j in record.jobs),
+        "jobs_by_status": dict(sorted(Counter(j.status for j in record.jobs).items())),
         "deliveries": len(record.deliveries),
         "redeliveries_after_failure": len(record.redeliveries),
         "faults": faults.summary(record.faults),
@@ -250,13 +260,6 @@ def drain(world: World, redeliverer: load.Redeliverer, timeout: float) -> tuple[
             return True, left
         time.sleep(2)
     return False, left
-
-
-def _count(items: Any) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for item in items:
-        counts[item] = counts.get(item, 0) + 1
-    return dict(sorted(counts.items()))
 
 
 def _figures_text(f: dict[str, Any]) -> str:

@@ -156,6 +156,8 @@ class WorldOptions:
     lease_s: int = 20
     branches: int = 10  # pull-request branches per repository
     versions: int = 30  # commits per branch to push through
+    trace_memory: Path | None = None  # the first replica's allocation snapshots go here
+    trace_every_s: float = 300.0
 
 
 class Postgres:
@@ -373,6 +375,8 @@ class World:
                 "ONDEMAND_GITHUB_SECONDARY_WAIT_S": "10",
                 **auth,
             }
+            if i == 0 and self.options.trace_memory is not None:  # the witness, if any
+                env.update(self._memtrace_env())
             child = Child(
                 f"replica-{i + 1}",
                 self._python("serve", "--port", str(port), "--log-level", "info"),
@@ -382,6 +386,16 @@ class World:
             self.replicas.append(child.start())
             # One at a time: each migrates (or finds migrated) the schema before the next.
             wait_http(child, f"http://127.0.0.1:{port}/healthz")
+
+    def _memtrace_env(self) -> dict[str, str]:
+        """What makes a replica's Python trace its allocations (tools/soak/memtrace)."""
+        trace = Path(__file__).parent / "memtrace"
+        path = os.pathsep.join(filter(None, [str(trace), os.environ.get("PYTHONPATH")]))
+        return {
+            "PYTHONPATH": path,
+            "SOAK_TRACE_MEMORY_DIR": str(self.options.trace_memory),
+            "SOAK_TRACE_EVERY_S": f"{self.options.trace_every_s:g}",
+        }
 
     def replica_url(self, index: int) -> str:
         return f"http://127.0.0.1:{self.replica_ports[index]}"
