@@ -685,7 +685,7 @@ _MARK = {Verdict.slower: f" {SLOWER}", Verdict.faster: f" {FASTER}", Verdict.sam
 def _change_cell(judged: Judged | None) -> str:
     """`+23.1 % ±2.0 % 📉`, `-0.4 % ±1.1 %`, `+8.0 % ±31.0 % 〰️ too noisy`; a host-bound
     row's host change beside its device change, which alone is judged:
-    `device +23.1 % ±2.0 % 📉 · host +9.5 % ±14.0 % (not judged)`."""
+    `device +23.1 % ±2.0 % 📉 · host +9.5 % ±14.0 %`."""
     if judged is None:
         return "–"
     text = f"{percent(judged.change)} {band_text(judged.change)}"
@@ -696,7 +696,7 @@ def _change_cell(judged: Judged | None) -> str:
     if judged.host_change is None:
         return text
     host = judged.host_change
-    return f"device {text} · host {percent(host)} {band_text(host)} (not judged)"
+    return f"device {text} · host {percent(host)} {band_text(host)}"
 
 
 def _speedup_cell(row: BenchmarkRow) -> str:
@@ -731,7 +731,14 @@ def _host_bound_note(bench: BenchmarkResult) -> str | None:
         )
     more = len(bound) - len(shown)
     tail = f"; {ELLIPSIS} {more} more" if more > 0 else ""
-    return "Host-bound rows (host time per call above device time): " + "; ".join(shown) + tail
+    note = "Host-bound rows (host time per call above device time): " + "; ".join(shown) + tail
+    if any(row.host_change is not None for row in bound):
+        note += (
+            ". Their change shows the host time's beside the device time's, and only the"
+            " device's is judged: each side's host time comes from one process, and processes"
+            " differ"
+        )
+    return note
 
 
 def _us(value: float) -> str:

@@ -957,8 +957,10 @@ def test_a_host_bound_rows_host_change_is_shown_beside_its_device_change_never_j
     ]  # fmt: skip
     cell = comment_module._change_cell(judged[0])
     assert cell.startswith("device +0.0 %") and "· host +23.0 %" in cell
-    assert "(not judged)" in cell and SLOWER not in cell
+    assert SLOWER not in cell
     flagged = comment_module._change_cell(judged[3])
     assert flagged.index(SLOWER) < flagged.index("· host")
     assert "too noisy" in comment_module._change_cell(judged[2])
+    note = comment_module._host_bound_note(bench)
+    assert note is not None and "only the device's is judged" in note
     assert "host" not in comment_module._change_cell(judged[1])
