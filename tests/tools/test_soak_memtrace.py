@@ -39,8 +39,9 @@ def test_a_traced_process_dumps_snapshots_and_the_reader_names_what_grew(
     assert len(memdiff.snapshots(tmp_path / "trace")) >= 2
     assert memdiff.main([str(tmp_path / "trace"), "--from-minute", "0", "--top", "3"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].split()[0].startswith("+")  # the largest growth first, with its frames:
-    assert any(line.strip().endswith("grower.py:5") for line in lines[2:8]), lines
+    assert lines[0].startswith("Python heap held (traced), MiB by minute: 0.0: ")
+    assert lines[2].split()[0].startswith("+")  # the largest growth first, with its frames:
+    assert any(line.strip().endswith("grower.py:5") for line in lines[3:9]), lines
 
 
 def test_without_the_directory_set_nothing_is_traced(tmp_path: Path) -> None:

@@ -1,4 +1,6 @@
 """What grew in a traced soak replica (`python -m tools.soak --trace-memory DIR`): the
+Python heap each snapshot held (to set beside the replica's RSS, which the soak samples each
+minute: RSS growing while this stays flat is memory outside Python's objects), then the
 allocations still held at the last snapshot against one from minute FROM (default 10), by
 traceback, largest growth first.
 
@@ -41,6 +43,10 @@ def growth(old: tracemalloc.Snapshot, new: tracemalloc.Snapshot, top: int) -> li
     return lines
 
 
+def _mib(snapshot: tracemalloc.Snapshot) -> float:
+    return sum(trace.size for trace in snapshot.traces) / 2**20
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("directory", type=Path)
@@ -55,11 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     end = found[-1]
     if start == end:
         start = found[0]
-    old, new = (tracemalloc.Snapshot.load(str(p)) for _, p in (start, end))
-    total = lambda s: sum(t.size for t in s.traces) / 2**20  # noqa: E731
-    print(
-        f"minute {start[0]:.1f} → {end[0]:.1f}: traced {total(old):.1f} → {total(new):.1f} MiB"
-    )
+    loaded = {path: tracemalloc.Snapshot.load(str(path)) for _, path in found}
+    print("Python heap held (traced), MiB by minute:", ", ".join(
+        f"{minute:.1f}: {_mib(loaded[path]):.1f}" for minute, path in found))  # fmt: skip
+    old, new = loaded[start[1]], loaded[end[1]]
+    print(f"minute {start[0]:.1f} → {end[0]:.1f}: {_mib(old):.1f} → {_mib(new):.1f} MiB")
     for line in growth(old, new, args.top):
         print(line)
     return 0
