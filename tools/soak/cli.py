@@ -208,6 +208,7 @@ def soak(world: World, args: argparse.Namespace, interval: tuple[float, float]) 
         "faults": faults.summary(record.faults),
         "fault_errors": injector.errors,
         "load_errors": generator.errors[:20],
+        "github_calls": collect.github_calls(state, len(commands), minutes),
         "webhook_p99_ms": p99,
         "webhook_attempts_counted": counted,
         "rss_mib": {name: {"start": rss_start[name], "end": rss_end[name]} for name in rss_start},
@@ -277,6 +278,7 @@ def _figures_text(f: dict[str, Any]) -> str:
                                        if f["fault_errors"] else ""),
             f"webhook p99 {f['webhook_p99_ms']} ms over {f['webhook_attempts_counted']} "
             f"attempts (outside PostgreSQL restarts)",
+            _calls_text(f["github_calls"]),
             f"RSS {rss}; replica lives {f['replica_lives']}",
             "memory from minute 10 (longest life of each; witness never killed: "
             f"{f['witness']}): " + ", ".join(
@@ -290,6 +292,17 @@ def _figures_text(f: dict[str, Any]) -> str:
               for text, n in sorted(counts.items(), key=lambda kv: -kv[1])[:8]),
         ]
     )  # fmt: skip
+
+
+def _calls_text(calls: dict[str, Any]) -> str:
+    if not calls.get("calls"):
+        return "GitHub calls: none logged"
+    floor = "" if calls["complete"] else "at least "
+    return (
+        f"GitHub calls: {floor}{calls['calls']} in {calls['span_min']} min "
+        f"({calls['per_minute']}/min, {calls['per_hour_at_that_rate']}/h at that rate against "
+        f"the App's 5,000/h; {calls['per_command']} a command); busiest {calls['busiest']}"
+    )
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -6,6 +6,7 @@ jobs as the database has them (read only), and each runner's job starts and ends
 from __future__ import annotations
 
 import re
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,31 @@ def log_findings(directory: Path) -> dict[str, dict[str, int]]:
                 key = re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}|\d+(\.\d+)?", "N", text)[:160]
                 counts[key] = counts.get(key, 0) + 1
     return {kind: counts for kind, counts in findings.items() if counts}
+
+
+KEPT_CALLS = 2000  # the sandbox keeps its newest 2000 REST calls
+_ID = re.compile(r"/\d+(?=/|$)")
+
+
+def github_calls(state: dict[str, Any], commands: int, minutes: float) -> dict[str, Any]:
+    """The service's REST calls to GitHub as the sandbox logged them (its newest 2000: a
+    longer run's count is a floor): how many, a minute and a command, and the busiest
+    endpoints (ids as N). GitHub grants an App installation 5,000 calls an hour."""
+    calls = [c for c in state.get("api_calls", []) if c.get("login")]
+    if not calls:
+        return {"calls": 0}
+    ats = sorted(datetime.fromisoformat(str(c["at"]).replace("Z", "+00:00")) for c in calls)
+    span_min = max((ats[-1] - ats[0]).total_seconds() / 60, 1e-9)
+    endpoints = Counter(f"{c['method']} {_ID.sub('/N', c['path'].split('?')[0])}" for c in calls)
+    return {
+        "calls": len(calls),
+        "complete": len(state.get("api_calls", [])) < KEPT_CALLS,
+        "span_min": round(span_min, 1),
+        "per_minute": round(len(calls) / span_min, 1),
+        "per_hour_at_that_rate": round(len(calls) / span_min * 60),
+        "per_command": round(len(calls) / span_min * minutes / commands, 2) if commands else None,
+        "busiest": dict(endpoints.most_common(10)),
+    }
 
 
 def pending(conninfo: str) -> dict[str, int]:
