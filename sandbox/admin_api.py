@@ -127,6 +127,11 @@ class FaultIn(BaseModel):
     applied: bool = False  # carry the request out, then answer the fault
 
 
+class RateLimitIn(BaseModel):
+    limit: int = Field(ge=1)
+    enforced: bool = True
+
+
 class ReleaseIn(BaseModel):
     order: Literal["as-sent", "reversed"] = "as-sent"
     duplicate: bool = False
@@ -462,6 +467,17 @@ def add_fault(spec: FaultIn, request: Request) -> Json:
         spec.applied,
     )
     return fault_json(fault)
+
+
+@router.put("/rate-limit")
+def set_rate_limit(spec: RateLimitIn, request: Request) -> Json:
+    """Each login's calls an hour; `enforced`: refused past it with GitHub's 403 (otherwise
+    only reported in the headers, and refused only by injected faults)."""
+    state, _, _ = _parts(request)
+    with state.lock:
+        state.rate_limit, state.rate_enforced = spec.limit, spec.enforced
+        return {"limit": state.rate_limit, "enforced": state.rate_enforced,
+                "reset": state.rate_reset}  # fmt: skip
 
 
 @router.get("/faults")

@@ -267,6 +267,11 @@ class SandboxAdmin:
     def clear_faults(self) -> None:
         self._call("DELETE", "/faults")
 
+    def set_rate_limit(self, limit: int, enforced: bool = True) -> Json:
+        """Each login's REST calls an hour; with `enforced`, calls past it get GitHub's 403
+        (no requests left, the window's reset) until the window ends."""
+        return self._call("PUT", "/rate-limit", {"limit": limit, "enforced": enforced})
+
     # -- reading back ---------------------------------------------------------------------
 
     def state(self) -> Json:

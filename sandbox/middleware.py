@@ -36,6 +36,17 @@ def rate_headers(state: SandboxState, used: int, exhausted: bool = False) -> dic
     }
 
 
+def exhausted_response(state: SandboxState, uid: int) -> JSONResponse:
+    """GitHub's answer to a call past the hour's primary limit: 403, no requests left, the
+    window's reset."""
+    body = {
+        "message": PRIMARY_RATE_MESSAGE.format(uid=uid),
+        "documentation_url": DOCS,
+        "status": "403",
+    }
+    return JSONResponse(body, status_code=403, headers=rate_headers(state, 0, exhausted=True))
+
+
 def fault_response(state: SandboxState, fault: Fault, used: int, uid: int) -> JSONResponse:
     """GitHub's answer for an injected fault: a 5xx; a primary (403) or secondary (429) rate
     limit with `X-RateLimit-Remaining: 0` and, when asked, `Retry-After`; or a secondary limit
@@ -78,6 +89,9 @@ async def github_middleware(
             await call_next(request)  # the write happens; the caller hears only the fault
         user = state.users.get(login or "")
         response: Response = fault_response(state, fault, used, user.id if user else 0)
+    elif state.rate_enforced and login is not None and used > state.rate_limit:
+        user = state.users.get(login)
+        response = exhausted_response(state, user.id if user else 0)
     else:
         response = await call_next(request)
         for key, value in rate_headers(state, used).items():

@@ -301,6 +301,7 @@ class SandboxState:
         self.rate_used: dict[str, int] = {}
         self.rate_limit = 5000
         self.rate_reset = int(time.time()) + 3600
+        self.rate_enforced = False  # refuse calls past the limit, as GitHub does (opt-in)
 
     # -- plumbing -------------------------------------------------------------------------
 

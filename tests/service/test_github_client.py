@@ -69,6 +69,33 @@ def test_writes_and_find_by_marker(world: World) -> None:
     assert [s["state"] for s in world.admin.statuses(REPO, world.head)] == ["pending"]
 
 
+def test_past_the_hours_budget_every_call_waits_for_the_reset_and_none_goes_out(
+    world: World,
+) -> None:
+    """A sandbox that enforces GitHub's primary limit (as GitHub does): the call past the
+    budget gets 403 with no requests left; the client pauses every call until the window's
+    reset, and while paused no call reaches GitHub."""
+    world.gh.login()  # the budget counts from here: one call spent
+    limits = world.admin.set_rate_limit(len(_service_calls(world)) + 2)
+    world.gh.pull(REPO, 1)
+    world.gh.permission(REPO, "alice")  # the budget's last call
+    with pytest.raises(GitHubError) as caught:
+        world.gh.pull(REPO, 1)
+    assert caught.value.status == 403 and caught.value.rate_limited
+    until_reset = limits["reset"] - time.time()
+    assert caught.value.retry_after == pytest.approx(until_reset, abs=5)
+    assert world.gh.paused_for() == pytest.approx(until_reset, abs=5) and until_reset > 60
+    spent = len(_service_calls(world))
+    for _ in range(5):
+        with pytest.raises(GitHubError, match="rate limited"):
+            world.gh.permission(REPO, "alice")
+    assert len(_service_calls(world)) == spent
+
+
+def _service_calls(world: World) -> list[dict]:
+    return [c for c in world.admin.state()["api_calls"] if c["login"] == "bot"]
+
+
 @pytest.mark.parametrize(
     ("status", "retry_after", "expect_wait"),
     [(502, None, None), (503, None, None), (429, 7, 7.0), (403, 9, 9.0)],

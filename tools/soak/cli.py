@@ -70,6 +70,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "every --trace-every seconds; read them with python -m tools.soak.memdiff DIR",
     )
     parser.add_argument("--trace-every", type=float, default=300.0)
+    parser.add_argument(
+        "--github-budget",
+        type=int,
+        help="enforce GitHub's primary rate limit in the sandbox: this many calls an hour per "
+        "login, refused past it with GitHub's 403 (an App installation gets 5000); by default "
+        "the sandbox only reports it",
+    )
     return parser.parse_args(argv)
 
 
@@ -115,6 +122,8 @@ def soak(world: World, args: argparse.Namespace, interval: tuple[float, float]) 
     up_s = time.time() - started
     log.info("world up in %.1fs: %s", up_s, world.balancer_url)
     assert world.admin is not None
+    if args.github_budget is not None:
+        world.admin.set_rate_limit(args.github_budget)
     time.sleep(3)  # the replicas' first background rounds, before RSS is read
     rss_start = {r.name: r.rss_mib() for r in world.replicas}
 
