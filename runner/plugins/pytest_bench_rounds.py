@@ -44,6 +44,7 @@ POLL_S = 0.005
 DEFAULT_TIMER_MS = 30.0
 DEFAULT_IDLE_S = 600.0
 MAX_CALLS = 10_000  # back-to-back calls of one host reading, at most
+MIN_HOST_CALLS = 4  # ...and at least: a cost paid every few calls is averaged in, not hit or missed
 FLUSH_BYTES = 256 * 1024 * 1024  # more than any L2 cache: each device call starts cold
 
 _timings: list[dict[str, float]] = []  # the current round's readings, in call order
@@ -83,8 +84,9 @@ def _synchronize(torch: Any) -> None:
 
 
 def _host_ms(fn: Callable[[], Any], torch: Any, budget_ms: float, estimate_ms: float) -> float:
-    """Host time per call: N calls back to back, synchronized once, divided by N."""
-    calls = int(max(1, min(MAX_CALLS, budget_ms / max(estimate_ms, 1e-3))))
+    """Host time per call: N calls back to back (at least MIN_HOST_CALLS), synchronized once,
+    divided by N."""
+    calls = int(max(MIN_HOST_CALLS, min(MAX_CALLS, budget_ms / max(estimate_ms, 1e-3))))
     _synchronize(torch)
     started = time.perf_counter()
     for _ in range(calls):
