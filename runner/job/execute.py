@@ -23,7 +23,7 @@ from runner.environment.probe import environment_info
 from runner.environment.pyenv import PackageSources, PythonEnvError, python_env
 from runner.job import layouts
 from runner.job.kinds import KINDS
-from runner.job.kinds.context import OP_NAME, MergeBase, Stop, Tree, now
+from runner.job.kinds.context import OP_NAME, MergeBase, Stop, Tree, base_step, now
 from runner.job.sandboxing import Jail, give, scrubbed_env
 from runner.job.steps import OutputSink, StepOutcome, run_step
 from runner.job.workspace import WorkspaceError, Workspaces
@@ -348,7 +348,7 @@ class _Job:
         except WorkspaceError as exc:
             self.steps.append(
                 StepResult(
-                    name=f"{step.name} (merge base)",
+                    name=base_step(step),
                     status=StepStatus.skipped,
                     duration_s=(now() - started).total_seconds(),
                     message=f"could not prepare the merge base: {exc}",

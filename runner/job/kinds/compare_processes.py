@@ -12,6 +12,7 @@ from runner.job.kinds.context import (
     StepContext,
     Tree,
     base_side,
+    base_step,
     now,
     step_result,
     succeeded,
@@ -26,7 +27,7 @@ def compare(step: Step, job: StepContext, tree: Tree, base: MergeBase) -> Benchm
     the merge base's environment cannot be made or none of its runs gives rows (said as a
     skipped step)."""
     first = measure.plain(step, job, tree)
-    name = f"{step.name} (merge base)"
+    name = base_step(step)
     started = now()
     before = base_side(job, step, base)
     if before is None:

@@ -16,6 +16,7 @@ from runner.job.kinds.context import (
     Stop,
     Tree,
     base_side,
+    base_step,
     now,
     succeeded,
 )
@@ -33,7 +34,7 @@ def compare(step: Step, job: StepContext, tree: Tree, base: MergeBase) -> Benchm
     None where the merge base's environment
     cannot be made (the plain run then goes alone, as without a base). A pull request whose
     own worker gives no first round stops the job as a failed benchmark does."""
-    name = f"{step.name} (merge base)"
+    name = base_step(step)
     before_tree = base_side(job, step, base)
     if before_tree is None:
         return None

@@ -168,6 +168,11 @@ def step_result(
     )
 
 
+def base_step(step: Step) -> str:
+    """The name of a step's comparison with the merge base, as results and logs show it."""
+    return f"{step.name} (merge base)"
+
+
 def base_side(job: StepContext, step: Step, base: MergeBase) -> Tree | None:
     """The merge base's tree with its environment made; None, said as a skipped step, where
     the environment cannot be made (the pull request's run then goes alone)."""
@@ -176,7 +181,7 @@ def base_side(job: StepContext, step: Step, base: MergeBase) -> Tree | None:
     except PythonEnvError as exc:
         job.record(
             StepResult(
-                name=f"{step.name} (merge base)", status=StepStatus.skipped,
+                name=base_step(step), status=StepStatus.skipped,
                 message=f"could not prepare the merge base: {exc}",
             )
         )  # fmt: skip
