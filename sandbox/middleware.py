@@ -36,15 +36,17 @@ def rate_headers(state: SandboxState, used: int, exhausted: bool = False) -> dic
     }
 
 
+def error_response(status: int, message: str, headers: dict[str, str]) -> JSONResponse:
+    """An error as GitHub's REST API words it."""
+    body = {"message": message, "documentation_url": DOCS, "status": str(status)}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
 def exhausted_response(state: SandboxState, uid: int) -> JSONResponse:
     """GitHub's answer to a call past the hour's primary limit: 403, no requests left, the
     window's reset."""
-    body = {
-        "message": PRIMARY_RATE_MESSAGE.format(uid=uid),
-        "documentation_url": DOCS,
-        "status": "403",
-    }
-    return JSONResponse(body, status_code=403, headers=rate_headers(state, 0, exhausted=True))
+    headers = rate_headers(state, 0, exhausted=True)
+    return error_response(403, PRIMARY_RATE_MESSAGE.format(uid=uid), headers)
 
 
 def fault_response(state: SandboxState, fault: Fault, used: int, uid: int) -> JSONResponse:
@@ -69,8 +71,7 @@ def fault_response(state: SandboxState, fault: Fault, used: int, uid: int) -> JS
         message = SERVER_MESSAGES.get(fault.status, "Server Error")
     if fault.retry_after is not None:
         headers["Retry-After"] = str(fault.retry_after)
-    body = {"message": message, "documentation_url": DOCS, "status": str(fault.status)}
-    return JSONResponse(body, status_code=fault.status, headers=headers)
+    return error_response(fault.status, message, headers)
 
 
 async def github_middleware(
