@@ -44,6 +44,7 @@ import time
 import tokenize
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -309,6 +310,7 @@ class Driver:
         result = jobs / f"{job.name}.json"
         result.unlink(missing_ok=True)
         warm = job.source in self.ran
+        started = datetime.now()  # local, as nvidia-smi's log stamps its samples
         start = time.monotonic()
         try:
             done = self.run(job.argv(result), capture_output=True, timeout=max(left - 5, 30))
@@ -325,6 +327,7 @@ class Driver:
             "name": job.name, "op": job.op, "kind": job.kind, "ref": job.ref,
             "source": job.source, "full": job.full, "warm": warm, "exit": code,
             "wall_s": round(wall, 1), "result": result.name if result.exists() else None,
+            "started": started.isoformat(), "ended": datetime.now().isoformat(),
         }  # fmt: skip
         (jobs / f"{job.name}.meta.json").write_text(json.dumps(meta, indent=1) + "\n")
         print(f"{job.name}: exit {code} in {wall:.1f} s ({'warm' if warm else 'fresh'})")

@@ -8,9 +8,11 @@
 - **host, within a process and between processes**: the same from the timer's readings in the
   workers' answer files (`bench-rounds-{after,base}/round-N.json`, rounds 2 on: the first
   round compiles and tunes);
-- **host-bound**: each row's host time per call over its device time per call.
+- **host-bound**: each row's host time per call over its device time per call;
+- **the GPU's clocks** while each job ran: the call's `smi.csv` (nvidia-smi, every 200 ms)
+  within the job's window (`NAME.meta.json`'s `started`/`ended`).
 
-    python -m tools.flaggems_rounds DIR [DIR ...]
+    python -m tools.flaggems_rounds DIR [DIR ...] [--clocks-only]
 
 One line per job (the medians over its rows, and the worst row), then, per operator, the
 A/A jobs together. A job's runs are matched to its JobResult by commit (`job.log`'s first
@@ -24,7 +26,10 @@ import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+
+from tools.flaggems_noise import number, smi_samples
 
 JOB_LINE = re.compile(r"job \d+: (\w+) on \w+ at ([0-9a-f]{40})")
 
@@ -182,15 +187,96 @@ def report(spreads: Sequence[Spread]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Clocks:
+    """What nvidia-smi saw while one job ran."""
+
+    name: str
+    samples: int
+    sm_mhz: tuple[float, float, float]  # min, median, max
+    mem_mhz: float  # median
+    reasons: dict[str, int]  # throttle reasons as nvidia-smi words them, and how often
+    temperature_c: tuple[float, float]
+    power_w: tuple[float, float]
+
+
+def job_clocks(dirs: Sequence[Path]) -> list[Clocks]:
+    """Each job's window of the `smi.csv` beside it (the same call's directory), by name."""
+    found: dict[str, Clocks] = {}
+    for top in dirs:
+        for log in sorted(top.rglob("smi.csv")):
+            samples = smi_samples(log)
+            if not samples:
+                continue
+            keys = samples[0][1].keys()
+            reason_key = next((k for k in keys if "reasons" in k), "")
+            # nvidia-smi heads `clocks.sm` as `clocks.current.sm [MHz]`
+            sm_key = next((k for k in keys if k.endswith(".sm")), "")
+            mem_key = next((k for k in keys if k.endswith((".mem", ".memory"))), "")
+            for meta_path in sorted(log.parent.rglob("*.meta.json")):
+                meta = json.loads(meta_path.read_text())
+                if "started" not in meta or "ended" not in meta:
+                    continue
+                lo = datetime.fromisoformat(meta["started"])
+                hi = datetime.fromisoformat(meta["ended"])
+                got = [s for when, s in samples if lo <= when <= hi]
+                if not got:
+                    continue
+
+                def col(key: str, rows: list = got) -> list[float]:
+                    values = (number(s.get(key, "")) for s in rows)
+                    return [v for v in values if v is not None] or [float("nan")]
+
+                sm, temp, power = col(sm_key), col("temperature.gpu"), col("power.draw")
+                reasons: dict[str, int] = {}
+                for s in got:
+                    word = s.get(reason_key, "?")
+                    reasons[word] = reasons.get(word, 0) + 1
+                found[meta["name"]] = Clocks(
+                    name=meta["name"],
+                    samples=len(got),
+                    sm_mhz=(min(sm), statistics.median(sm), max(sm)),
+                    mem_mhz=statistics.median(col(mem_key)),
+                    reasons=reasons,
+                    temperature_c=(min(temp), max(temp)),
+                    power_w=(min(power), max(power)),
+                )
+    return [found[name] for name in sorted(found)]
+
+
+def clocks_report(clocks: Sequence[Clocks]) -> str:
+    lines = [
+        "| job | samples | SM MHz min / median / max | memory MHz | throttle reasons (samples) "
+        "| temperature °C | power W |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in clocks:
+        reasons = ", ".join(f"{word} ×{n}" for word, n in sorted(c.reasons.items()))
+        lines.append(
+            f"| {c.name} | {c.samples} | {c.sm_mhz[0]:.0f} / {c.sm_mhz[1]:.0f} / "
+            f"{c.sm_mhz[2]:.0f} | {c.mem_mhz:.0f} | {reasons} | {c.temperature_c[0]:.0f}–"
+            f"{c.temperature_c[1]:.0f} | {c.power_w[0]:.0f}–{c.power_w[1]:.0f} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dirs", nargs="+", type=Path)
+    parser.add_argument("--clocks-only", action="store_true", help="only the clocks' table")
     args = parser.parse_args(argv)
+    clocks = job_clocks(args.dirs)
+    if args.clocks_only:
+        print(clocks_report(clocks) if clocks else "no job with clocks found")
+        return 0 if clocks else 1
     spreads = load(args.dirs)
     if not spreads:
         print("no comparison job found under", " ".join(map(str, args.dirs)))
         return 1
     print(report(spreads))
+    if clocks:
+        print()
+        print(clocks_report(clocks))
     return 0
 
 

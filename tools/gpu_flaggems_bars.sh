@@ -37,6 +37,14 @@ unset ONDEMAND_INDEX_URL ONDEMAND_WHEELHOUSE PIP_INDEX_URL PIP_EXTRA_INDEX_URL P
     "FlagGems $(cat .device/flaggems.commit 2>/dev/null || echo '?')"
 } | tee -a "$OUT/device.txt"
 
+# The GPU's clocks, throttle reasons, temperature and power every 200 ms (only read, never
+# set); tools/flaggems_rounds.py lines each job up with its window of them.
+reasons=clocks_throttle_reasons.active
+nvidia-smi --query-gpu=$reasons --format=csv,noheader >/dev/null 2>&1 || reasons=clocks_event_reasons.active
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,$reasons,temperature.gpu,power.draw \
+  --format=csv -lms 200 >"$OUT/smi.csv" 2>/dev/null &
+smi=$!
+
 args=(drive --out "$OUT" --steps "${STEPS:-aa power others cost}" --aa "${AA:-5}"
   --other-aa "${OTHER_AA:-1}" --others "${OTHERS:-exp vdot}" --skip "${SKIP:-}"
   --deadline-s "${DEADLINE_S:-570}" --workers "${WORKERS:-auto}"
@@ -49,12 +57,14 @@ done
 [ "${OTHER_QUARTER:-0}" = 1 ] && args+=(--other-quarter)
 [ "${FG_COMPILE_CACHE:-0}" = 1 ] && args+=(--compile-cache)
 python3 -m tools.flaggems_bars "${args[@]}" 2>&1 | tee -a "$OUT/drive.txt"
+kill "$smi" 2>/dev/null
 # The bars of this call's jobs, the short table last.
 python3 -m tools.flaggems_bars "$OUT" --json "$OUT/bars.json" >"$OUT/bars.txt" 2>&1
+python3 -m tools.flaggems_rounds "$OUT" --clocks-only >"$OUT/clocks.txt" 2>&1
 # At most 8 files come back from a device call: the jobs' files travel as one archive, and
 # beside it each run's log and its rounds' timings (tools/flaggems_rounds.py reads them).
 tar -C "$OUT" -czf "$OUT/jobs.tgz" jobs && rm -rf "$OUT/jobs"
 find /tmp -maxdepth 1 -name 'ondemand-run-*' -type d -print0 2>/dev/null \
   | xargs -0 -I{} find {} \( -name job.log -o -path '*bench-rounds-*' -name 'round-*.json' \) \
   | tar -czf "$OUT/runs.tgz" -T - 2>/dev/null
-cat "$OUT/bars.txt"
+cat "$OUT/clocks.txt" "$OUT/bars.txt"
