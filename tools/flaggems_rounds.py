@@ -140,9 +140,7 @@ def figures(spread: Spread) -> Figures:
         abs(statistics.median(a) / statistics.median(b) - 1)
         for a, b in zip(spread.device_after, spread.device_before, strict=True)
     ]
-    hosts = [
-        (a, b) for a, b in zip(spread.host_after, spread.host_before, strict=True) if a and b
-    ]
+    hosts = [(a, b) for a, b in zip(spread.host_after, spread.host_before, strict=True) if a and b]
     host_within = [_ratio(s) for pair in hosts for s in pair if len(s) > 1]
     host_between = [abs(statistics.median(a) / statistics.median(b) - 1) for a, b in hosts]
     bound = [
@@ -194,10 +192,20 @@ class Clocks:
     name: str
     samples: int
     sm_mhz: tuple[float, float, float]  # min, median, max
+    busy_sm_mhz: tuple[float, float, float]  # the same over samples without the idle reason
     mem_mhz: float  # median
     reasons: dict[str, int]  # throttle reasons as nvidia-smi words them, and how often
     temperature_c: tuple[float, float]
     power_w: tuple[float, float]
+
+
+def _idle(reasons: str) -> bool:
+    """Whether nvidia-smi's reason bitmask holds "GPU idle" (bit 0): a clock taken while
+    nothing ran says nothing of the rows."""
+    try:
+        return bool(int(reasons, 16) & 1)
+    except ValueError:
+        return False
 
 
 def job_clocks(dirs: Sequence[Path]) -> list[Clocks]:
@@ -228,6 +236,7 @@ def job_clocks(dirs: Sequence[Path]) -> list[Clocks]:
                     return [v for v in values if v is not None] or [float("nan")]
 
                 sm, temp, power = col(sm_key), col("temperature.gpu"), col("power.draw")
+                busy = col(sm_key, [x for x in got if not _idle(x.get(reason_key, ""))])
                 reasons: dict[str, int] = {}
                 for s in got:
                     word = s.get(reason_key, "?")
@@ -236,6 +245,7 @@ def job_clocks(dirs: Sequence[Path]) -> list[Clocks]:
                     name=meta["name"],
                     samples=len(got),
                     sm_mhz=(min(sm), statistics.median(sm), max(sm)),
+                    busy_sm_mhz=(min(busy), statistics.median(busy), max(busy)),
                     mem_mhz=statistics.median(col(mem_key)),
                     reasons=reasons,
                     temperature_c=(min(temp), max(temp)),
@@ -246,15 +256,15 @@ def job_clocks(dirs: Sequence[Path]) -> list[Clocks]:
 
 def clocks_report(clocks: Sequence[Clocks]) -> str:
     lines = [
-        "| job | samples | SM MHz min / median / max | memory MHz | throttle reasons (samples) "
-        "| temperature °C | power W |",
-        "|---|---|---|---|---|---|---|",
+        "| job | samples | SM MHz busy: min / median / max | SM MHz all | memory MHz "
+        "| throttle reasons (samples; 0x1 idle) | temperature °C | power W |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for c in clocks:
         reasons = ", ".join(f"{word} ×{n}" for word, n in sorted(c.reasons.items()))
         lines.append(
-            f"| {c.name} | {c.samples} | {c.sm_mhz[0]:.0f} / {c.sm_mhz[1]:.0f} / "
-            f"{c.sm_mhz[2]:.0f} | {c.mem_mhz:.0f} | {reasons} | {c.temperature_c[0]:.0f}–"
+            f"| {c.name} | {c.samples} | {c.busy_sm_mhz[0]:.0f} / {c.busy_sm_mhz[1]:.0f} / "
+            f"{c.busy_sm_mhz[2]:.0f} | {c.sm_mhz[0]:.0f}–{c.sm_mhz[2]:.0f} | {c.mem_mhz:.0f} | {reasons} | {c.temperature_c[0]:.0f}–"
             f"{c.temperature_c[1]:.0f} | {c.power_w[0]:.0f}–{c.power_w[1]:.0f} |"
         )
     return "\n".join(lines)

@@ -24,6 +24,25 @@ from workflows.models import BenchmarkResult, BenchmarkRow
 Measure = Callable[[], BenchmarkResult | None]
 RowKey = tuple[str, tuple[int, ...], tuple[int, ...] | None]
 MIN_ROUNDS = 6  # stats: fewer bound no median at 95 %
+# How far past its budget a comparison may run to reach MIN_ROUNDS: fewer rounds judge no row,
+# so stopping a round short of them would waste every round already paid for.
+REACH = 1.5
+
+
+def over_budget(elapsed_s: float, rounds: int, next_round_s: float, budget_s: float) -> str:
+    """Why another round does not fit ("" when it does): within `budget_s`, or, short of
+    MIN_ROUNDS, when the rounds still missing end within REACH × `budget_s`."""
+    if elapsed_s + next_round_s <= budget_s:
+        return ""
+    if rounds >= MIN_ROUNDS:
+        return f"budget of {budget_s:g} s"
+    reach_s = elapsed_s + (MIN_ROUNDS - rounds) * next_round_s
+    if reach_s <= budget_s * REACH:
+        return ""
+    return (
+        f"budget of {budget_s:g} s; the {MIN_ROUNDS} rounds a verdict needs would take "
+        f"about {reach_s:.0f} s"
+    )
 
 
 def row_key(row: BenchmarkRow) -> RowKey:
@@ -56,11 +75,13 @@ def process_rounds(
 ) -> Runs:
     """Runs of both sides in ABBA order, the pull request's first run given: after, before |
     before, after | after, before ... Stops once every row is settled (at least MIN_ROUNDS
-    rounds), at `max_rounds`, when the next run would overrun `budget_s`, or when a run fails
-    (the rounds so far stand)."""
+    rounds), at `max_rounds`, when the next round would overrun `budget_s` (`over_budget`;
+    a round is priced at twice the longer of the last two runs, so the merge base's first
+    run, which compiles, does not price every round after it), or when a run fails (the
+    rounds so far stand)."""
     runs = Runs(after=[first_after])
     started = clock()
-    longest = 0.0
+    took: list[float] = []  # each run's seconds, in order
     order = ("before", "before", "after", "after")  # after the first run: B | B A | A B | …
     step = 0
     while True:
@@ -71,13 +92,15 @@ def process_rounds(
             if _all_settled(runs, target):
                 runs.stopped = "every row settled"
                 break
-            if clock() - started + 2 * longest > budget_s:
-                runs.stopped = f"budget of {budget_s:g} s"
+            next_round = 2 * max(took[-2:], default=0.0)
+            why = over_budget(clock() - started, runs.rounds, next_round, budget_s)
+            if why:
+                runs.stopped = why
                 break
         side = order[step % len(order)]
         begun = clock()
         result = (measure_before if side == "before" else measure_after)()
-        longest = max(longest, clock() - begun)
+        took.append(clock() - begun)
         if result is None or not result.rows:
             which = "merge base" if side == "before" else "pull request"
             runs.stopped = f"a run of the {which} failed"
@@ -202,10 +225,11 @@ def solo_rounds(
 ) -> Runs:
     """Rounds of the pull request alone, its first given: stops once every row's speedup is
     known within `target` either side (at least MIN_ROUNDS rounds), at `max_rounds`, when the
-    next round would overrun `budget_s`, or when a round fails (those so far stand)."""
+    next round, priced as the last one, would overrun `budget_s` (`over_budget`), or when a
+    round fails (those so far stand)."""
     runs = Runs(after=[first])
     started = clock()
-    longest = 0.0
+    last = 0.0
     while True:
         if len(runs.after) >= max_rounds:
             runs.stopped = f"{max_rounds} rounds"
@@ -213,12 +237,13 @@ def solo_rounds(
         if len(runs.after) >= MIN_ROUNDS and _speedups_settled(runs.after, target):
             runs.stopped = "every row settled"
             break
-        if clock() - started + longest > budget_s:
-            runs.stopped = f"budget of {budget_s:g} s"
+        why = over_budget(clock() - started, len(runs.after), last, budget_s)
+        if why:
+            runs.stopped = why
             break
         begun = clock()
         result = measure()
-        longest = max(longest, clock() - begun)
+        last = clock() - begun
         if result is None or not result.rows:
             runs.stopped = "a round failed"
             break

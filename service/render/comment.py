@@ -613,6 +613,14 @@ def _comparison_note(view: JobView, bench: BenchmarkResult, judged: Sequence[Jud
     found = _change_words(judged)
     if found:
         lines.append(f"**{escape_text(found, 400)}**")
+    short = [j for j in judged if j.verdict is Verdict.noisy and j.band is None]
+    if short and bench.compare_mode:  # taken in rounds (not once each, as an older job was)
+        fewest = min(j.change.rounds for j in short)
+        lines.append(
+            f"{plural(len(short), 'row')} had too few rounds (as few as {fewest}) to bound "
+            f"{'its' if len(short) == 1 else 'their'} change at 95 %: the comparison's time "
+            f"ran out first (`compare.budget_s` in the workflow), not the code's noise."
+        )
     if gate_failed(view):
         lines.append(
             f"**Regression gate: failed.** This repository's gate fails a significant "

@@ -135,7 +135,9 @@ def test_process_rounds_keep_to_the_budget_and_stop_on_a_failed_run() -> None:
         _run({"float16": 1.0}), slow(1.0), slow(1.0), budget_s=100, target=0.025,
         max_rounds=20, clock=clock,
     )  # fmt: skip
-    assert runs.rounds == 2 and runs.stopped == "budget of 100 s"  # B | B A, then 90 + 60 > 100
+    # B | B A, then 90 + 60 > 100, and six rounds would end at 90 + 4 × 60 = 330 > 1.5 × 100
+    assert runs.rounds == 2 and runs.stopped.startswith("budget of 100 s")
+    assert "the 6 rounds a verdict needs would take about 330 s" in runs.stopped
     assert clock.now == 90
     failing = comparison.process_rounds(
         _run({"float16": 1.0}), lambda: None, slow(1.0), budget_s=1000, target=0.025,
@@ -144,6 +146,61 @@ def test_process_rounds_keep_to_the_budget_and_stop_on_a_failed_run() -> None:
     assert failing.rounds == 1 and "pull request failed" in failing.stopped
     only_head = stats.judged(comparison.merged(failing))
     assert only_head.rows[0].change is not None and only_head.rows[0].change.rounds == 1
+
+
+def test_process_rounds_reach_the_rounds_a_verdict_needs_past_a_tight_budget() -> None:
+    """A host-bound FlagGems operator on an H100: a worker's round of 9 s a side, the merge
+    base's first 20 s (it compiles). Priced by that first run, or stopped at the budget short
+    of six rounds, the job judged no row; now the first run prices only the round after it,
+    and the sixth round runs past the budget (by less than half of it)."""
+    clock = Clock()
+
+    def side(first_s: float) -> comparison.Measure:
+        runs = []
+
+        def run() -> BenchmarkResult:
+            clock.now += first_s if not runs else 8.0
+            runs.append(clock.now)
+            return _run({"float16": 1.0 + 0.3 * (len(runs) % 3)})  # never settled
+
+        return run
+
+    runs = comparison.process_rounds(
+        _run({"float16": 1.0}), side(8.0), side(20.0), budget_s=90, target=0.001,
+        max_rounds=20, clock=clock,
+    )  # fmt: skip
+    assert runs.rounds == comparison.MIN_ROUNDS and runs.stopped == "budget of 90 s"
+    assert clock.now == 100  # 84 s after five rounds, the sixth to 100 (≤ 1.5 × 90)
+    assert stats.judged(comparison.merged(runs)).rows[0].change.low is not None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "rounds", "next_round", "stop"),
+    [
+        (70, 2, 10, ""),  # fits the budget
+        (84, 5, 16, ""),  # past the budget, the sixth round ends at 100 ≤ 135
+        (84, 6, 16, "budget of 90 s"),  # six rounds in: the budget holds
+        (80, 2, 20, "budget of 90 s; the 6 rounds a verdict needs would take about 160 s"),
+    ],
+)
+def test_over_budget_lets_a_comparison_reach_six_rounds_within_half_its_budget_again(
+    elapsed: float, rounds: int, next_round: float, stop: str
+) -> None:
+    assert comparison.over_budget(elapsed, rounds, next_round, 90) == stop
+
+
+def test_solo_rounds_reach_six_rounds_past_a_tight_budget() -> None:
+    clock = Clock()
+
+    def run() -> BenchmarkResult:
+        clock.now += 10
+        return _run({"float16": 1.0 + 0.3 * (clock.now % 30 / 10)})  # never settled
+
+    runs = comparison.solo_rounds(
+        _run({"float16": 1.0}), run, budget_s=45, target=0.0001, max_rounds=20, clock=clock
+    )
+    assert len(runs.after) == comparison.MIN_ROUNDS and runs.stopped == "budget of 45 s"
+    assert clock.now == 50  # five more rounds: the last ends 5 s past the budget
 
 
 def test_a_change_the_harness_wrote_is_not_taken_on_trust() -> None:

@@ -180,3 +180,33 @@ def test_a_cancel_says_why_and_is_not_a_failure_of_the_code() -> None:
     assert render_comment(job).split("\n")[2].endswith("runner stopped \\(SIGTERM\\)")
     status = render_status(job)
     assert status.state == "pending" and status.description == "runner stopped (SIGTERM)"
+
+
+def test_rows_short_of_the_rounds_an_interval_needs_say_the_budget_ran_out() -> None:
+    # A workers comparison that stopped at five rounds: every interval open, every row noisy,
+    # and the report says it was the comparison's time, not the code's noise.
+    rows = [
+        r.model_copy(update={"change": Change(rounds=5, ratio=1.0, low=None, high=None)})
+        for r in _compared({})
+    ]
+    bench = _bench(rows).model_copy(update={"compare_mode": "workers"})
+    text = render_comment(view(result=seed_result(benchmark=bench)))
+    assert "12 of 12 rows too noisy to judge" in text.split("\n")[2]
+    assert "12 rows had too few rounds (as few as 5) to bound their change at 95 %" in text
+    assert "`compare.budget_s`" in text
+    # Rounds enough, a wide band: noisy for the code's noise, and nothing about the budget.
+    wide = _bench(_compared({3: (1.3, 0.9, 1.9)})).model_copy(update={"compare_mode": "workers"})
+    assert "too few rounds" not in render_comment(view(result=seed_result(benchmark=wide)))
+    # An older job's single run a side says nothing of a budget either.
+    assert "too few rounds" not in render_comment(
+        view(
+            result=seed_result(
+                benchmark=_bench(
+                    [
+                        r.model_copy(update={"before_kernel_ms": r.kernel_ms / 2})
+                        for r in seed_rows()
+                    ]
+                )
+            )
+        )
+    )

@@ -86,16 +86,17 @@ def test_each_job_gets_the_clocks_nvidia_smi_logged_within_its_window(
     rows = [  # the first job at full clocks, the second slowed down once
         "2026/12/05 12:00:00.200, 1980 MHz, 2619 MHz, 0x0000000000000000, 40, 120.5 W",
         "2026/12/05 12:00:00.800, 1980 MHz, 2619 MHz, 0x0000000000000000, 41, 300.0 W",
-        "2026/12/05 12:00:02.100, 1980 MHz, 2619 MHz, 0x0000000000000000, 44, 310.0 W",
+        "2026/12/05 12:00:02.100, 345 MHz, 2619 MHz, 0x0000000000000001, 44, 310.0 W",
         "2026/12/05 12:00:02.500, 1410 MHz, 2619 MHz, 0x0000000000000004, 45, 690.0 W",
         "2026/12/05 12:00:02.900, 1755 MHz, 2619 MHz, 0x0000000000000000, 45, 400.0 W",
     ]
     (tmp_path / "smi.csv").write_text("\n".join([header, *rows]) + "\n")
     a, b = flaggems_rounds.job_clocks([tmp_path])
     assert (a.name, a.samples, a.sm_mhz) == ("fg-a", 2, (1980, 1980, 1980))
-    assert (b.samples, b.sm_mhz, b.mem_mhz) == (3, (1410, 1755, 1980), 2619)
-    assert b.reasons == {"0x0000000000000000": 2, "0x0000000000000004": 1}
+    assert (b.samples, b.sm_mhz, b.mem_mhz) == (3, (345, 1410, 1755), 2619)
+    assert b.busy_sm_mhz == (1410, 1582.5, 1755)  # the idle sample left out
+    assert b.reasons == {"0x0000000000000001": 1, "0x0000000000000004": 1, "0x0000000000000000": 1}
     assert (b.temperature_c, b.power_w) == ((44, 45), (310, 690))
     assert flaggems_rounds.main([str(tmp_path), "--clocks-only"]) == 0
     out = capsys.readouterr().out
-    assert "| fg-b | 3 | 1410 / 1755 / 1980 | 2619 |" in out
+    assert "| fg-b | 3 | 1410 / 1582 / 1755 | 345–1755 | 2619 |" in out
