@@ -264,8 +264,9 @@ def clocks_report(clocks: Sequence[Clocks]) -> str:
         reasons = ", ".join(f"{word} ×{n}" for word, n in sorted(c.reasons.items()))
         lines.append(
             f"| {c.name} | {c.samples} | {c.busy_sm_mhz[0]:.0f} / {c.busy_sm_mhz[1]:.0f} / "
-            f"{c.busy_sm_mhz[2]:.0f} | {c.sm_mhz[0]:.0f}–{c.sm_mhz[2]:.0f} | {c.mem_mhz:.0f} | {reasons} | {c.temperature_c[0]:.0f}–"
-            f"{c.temperature_c[1]:.0f} | {c.power_w[0]:.0f}–{c.power_w[1]:.0f} |"
+            f"{c.busy_sm_mhz[2]:.0f} | {c.sm_mhz[0]:.0f}–{c.sm_mhz[2]:.0f} | {c.mem_mhz:.0f} | "
+            f"{reasons} | {c.temperature_c[0]:.0f}–{c.temperature_c[1]:.0f} | "
+            f"{c.power_w[0]:.0f}–{c.power_w[1]:.0f} |"
         )
     return "\n".join(lines)
 

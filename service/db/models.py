@@ -133,6 +133,7 @@ class Job(Base):
     progress: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # its runner's latest
     progress_noticed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # comment paced
     check_run_id: Mapped[int | None] = mapped_column(BigInteger)  # as a GitHub App
+    check_sent: Mapped[str | None] = mapped_column(String(64))  # digest of its last update
     # The repository's regression gate for the operator, from its settings file on the base.
     threshold: Mapped[float] = mapped_column(Float, default=0.1, server_default="0.1")
     gate: Mapped[str] = mapped_column(String(16), default="inform", server_default="inform")
@@ -172,6 +173,9 @@ class ResultComment(Base):
     op: Mapped[str] = mapped_column(String(64))
     backend: Mapped[str] = mapped_column(String(64))
     github_comment_id: Mapped[int | None] = mapped_column(BigInteger)
+    # The digest of the body last sent: an edit that would change nothing is not sent (each
+    # costs one call of the installation's hourly budget).
+    sent_digest: Mapped[str | None] = mapped_column(String(64))
 
 
 class OutboxItem(LeasedRow, Base):

@@ -3,12 +3,17 @@ an App) check runs to GitHub, in order per key, with the retry policy; waits out
 (the client pauses every call until `Retry-After` or the reset); never loses an item while
 GitHub is down or limiting,
 gives up only on answers that cannot change, and never posts a comment twice (a comment's
-GitHub id is stored the moment it exists; a retried create first looks for it). An item GitHub
+GitHub id is stored the moment it exists; a retried create first looks for it). A result
+comment or check run is rendered when it is sent and not sent again when nothing in it changed
+(the digest of what was last sent is stored beside its id): several queued updates of one job
+cost one call, not one each, of the installation's hourly budget. An item GitHub
 refuses for a permission the App lacks is kept: parked until the permission comes (tried every
 few minutes, and at once when an owner accepts the App's new permissions)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -156,6 +161,9 @@ class OutboxWorker(Worker):
             body = self.compose(session, row)
         if body is None:
             return "nothing to say"
+        sent = digest(body)
+        if row.github_comment_id is not None and row.sent_digest == sent:
+            return f"comment {row.github_comment_id} unchanged: not sent"
         if row.github_comment_id is None:
             found = _made_before(
                 item, lambda: gh.find_comment(row.repo, row.pr_number, marker(row.op, row.backend))
@@ -165,7 +173,7 @@ class OutboxWorker(Worker):
                 row.github_comment_id = found
         if row.github_comment_id is None:
             created = gh.create_comment(row.repo, row.pr_number, body)
-            self._store_comment_id(row_id, created)
+            self._store_comment_id(row_id, created, sent)
             return f"created comment {created}"
         try:
             gh.edit_comment(row.repo, row.github_comment_id, body)
@@ -174,8 +182,9 @@ class OutboxWorker(Worker):
                 raise
             # Someone deleted the comment: post it again rather than fail forever.
             created = gh.create_comment(row.repo, row.pr_number, body)
-            self._store_comment_id(row_id, created)
+            self._store_comment_id(row_id, created, sent)
             return f"comment {row.github_comment_id} was deleted; created {created}"
+        self._store_comment_id(row_id, row.github_comment_id, sent)
         return f"updated comment {row.github_comment_id}"
 
     def _send_check(self, gh: GitHubClient, item: OutboxItem) -> str:
@@ -186,7 +195,7 @@ class OutboxWorker(Worker):
             if job is None or self.compose_check is None:
                 return "no job or no check runs"
             check = self.compose_check(session, job)
-            run_id = job.check_run_id
+            run_id, last_sent = job.check_run_id, job.check_sent
         output = {"title": check.title, "summary": check.summary, "text": check.text}
         body: dict[str, object] = {
             "name": check.name,
@@ -197,28 +206,37 @@ class OutboxWorker(Worker):
         }
         if check.conclusion is not None:
             body["conclusion"] = check.conclusion
+        sent = digest(json.dumps({**body, "head_sha": check.head_sha}, sort_keys=True))
+        if run_id is not None and last_sent == sent:
+            return f"check run {run_id} unchanged: not sent"
         if run_id is None:
             head, name, external = check.head_sha, check.name, check.external_id
             run_id = _made_before(item, lambda: gh.find_check_run(job.repo, head, name, external))
         if run_id is not None:
             try:
                 gh.update_check_run(job.repo, run_id, body)
+                self._store_check(job_id, run_id, sent)
                 return f"updated check run {run_id} ({check.status})"
             except GitHubError as exc:
                 if exc.status != 404:
                     raise
         created = gh.create_check_run(job.repo, {**body, "head_sha": check.head_sha})
+        self._store_check(job_id, created, sent)
+        return f"created check run {created} ({check.status})"
+
+    def _store_check(self, job_id: int, run_id: int, sent: str) -> None:
         with self.db.writes() as session, session.begin():
             row = session.get(Job, job_id)
             if row is not None:
-                row.check_run_id = created
-        return f"created check run {created} ({check.status})"
+                row.check_run_id, row.check_sent = run_id, sent
 
-    def _store_comment_id(self, row_id: int, comment_id: int) -> None:
+    def _store_comment_id(self, row_id: int, comment_id: int, sent: str | None = None) -> None:
+        """The comment's GitHub id, and the digest of the body it holds now (None: unknown,
+        as for one found after a retry, so the next send edits it)."""
         with self.db.writes() as session, session.begin():
             row = session.get(ResultComment, row_id)
             if row is not None:
-                row.github_comment_id = comment_id
+                row.github_comment_id, row.sent_digest = comment_id, sent
 
     def _failed(self, item: OutboxItem, exc: GitHubError) -> float | None:
         if isinstance(exc, MissingPermission):
@@ -247,6 +265,11 @@ class OutboxWorker(Worker):
             level, "outbox item %s (%s) failed, retry in %.1fs: %s", item.id, item.kind, wait, exc
         )
         return wait
+
+
+def digest(text: str) -> str:
+    """What was sent, in 64 hex characters: equal digests, equal text."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _made_before(item: OutboxItem, find: Callable[[], T | None]) -> T | None:

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from service.db.models import Delivery
+from service.db.models import Delivery, Job, OutboxItem
 from tests.service.test_flow import REPO, Flow, auth, make_flow, seed_result
 from workflows.models import JobStatus, Progress
 
@@ -126,3 +126,47 @@ def test_a_forged_marker_is_never_taken_for_the_apps_own_comment(tmp_path: Path)
         assert [c["user"] for c in results] == ["mallory", "ondemand[bot]"]
         assert results[0]["body"] == forged["body"] and len(results[0]["history"]) == 1
         assert "⏳ `add` on `cpu`" in results[1]["body"]
+
+
+def test_an_update_that_changes_nothing_costs_no_call(tmp_path: Path) -> None:
+    """A job's comment and check run are rendered when sent; when they would read as they
+    already do (a queue move that moved nothing of theirs, a state re-announced), the outbox
+    sends nothing: each edit is one call of the installation's hourly budget."""
+    with make_flow(tmp_path, app=True) as flow:
+        flow.comment("/test add:cpu")
+        flow.wait_until(lambda: _run(flow, "ondemand/add:cpu"))
+        flow.wait_until(flow.quiet)
+
+        def writes() -> list[tuple[str, str]]:
+            calls = flow.admin.state()["api_calls"]
+            return [
+                (c["method"], c["path"])
+                for c in calls
+                if c["method"] in ("POST", "PATCH")
+                and ("/issues/comments/" in c["path"] or "/check-runs" in c["path"])
+                and not c["path"].endswith("/reactions")
+            ]
+
+        before = writes()
+        service = flow.svc.service
+        (job,) = flow.jobs()
+        for _ in range(3):  # as a queue move and a re-announced state would
+            with service.db.writes() as session, session.begin():
+                row = session.get(Job, job.id)
+                assert row is not None
+                service.notices.job_changed(session, row)
+            service.outbox.kick()
+            flow.wait_until(flow.quiet)
+        assert writes() == before  # nothing sent again
+        with service.db.reads() as session:
+            outcomes = session.scalars(
+                select(OutboxItem.outcome).where(OutboxItem.kind.in_(("comment", "check")))
+            ).all()
+        assert sum("unchanged: not sent" in (o or "") for o in outcomes) == 6
+
+        # What does change is sent: the job cancelled edits the comment and the check run once.
+        flow.comment("/test cancel add")
+        flow.wait_until(lambda: (_run(flow, "ondemand/add:cpu") or {}).get("conclusion"))
+        flow.wait_until(flow.quiet)
+        sent = writes()[len(before) :]
+        assert sorted(m for m, _ in sent) == ["PATCH", "PATCH"], sent
