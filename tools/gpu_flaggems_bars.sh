@@ -18,7 +18,8 @@
 #   jobs keep a shared compile cache: a trusted build after the first) WORKERS=auto|on|off
 #   (compare.workers on the flaggems layout of the workflow copies; auto: where the runner
 #   knows the field) SELF_OP=adaptive_max_pool3d (the cost step's operator; default the
-#   backward, whose warm job compare.md timed)
+#   backward, whose warm job compare.md timed) TIMER_COST=0 (leave out the timer's cost
+#   by phase, tools/timer_cost.py, which goes first into device.txt)
 # Needs .device/flaggems.tar.xz, .device/wheelhouse/ and .whl/ (tools/device_inputs.sh).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
@@ -36,6 +37,8 @@ unset ONDEMAND_INDEX_URL ONDEMAND_WHEELHOUSE PIP_INDEX_URL PIP_EXTRA_INDEX_URL P
   echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'); $(nproc) cores;" \
     "FlagGems $(cat .device/flaggems.commit 2>/dev/null || echo '?')"
 } | tee -a "$OUT/device.txt"
+# What one reading of the workers' timer costs, phase by phase (a few seconds).
+[ "${TIMER_COST:-1}" = 1 ] && python3 -m tools.timer_cost --readings 20 2>&1 | tee -a "$OUT/device.txt"
 
 # The GPU's clocks, throttle reasons, temperature and power every 200 ms (only read, never
 # set); tools/flaggems_rounds.py lines each job up with its window of them.
