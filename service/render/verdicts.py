@@ -7,11 +7,10 @@ flagged; anything else is no significant change. The smallest change a row can d
 threshold plus its noise band.
 
 A host-bound row (its kernel's host time per call clearly above its device time, on either
-side) shows its host time's change beside the device's, with what it alone would say, but
-only the device time is judged: each side's host time comes from one process, and processes
-of one tree differ in host time for long stretches (a FlagGems A/A on an H100 read host
-changes of up to +54 % where the device read ±1 %), so a host verdict would flag processes,
-not code.
+side) shows its host time's change beside the device's, but only the device time is
+judged: each side's host time comes from one process, and processes of one tree differ in
+host time for long stretches (FlagGems A/A jobs on an H100 read host changes of up to +117 %
+where the device read ±1 %), so a host verdict would flag processes, not code.
 """
 
 from __future__ import annotations
@@ -40,13 +39,12 @@ class Verdict(StrEnum):
 @dataclass(frozen=True)
 class Judged:
     """A compared row, its change and what it says (for a host-bound row, with its host
-    time's change and what that alone would say, shown and never weighed in `verdict`)."""
+    time's change, shown and never weighed in `verdict`)."""
 
     row: BenchmarkRow
     change: Change
     verdict: Verdict
     host_change: Change | None = None
-    host_verdict: Verdict | None = None
 
     @property
     def band(self) -> float | None:
@@ -106,12 +104,8 @@ def judged_rows(bench: BenchmarkResult, threshold: float) -> list[Judged]:
         change = row_change(row)
         if change is None:
             continue
-        verdict = judge(change, threshold)
-        if row.host_change is not None and host_bound_row(row):
-            host = judge(row.host_change, threshold)
-            out.append(Judged(row, change, verdict, row.host_change, host))
-        else:
-            out.append(Judged(row, change, verdict))
+        host = row.host_change if host_bound_row(row) else None
+        out.append(Judged(row, change, judge(change, threshold), host))
     return out
 
 

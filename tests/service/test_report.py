@@ -952,9 +952,8 @@ def test_a_host_bound_rows_host_change_is_shown_beside_its_device_change_never_j
     assert [j.verdict for j in judged] == [
         Verdict.same, Verdict.same, Verdict.noisy, Verdict.slower
     ]  # fmt: skip
-    assert [j.host_verdict for j in judged] == [
-        Verdict.slower, None, Verdict.same, Verdict.same
-    ]  # fmt: skip
+    # Only a host-bound row carries its host change (shown, never judged).
+    assert [j.host_change for j in judged] == [slower_host, None, same_host, same_host]
     cell = comment_module._change_cell(judged[0])
     assert cell.startswith("device +0.0 %") and "· host +23.0 %" in cell
     assert SLOWER not in cell
