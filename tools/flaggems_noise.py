@@ -24,6 +24,7 @@ import re
 import statistics
 import sys
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -250,15 +251,63 @@ def number(text: str) -> float | None:
         return None
 
 
+@dataclass(frozen=True)
+class Clocks:
+    """What nvidia-smi saw over some samples (a case's windows, a job's)."""
+
+    samples: int
+    sm_mhz: tuple[float, float, float]  # min, median, max
+    busy_sm_mhz: tuple[float, float, float]  # the same over samples without the idle reason
+    mem_mhz: float  # median
+    reasons: dict[str, int]  # throttle reasons as nvidia-smi words them, and how often
+    temperature_c: tuple[float, float]
+    power_w: tuple[float, float]
+
+
+def _idle(reasons: str) -> bool:
+    """Whether nvidia-smi's reason bitmask holds "GPU idle" (bit 0): a clock taken while
+    nothing ran says nothing of the rows."""
+    try:
+        return bool(int(reasons, 16) & 1)
+    except ValueError:
+        return False
+
+
+def clocks_of(got: list[dict[str, str]]) -> Clocks:
+    """The summary of nvidia-smi samples (`smi_samples`' dicts, at least one); its headers
+    name `clocks.sm` as `clocks.current.sm [MHz]`, hence the suffix matches."""
+    keys = got[0].keys()
+    sm = next((k for k in keys if k.endswith(".sm")), "")
+    mem = next((k for k in keys if k.endswith((".mem", ".memory"))), "")
+    reason = next((k for k in keys if "reasons" in k), "")
+
+    def col(key: str, rows: list[dict[str, str]] = got) -> list[float]:
+        values = (number(s.get(key, "")) for s in rows)
+        return [v for v in values if v is not None] or [float("nan")]
+
+    def spread(values: list[float]) -> tuple[float, float, float]:
+        return min(values), statistics.median(values), max(values)
+
+    reasons: dict[str, int] = defaultdict(int)
+    for s in got:
+        reasons[s.get(reason, "?")] += 1
+    temps, powers = col("temperature.gpu"), col("power.draw")
+    return Clocks(
+        samples=len(got),
+        sm_mhz=spread(col(sm)),
+        busy_sm_mhz=spread(col(sm, [s for s in got if not _idle(s.get(reason, ""))])),
+        mem_mhz=statistics.median(col(mem)),
+        reasons=dict(reasons),
+        temperature_c=(min(temps), max(temps)),
+        power_w=(min(powers), max(powers)),
+    )
+
+
 def clock_table(processes: list[dict[str, Any]], samples: list) -> list[str]:
     """What the GPU's clocks, throttle reasons, temperature and power did while each case ran
     (every process's window of it)."""
     if not samples:
         return []
-    keys = samples[0][1].keys()
-    sm = next((k for k in keys if k.endswith(".sm")), None)
-    mem = next((k for k in keys if k.endswith(".memory") or k.endswith(".mem")), None)
-    reasons = next((k for k in keys if "reasons" in k), None)
     lines = [
         f"GPU while each case ran ({len(samples)} samples in all): SM MHz min/median/max, "
         "memory MHz, throttle reasons (count), temperature C, power W"
@@ -275,21 +324,12 @@ def clock_table(processes: list[dict[str, Any]], samples: list) -> list[str]:
         if not got:
             lines.append(f"{name:18} no samples")
             continue
-
-        def col(key: str | None, rows: list = got) -> list[float]:
-            values = (number(s.get(key, "")) for s in rows) if key else ()
-            return [v for v in values if v is not None]
-
-        sms, mems = col(sm), col(mem)
-        temps, powers = col("temperature.gpu"), col("power.draw")
-        why: dict[str, int] = defaultdict(int)
-        for s in got:
-            why[s.get(reasons or "", "?")] += 1
+        c = clocks_of(got)
         lines.append(
-            f"{name:18} n={len(got):3} sm {min(sms, default=0):.0f}/{med(sms):.0f}/"
-            f"{max(sms, default=0):.0f} mem {med(mems):.0f} reasons {dict(why)} "
-            f"temp {min(temps, default=0):.0f}-{max(temps, default=0):.0f} "
-            f"power {min(powers, default=0):.0f}-{max(powers, default=0):.0f}"
+            f"{name:18} n={c.samples:3} sm {c.sm_mhz[0]:.0f}/{c.sm_mhz[1]:.0f}/"
+            f"{c.sm_mhz[2]:.0f} mem {c.mem_mhz:.0f} reasons {c.reasons} "
+            f"temp {c.temperature_c[0]:.0f}-{c.temperature_c[1]:.0f} "
+            f"power {c.power_w[0]:.0f}-{c.power_w[1]:.0f}"
         )
     return lines
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from tools.flaggems_noise import number, smi_samples
+from tools.flaggems_noise import Clocks, clocks_of, smi_samples
 
 JOB_LINE = re.compile(r"job \d+: (\w+) on \w+ at ([0-9a-f]{40})")
 
@@ -185,42 +185,12 @@ def report(spreads: Sequence[Spread]) -> str:
     return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class Clocks:
-    """What nvidia-smi saw while one job ran."""
-
-    name: str
-    samples: int
-    sm_mhz: tuple[float, float, float]  # min, median, max
-    busy_sm_mhz: tuple[float, float, float]  # the same over samples without the idle reason
-    mem_mhz: float  # median
-    reasons: dict[str, int]  # throttle reasons as nvidia-smi words them, and how often
-    temperature_c: tuple[float, float]
-    power_w: tuple[float, float]
-
-
-def _idle(reasons: str) -> bool:
-    """Whether nvidia-smi's reason bitmask holds "GPU idle" (bit 0): a clock taken while
-    nothing ran says nothing of the rows."""
-    try:
-        return bool(int(reasons, 16) & 1)
-    except ValueError:
-        return False
-
-
-def job_clocks(dirs: Sequence[Path]) -> list[Clocks]:
+def job_clocks(dirs: Sequence[Path]) -> list[tuple[str, Clocks]]:
     """Each job's window of the `smi.csv` beside it (the same call's directory), by name."""
     found: dict[str, Clocks] = {}
     for top in dirs:
         for log in sorted(top.rglob("smi.csv")):
             samples = smi_samples(log)
-            if not samples:
-                continue
-            keys = samples[0][1].keys()
-            reason_key = next((k for k in keys if "reasons" in k), "")
-            # nvidia-smi heads `clocks.sm` as `clocks.current.sm [MHz]`
-            sm_key = next((k for k in keys if k.endswith(".sm")), "")
-            mem_key = next((k for k in keys if k.endswith((".mem", ".memory"))), "")
             for meta_path in sorted(log.parent.rglob("*.meta.json")):
                 meta = json.loads(meta_path.read_text())
                 if "started" not in meta or "ended" not in meta:
@@ -228,42 +198,21 @@ def job_clocks(dirs: Sequence[Path]) -> list[Clocks]:
                 lo = datetime.fromisoformat(meta["started"])
                 hi = datetime.fromisoformat(meta["ended"])
                 got = [s for when, s in samples if lo <= when <= hi]
-                if not got:
-                    continue
-
-                def col(key: str, rows: list = got) -> list[float]:
-                    values = (number(s.get(key, "")) for s in rows)
-                    return [v for v in values if v is not None] or [float("nan")]
-
-                sm, temp, power = col(sm_key), col("temperature.gpu"), col("power.draw")
-                busy = col(sm_key, [x for x in got if not _idle(x.get(reason_key, ""))])
-                reasons: dict[str, int] = {}
-                for s in got:
-                    word = s.get(reason_key, "?")
-                    reasons[word] = reasons.get(word, 0) + 1
-                found[meta["name"]] = Clocks(
-                    name=meta["name"],
-                    samples=len(got),
-                    sm_mhz=(min(sm), statistics.median(sm), max(sm)),
-                    busy_sm_mhz=(min(busy), statistics.median(busy), max(busy)),
-                    mem_mhz=statistics.median(col(mem_key)),
-                    reasons=reasons,
-                    temperature_c=(min(temp), max(temp)),
-                    power_w=(min(power), max(power)),
-                )
-    return [found[name] for name in sorted(found)]
+                if got:
+                    found[meta["name"]] = clocks_of(got)
+    return sorted(found.items())
 
 
-def clocks_report(clocks: Sequence[Clocks]) -> str:
+def clocks_report(clocks: Sequence[tuple[str, Clocks]]) -> str:
     lines = [
         "| job | samples | SM MHz busy: min / median / max | SM MHz all | memory MHz "
         "| throttle reasons (samples; 0x1 idle) | temperature °C | power W |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for c in clocks:
+    for name, c in clocks:
         reasons = ", ".join(f"{word} ×{n}" for word, n in sorted(c.reasons.items()))
         lines.append(
-            f"| {c.name} | {c.samples} | {c.busy_sm_mhz[0]:.0f} / {c.busy_sm_mhz[1]:.0f} / "
+            f"| {name} | {c.samples} | {c.busy_sm_mhz[0]:.0f} / {c.busy_sm_mhz[1]:.0f} / "
             f"{c.busy_sm_mhz[2]:.0f} | {c.sm_mhz[0]:.0f}–{c.sm_mhz[2]:.0f} | {c.mem_mhz:.0f} | "
             f"{reasons} | {c.temperature_c[0]:.0f}–{c.temperature_c[1]:.0f} | "
             f"{c.power_w[0]:.0f}–{c.power_w[1]:.0f} |"

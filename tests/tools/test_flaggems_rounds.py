@@ -91,8 +91,8 @@ def test_each_job_gets_the_clocks_nvidia_smi_logged_within_its_window(
         "2026/12/05 12:00:02.900, 1755 MHz, 2619 MHz, 0x0000000000000000, 45, 400.0 W",
     ]
     (tmp_path / "smi.csv").write_text("\n".join([header, *rows]) + "\n")
-    a, b = flaggems_rounds.job_clocks([tmp_path])
-    assert (a.name, a.samples, a.sm_mhz) == ("fg-a", 2, (1980, 1980, 1980))
+    (a_name, a), (_, b) = flaggems_rounds.job_clocks([tmp_path])
+    assert (a_name, a.samples, a.sm_mhz) == ("fg-a", 2, (1980, 1980, 1980))
     assert (b.samples, b.sm_mhz, b.mem_mhz) == (3, (345, 1410, 1755), 2619)
     assert b.busy_sm_mhz == (1410, 1582.5, 1755)  # the idle sample left out
     assert b.reasons == {"0x0000000000000001": 1, "0x0000000000000004": 1, "0x0000000000000000": 1}
