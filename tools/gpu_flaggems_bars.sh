@@ -40,13 +40,10 @@ unset ONDEMAND_INDEX_URL ONDEMAND_WHEELHOUSE PIP_INDEX_URL PIP_EXTRA_INDEX_URL P
 # What one reading of the workers' timer costs, phase by phase (a few seconds).
 [ "${TIMER_COST:-1}" = 1 ] && python3 -m tools.timer_cost --readings 20 2>&1 | tee -a "$OUT/device.txt"
 
-# The GPU's clocks, throttle reasons, temperature and power every 200 ms (only read, never
-# set); tools/flaggems_rounds.py lines each job up with its window of them.
-reasons=clocks_throttle_reasons.active
-nvidia-smi --query-gpu=$reasons --format=csv,noheader >/dev/null 2>&1 || reasons=clocks_event_reasons.active
-nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,$reasons,temperature.gpu,power.draw \
-  --format=csv -lms 200 >"$OUT/smi.csv" 2>/dev/null &
-smi=$!
+# The GPU's clocks every 200 ms; tools/flaggems_rounds.py lines each job up with its window.
+source tools/gpu_clocks.sh
+start_clock_log "$OUT/smi.csv" 200
+smi=$clock_log_pid
 
 args=(drive --out "$OUT" --steps "${STEPS:-aa power others cost}" --aa "${AA:-5}"
   --other-aa "${OTHER_AA:-1}" --others "${OTHERS:-exp vdot}" --skip "${SKIP:-}"
@@ -61,6 +58,7 @@ done
 [ "${FG_COMPILE_CACHE:-0}" = 1 ] && args+=(--compile-cache)
 python3 -m tools.flaggems_bars "${args[@]}" 2>&1 | tee -a "$OUT/drive.txt"
 kill "$smi" 2>/dev/null
+cat "$OUT/smi.err" >>"$OUT/device.txt" 2>/dev/null && rm -f "$OUT/smi.err"  # 8 files come back
 # The bars of this call's jobs, the short table last.
 python3 -m tools.flaggems_bars "$OUT" --json "$OUT/bars.json" >"$OUT/bars.txt" 2>&1
 python3 -m tools.flaggems_rounds "$OUT" --clocks-only >"$OUT/clocks.txt" 2>&1

@@ -50,11 +50,9 @@ keep() { tar -czf "$OUT/noise.tar.gz" -C "$work" . ; }
 times=$work/times.txt
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader |
   tee "$times"
-reasons=clocks_throttle_reasons.active
-nvidia-smi --query-gpu=$reasons --format=csv,noheader >/dev/null 2>&1 || reasons=clocks_event_reasons.active
-nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,$reasons,temperature.gpu,power.draw,utilization.gpu \
-  --format=csv -lms 100 >"$work/smi.csv" 2>"$work/smi.err" &
-smi=$!
+source "$repo/tools/gpu_clocks.sh"
+start_clock_log "$work/smi.csv" 100 utilization.gpu
+smi=$clock_log_pid
 lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket|CPU max MHz|CPU MHz)' >>"$times"
 cd "$fg" || exit 1
 
