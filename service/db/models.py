@@ -133,7 +133,7 @@ class Job(Base):
     progress: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # its runner's latest
     progress_noticed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # comment paced
     check_run_id: Mapped[int | None] = mapped_column(BigInteger)  # as a GitHub App
-    check_sent: Mapped[str | None] = mapped_column(String(64))  # digest of its last update
+    check_sent_digest: Mapped[str | None] = mapped_column(String(64))  # what was last sent
     # The repository's regression gate for the operator, from its settings file on the base.
     threshold: Mapped[float] = mapped_column(Float, default=0.1, server_default="0.1")
     gate: Mapped[str] = mapped_column(String(16), default="inform", server_default="inform")

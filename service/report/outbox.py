@@ -195,7 +195,7 @@ class OutboxWorker(Worker):
             if job is None or self.compose_check is None:
                 return "no job or no check runs"
             check = self.compose_check(session, job)
-            run_id, last_sent = job.check_run_id, job.check_sent
+            run_id, last_sent = job.check_run_id, job.check_sent_digest
         output = {"title": check.title, "summary": check.summary, "text": check.text}
         body: dict[str, object] = {
             "name": check.name,
@@ -228,7 +228,7 @@ class OutboxWorker(Worker):
         with self.db.writes() as session, session.begin():
             row = session.get(Job, job_id)
             if row is not None:
-                row.check_run_id, row.check_sent = run_id, sent
+                row.check_run_id, row.check_sent_digest = run_id, sent
 
     def _store_comment_id(self, row_id: int, comment_id: int, sent: str | None = None) -> None:
         """The comment's GitHub id, and the digest of the body it holds now (None: unknown,

@@ -21,11 +21,11 @@ def upgrade() -> None:
     with op.batch_alter_table('result_comments') as batch:
         batch.add_column(sa.Column('sent_digest', sa.String(64), nullable=True))
     with op.batch_alter_table('jobs') as batch:
-        batch.add_column(sa.Column('check_sent', sa.String(64), nullable=True))
+        batch.add_column(sa.Column('check_sent_digest', sa.String(64), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table('jobs') as batch:
-        batch.drop_column('check_sent')
+        batch.drop_column('check_sent_digest')
     with op.batch_alter_table('result_comments') as batch:
         batch.drop_column('sent_digest')
