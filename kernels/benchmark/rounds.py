@@ -6,8 +6,10 @@ input tensors) and checked on both sides. A round times each unsettled row's thr
 a short timer, in an order that cycles through all six permutations, so no side is always
 first or last. After `min_rounds`, a row whose after/before ratio is settled (the 95 %
 interval of its median within `target` either side, `harness.median_interval`) drops out;
-the rounds stop when every row has, or when another round would not fit in `budget_s`.
-The samples go out per round (paired by index); what they mean is judged by the runner.
+the rounds stop when every row has, or when another round would not fit in `budget_s`;
+short of `min_rounds` (no verdict without them), the rounds still missing may run on to
+`REACH` × `budget_s`. The samples go out per round (paired by index); what they mean is
+judged by the runner.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ ORDERS = tuple(itertools.permutations(SIDES))
 MIN_ROUNDS = 6  # the fewest a distribution-free 95 % interval of a median needs
 MAX_ROUNDS = 60
 TARGET = 0.025  # a row is settled once its change is known within ±2.5 %
+REACH = 1.5  # how far past the budget the rounds a verdict needs may run
 
 
 class Switch:
@@ -102,7 +105,7 @@ def time_rounds(
             if len(s.after) < plan.min_rounds
             or (s.compared and not settled(s, plan.target, plan.min_rounds))
         ]
-        if not active or (rounds and clock() - started + last > plan.budget_s):
+        if not active or (rounds and not fits(clock() - started, rounds, last, plan)):
             break
         begun = clock()
         for i in active:
@@ -119,6 +122,15 @@ def time_rounds(
         last = clock() - begun
         rounds += 1
     return rounds
+
+
+def fits(elapsed_s: float, rounds: int, round_s: float, plan: Plan) -> bool:
+    """Whether another round of `round_s` fits: within the budget, or, short of
+    `min_rounds`, when the rounds still missing end within REACH × the budget."""
+    if elapsed_s + round_s <= plan.budget_s:
+        return True
+    missing = plan.min_rounds - rounds
+    return missing > 0 and elapsed_s + missing * round_s <= plan.budget_s * REACH
 
 
 def switch_all(prepared: Iterable[tuple[Prepared, Switch]], side: str) -> None:

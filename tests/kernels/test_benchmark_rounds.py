@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,3 +100,35 @@ def test_a_baseline_without_the_operator_is_refused(tmp_path: Path) -> None:
     assert package.runtime.__name__ == "kernels_other.runtime"  # its own, not ours
     with pytest.raises(baseline.BaselineError, match="no_such_op"):
         baseline.function(package, "no_such_op", "active")
+
+
+def _rounds_run(round_s: float, budget_s: float) -> int:
+    """The rounds `time_rounds` runs on one row whose every timed call advances a fake clock
+    so that a whole round (reference, before, after) takes `round_s`."""
+    from kernels.benchmark.bandwidth import Split
+    from kernels.benchmark.definition import Prepared
+    from kernels.benchmark.rounds import Plan, Samples, Switch, time_rounds
+
+    now = [0.0]
+
+    def timer(fn: Any) -> float:
+        fn()
+        now[0] += round_s / 3
+        return 1.0 + 0.01 * (len(samples.after) % 7)  # never settles: only the clock stops it
+
+    noop = lambda: None  # noqa: E731
+    prepared = Prepared(reference=noop, kernel=noop, verify=noop, split=Split(8, 8))
+    samples = Samples()
+    plan = Plan(budget_s=budget_s, target=1e-9)
+    return time_rounds([(prepared, Switch(noop, noop))], [samples], timer, plan, lambda: now[0])
+
+
+def test_the_rounds_a_verdict_needs_may_run_past_the_budget_but_no_further() -> None:
+    """A round of 4.5 s in a 20 s budget: 4 rounds fit, and the 6 a verdict needs end at
+    27 s, within 1.5 x the budget, so 6 run; past 6 the budget holds. A round of 6 s: 6
+    would end at 36 s, past 30, so the rounds stop at the budget (3)."""
+    from kernels.benchmark.rounds import MIN_ROUNDS
+
+    assert _rounds_run(4.5, 20) == MIN_ROUNDS
+    assert _rounds_run(6.0, 20) == 3
+    assert _rounds_run(1.0, 20) == 20  # well within: the budget alone decides
