@@ -618,8 +618,9 @@ def _comparison_note(view: JobView, bench: BenchmarkResult, judged: Sequence[Jud
         fewest = min(j.change.rounds for j in short)
         lines.append(
             f"{plural(len(short), 'row')} had too few rounds (as few as {fewest}) to bound "
-            f"{'its' if len(short) == 1 else 'their'} change at 95 %: the comparison's time "
-            f"ran out first (`compare.budget_s` in the workflow), not the code's noise."
+            f"{'its' if len(short) == 1 else 'their'} change at 95 %: the comparison "
+            f"stopped first (its time, `compare.budget_s`, or its rounds, `compare.max_rounds`, "
+            f"in the workflow), not for the code's noise."
         )
     if gate_failed(view):
         lines.append(

@@ -193,7 +193,7 @@ def test_rows_short_of_the_rounds_an_interval_needs_say_the_budget_ran_out() -> 
     text = render_comment(view(result=seed_result(benchmark=bench)))
     assert "12 of 12 rows too noisy to judge" in text.split("\n")[2]
     assert "12 rows had too few rounds (as few as 5) to bound their change at 95 %" in text
-    assert "`compare.budget_s`" in text
+    assert "`compare.budget_s`" in text and "`compare.max_rounds`" in text
     # Rounds enough, a wide band: noisy for the code's noise, and nothing about the budget.
     wide = _bench(_compared({3: (1.3, 0.9, 1.9)})).model_copy(update={"compare_mode": "workers"})
     assert "too few rounds" not in render_comment(view(result=seed_result(benchmark=wide)))
