@@ -107,11 +107,12 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
     outbox = OutboxWorker(
         db,
         github,
-        notices.comment_body,
+        notices.comment,
         policy,
         stopping,
         compose_check=notices.check_run,
         busy=recorder.busy,
+        reserve=settings.github_budget_reserve,
     )
     jobs = JobQueue(
         db,

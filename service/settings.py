@@ -72,6 +72,14 @@ class Settings(BaseSettings):
         ge=0,
         description="wait after a secondary rate limit that names no time (GitHub: a minute)",
     )
+    github_budget_reserve: float = Field(
+        default=0.2,
+        ge=0,
+        lt=1,
+        description="below this share of an installation's hourly GitHub budget left, the "
+        "outbox leaves out 👀 reactions and edits on the way (answers and verdicts still go "
+        "out); 0 never does",
+    )
     retry_max_backoff_s: float = Field(
         default=300.0, gt=0, description="the longest wait between two tries of a GitHub call"
     )

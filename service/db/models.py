@@ -176,6 +176,9 @@ class ResultComment(Base):
     # The digest of the body last sent: an edit that would change nothing is not sent (each
     # costs one call of the installation's hourly budget).
     sent_digest: Mapped[str | None] = mapped_column(String(64))
+    # The job the comment showed when last sent: while the hourly budget runs low, an edit of
+    # a comment that already shows its job is left out until the job ends.
+    sent_job_id: Mapped[int | None] = mapped_column(Integer)
 
 
 class OutboxItem(LeasedRow, Base):

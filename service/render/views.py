@@ -62,6 +62,16 @@ class StatusUpdate:
 
 
 @dataclass(frozen=True)
+class CommentUpdate:
+    """A result comment now: its text, the job it shows (its target's latest) and whether
+    that job has ended."""
+
+    body: str
+    job_id: int
+    ended: bool
+
+
+@dataclass(frozen=True)
 class CheckRunUpdate:
     """A GitHub check run of a job (as an App): `status` queued, in_progress or completed;
     `conclusion` only when completed; the output's title, summary and text."""

@@ -24,6 +24,7 @@ from github import Auth, Github, GithubException, GithubIntegration
 
 from ondemand.retry import RetryPolicy
 from service.report.app_permissions import accepted, find
+from service.report.thrift import Budget
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -293,9 +294,13 @@ class GitHubClient:
             lazy=True,
         )
 
+    def _key(self, repo: str) -> str:
+        """Which client serves `owner/name` or `owner`: one per installation, or the token's."""
+        return "token" if self._token is not None else repo.split("/")[0]
+
     def _gh(self, repo: str) -> Github:
         """The client for `owner/name` or for an organization `owner` (one per installation)."""
-        key = "token" if self._token is not None else repo.split("/")[0]
+        key = self._key(repo)
         with self._lock:
             client = self._clients.get(key)
         if client is not None:
@@ -592,6 +597,19 @@ class GitHubClient:
                 gh = self._gh("_/_")
                 self._login = str(self._call(lambda: gh.get_user().login))
         return self._login
+
+    def budget(self, repo: str) -> Budget | None:
+        """The hourly call budget of the installation (or token) serving `owner/name`, as
+        GitHub's last answer to it stated it; None before any answer stated one."""
+        with self._lock:
+            client = self._clients.get(self._key(repo))
+        if client is None:
+            return None
+        requester = client.requester
+        remaining, limit = requester.rate_limiting
+        if remaining < 0 or limit <= 0:
+            return None
+        return Budget(remaining, limit, int(requester.rate_limiting_resettime or 0))
 
     @property
     def app_mode(self) -> bool:

@@ -22,8 +22,9 @@ from service.db.engine import Database, utcnow
 from service.db.models import Job, OutboxItem, ResultComment
 from service.queue import queries
 from service.render.comment import render_check, render_comment, render_status
-from service.render.views import CheckRunUpdate
+from service.render.views import CheckRunUpdate, CommentUpdate
 from service.report.job_views import JobViews
+from workflows.models import JobStatus
 
 
 def comment_key(row_id: int) -> str:
@@ -89,13 +90,15 @@ class Notices:
 
     # -- what the outbox delivers --------------------------------------------------------
 
-    def comment_body(self, session: Session, row: ResultComment) -> str | None:
-        """The current text of a result comment: its latest job, earlier ones as history."""
+    def comment(self, session: Session, row: ResultComment) -> CommentUpdate | None:
+        """A result comment now: its latest job, earlier ones as history."""
         jobs = queries.target_jobs(session, row.repo, row.pr_number, row.op, row.backend)
         if not jobs:
             return None
-        views = self.views.target(session, jobs[-1])
-        return render_comment(views[-1], views[:-1])
+        latest = jobs[-1]
+        views = self.views.target(session, latest)
+        body = render_comment(views[-1], views[:-1])
+        return CommentUpdate(body, latest.id, JobStatus(latest.status).final)
 
     def check_run(self, session: Session, job: Job) -> CheckRunUpdate:
         """The current check run of a job."""

@@ -6,7 +6,8 @@ gives up only on answers that cannot change, and never posts a comment twice (a 
 GitHub id is stored the moment it exists; a retried create first looks for it). A result
 comment or check run is rendered when it is sent and not sent again when nothing in it changed
 (the digest of what was last sent is stored beside its id): several queued updates of one job
-cost one call, not one each, of the installation's hourly budget. An item GitHub
+cost one call, not one each, of the installation's hourly budget; while that budget runs low,
+the calls that only show a step on the way are left out (`thrift`). An item GitHub
 refuses for a permission the App lacks is kept: parked until the permission comes (tried every
 few minutes, and at once when an owner accepts the App's new permissions)."""
 
@@ -27,13 +28,14 @@ from service.db.leases import LeasedRows
 from service.db.models import Job, OutboxItem, ResultComment
 from service.db.outage import is_transient
 from service.render.comment import marker
-from service.render.views import CheckRunUpdate
+from service.render.views import CheckRunUpdate, CommentUpdate
 from service.report.github import (
     PERMISSION_RETRY,
     GitHubClient,
     GitHubError,
     MissingPermission,
 )
+from service.report.thrift import Budget, skippable
 from service.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -41,8 +43,8 @@ T = TypeVar("T")
 
 MAX_PERMANENT_ATTEMPTS = 3  # a 4xx that will not change: tried this often, then given up
 
-# compose(session, row) -> the result comment's current text, or None when it has none
-Compose = Callable[[Session, ResultComment], str | None]
+# compose(session, row) -> the result comment now, or None when it has nothing to say
+Compose = Callable[[Session, ResultComment], CommentUpdate | None]
 # compose_check(session, job) -> the job's check run now (rendered when it is sent)
 ComposeCheck = Callable[[Session, Job], CheckRunUpdate]
 
@@ -61,14 +63,19 @@ class OutboxWorker(Worker):
         stopping: threading.Event,
         compose_check: ComposeCheck | None = None,
         busy: Callable[[], bool] | None = None,
+        reserve: float = 0.0,
     ) -> None:
+        """`reserve`: below this share of an installation's hourly budget left, the calls that
+        only show a step on the way are left out (0: never)."""
         super().__init__(stopping, db.outages, busy)
         self.db = db
         self.github = github
         self.compose = compose
         self.compose_check = compose_check
         self.policy = policy
+        self.reserve = reserve
         self.items = LeasedRows(db, OutboxItem)
+        self._thrifty: set[str] = set()  # owners whose budget was low at their last call
 
     def run_once(self) -> float | None:
         """Deliver every due item (the first undelivered of each key); returns seconds until the
@@ -122,6 +129,9 @@ class OutboxWorker(Worker):
         assert gh is not None  # run_once delivers nothing without a client
         p = item.payload
         if item.kind == "reaction":
+            low = self._low(p["repo"])
+            if low is not None:
+                return f"reaction left out ({low})"
             gh.add_reaction(p["repo"], int(p["comment_id"]), p["content"])
             return "reacted"
         if item.kind == "status":
@@ -158,12 +168,18 @@ class OutboxWorker(Worker):
             row = session.get(ResultComment, row_id)
             if row is None:
                 return "comment row gone"
-            body = self.compose(session, row)
-        if body is None:
+            update = self.compose(session, row)
+        if update is None:
             return "nothing to say"
+        body, job_id = update.body, update.job_id
         sent = digest(body)
         if row.github_comment_id is not None and row.sent_digest == sent:
             return f"comment {row.github_comment_id} unchanged: not sent"
+        shows_job = row.github_comment_id is not None and row.sent_job_id == job_id
+        if skippable("comment", exists=shows_job, ended=update.ended):
+            low = self._low(row.repo)
+            if low is not None:
+                return f"comment {row.github_comment_id}: an edit on the way left out ({low})"
         if row.github_comment_id is None:
             found = _made_before(
                 item, lambda: gh.find_comment(row.repo, row.pr_number, marker(row.op, row.backend))
@@ -173,7 +189,7 @@ class OutboxWorker(Worker):
                 row.github_comment_id = found
         if row.github_comment_id is None:
             created = gh.create_comment(row.repo, row.pr_number, body)
-            self._store_comment_id(row_id, created, sent)
+            self._store_comment_id(row_id, created, sent, job_id)
             return f"created comment {created}"
         try:
             gh.edit_comment(row.repo, row.github_comment_id, body)
@@ -182,9 +198,9 @@ class OutboxWorker(Worker):
                 raise
             # Someone deleted the comment: post it again rather than fail forever.
             created = gh.create_comment(row.repo, row.pr_number, body)
-            self._store_comment_id(row_id, created, sent)
+            self._store_comment_id(row_id, created, sent, job_id)
             return f"comment {row.github_comment_id} was deleted; created {created}"
-        self._store_comment_id(row_id, row.github_comment_id, sent)
+        self._store_comment_id(row_id, row.github_comment_id, sent, job_id)
         return f"updated comment {row.github_comment_id}"
 
     def _send_check(self, gh: GitHubClient, item: OutboxItem) -> str:
@@ -209,6 +225,10 @@ class OutboxWorker(Worker):
         sent = digest(json.dumps({**body, "head_sha": check.head_sha}, sort_keys=True))
         if run_id is not None and last_sent == sent:
             return f"check run {run_id} unchanged: not sent"
+        if skippable("check", exists=run_id is not None, ended=check.status == "completed"):
+            low = self._low(job.repo)
+            if low is not None:
+                return f"check run {run_id}: an update on the way left out ({low})"
         if run_id is None:
             head, name, external = check.head_sha, check.name, check.external_id
             run_id = _made_before(item, lambda: gh.find_check_run(job.repo, head, name, external))
@@ -230,13 +250,36 @@ class OutboxWorker(Worker):
             if row is not None:
                 row.check_run_id, row.check_sent_digest = run_id, sent
 
-    def _store_comment_id(self, row_id: int, comment_id: int, sent: str | None = None) -> None:
-        """The comment's GitHub id, and the digest of the body it holds now (None: unknown,
-        as for one found after a retry, so the next send edits it)."""
+    def _store_comment_id(
+        self, row_id: int, comment_id: int, sent: str | None = None, job_id: int | None = None
+    ) -> None:
+        """The comment's GitHub id, the digest of the body it holds now and the job it shows
+        (None: unknown, as for one found after a retry, so the next send edits it)."""
         with self.db.writes() as session, session.begin():
             row = session.get(ResultComment, row_id)
             if row is not None:
                 row.github_comment_id, row.sent_digest = comment_id, sent
+                row.sent_job_id = job_id
+
+    def _low(self, repo: str) -> Budget | None:
+        """`repo`'s installation budget when less than the reserve is left (None otherwise);
+        logs when an installation's budget turns low and when it is whole again."""
+        assert self.github is not None
+        budget = self.github.budget(repo)
+        owner = repo.split("/")[0]
+        low = budget is not None and budget.low(self.reserve)
+        if low and owner not in self._thrifty:
+            self._thrifty.add(owner)
+            log.warning(
+                "GitHub budget low for %s (%s): reactions and edits on the way are left out; "
+                "answers and verdicts still go out",
+                owner,
+                budget,
+            )
+        elif not low and owner in self._thrifty:
+            self._thrifty.discard(owner)
+            log.warning("GitHub budget for %s is above the reserve again (%s)", owner, budget)
+        return budget if low else None
 
     def _failed(self, item: OutboxItem, exc: GitHubError) -> float | None:
         if isinstance(exc, MissingPermission):

@@ -170,3 +170,87 @@ def test_an_update_that_changes_nothing_costs_no_call(tmp_path: Path) -> None:
         flow.wait_until(flow.quiet)
         sent = writes()[len(before) :]
         assert sorted(m for m, _ in sent) == ["PATCH", "PATCH"], sent
+
+
+def test_a_low_budget_leaves_out_the_steps_on_the_way_but_answers_and_verdicts_go_out(
+    tmp_path: Path,
+) -> None:
+    """Below the reserve of the installation's hourly budget (GitHub states what is left in
+    every answer), the outbox leaves out 👀 and the edits that only show a job on its way
+    (running, progress); a new command's first answer, its check run and the verdict still
+    go out. With the budget whole again, edits on the way go out as before."""
+    with make_flow(tmp_path, app=True, github_budget_reserve=0.5) as flow:
+        flow.svc.service.notices.progress_interval = timedelta(seconds=0.2)
+        first = flow.comment("/test add:cpu")
+        flow.admin.wait("reaction", comment_id=first["id"], content="eyes")
+        flow.wait_until(lambda: _run(flow, "ondemand/add:cpu"))
+        flow.wait_until(flow.quiet)
+
+        # A limit that leaves the bot a few calls (not enforced: only stated), which the
+        # service learns from GitHub's next answer to it.
+        github = flow.svc.service.outbox.github
+        assert github is not None
+        calls = flow.admin.state()["api_calls"]
+        flow.admin.set_rate_limit(sum(c["login"] == "ondemand[bot]" for c in calls) + 4, False)
+        github.find_comment(REPO, flow.pr, "<!-- no such marker -->")
+        budget = github.budget(REPO)
+        assert budget is not None and budget.low(0.5) and budget.remaining <= 3
+        second = flow.comment("/test mul:cpu")
+        flow.wait_until(lambda: _run(flow, "ondemand/mul:cpu"))  # its check run: created
+        flow.wait_until(lambda: _bot_comment(flow, "mul"))
+        flow.wait_until(flow.quiet)
+        reactions = [r["content"] for r in _comment(flow, second["id"])["reactions"]]
+        assert reactions == []  # left out: the comment answers the command
+
+        # The add job runs and reports progress: neither its comment nor its check run moves.
+        add_comment = _text(flow, "add")
+        _, token = flow.svc.register("cpu-1", ["cpu"])
+        api = f"{flow.svc.url}/api/v1/jobs"
+        spec = httpx.post(f"{api}/claim", json={"wait_s": 5}, headers=auth(token)).json()
+        assert spec["op"] == "add"
+        progress = Progress(step="accuracy", tests_done=12, tests_total=411).model_dump()
+        httpx.post(f"{api}/{spec['id']}/progress", json=progress, headers=auth(token))
+        flow.wait_until(lambda: _outcomes(flow, "an update on the way left out"))
+        flow.wait_until(lambda: _outcomes(flow, "an edit on the way left out"))
+        flow.wait_until(flow.quiet)
+        assert _text(flow, "add") == add_comment
+        run = _run(flow, "ondemand/add:cpu")
+        assert run is not None and run["status"] == "queued"
+
+        # The verdict goes out, on the comment and the check run.
+        result = seed_result(flow.head).model_dump(mode="json")
+        httpx.post(f"{api}/{spec['id']}/complete", json=result, headers=auth(token))
+        flow.wait_until(lambda: (_run(flow, "ondemand/add:cpu") or {}).get("conclusion"))
+        flow.wait_until(lambda: "69 passed" in _text(flow, "add"))
+
+        # The budget whole again: the mul job's edits on the way go out.
+        flow.admin.set_rate_limit(100_000, enforced=False)
+        github.find_comment(REPO, flow.pr, "<!-- no such marker -->")
+        spec = httpx.post(f"{api}/claim", json={"wait_s": 5}, headers=auth(token)).json()
+        assert spec["op"] == "mul"
+        httpx.post(f"{api}/{spec['id']}/progress", json=progress, headers=auth(token))
+        flow.wait_until(lambda: "12/411 tests" in _text(flow, "mul"))
+        flow.wait_until(lambda: (_run(flow, "ondemand/mul:cpu") or {})["status"] == "in_progress")
+
+
+def _bot_comment(flow: Flow, op: str) -> dict[str, Any] | None:
+    """The result comment of `op` on cpu (None before there is one)."""
+    comments = flow.admin.comments(REPO, flow.pr)
+    found = [c for c in comments if c["body"].startswith(f"<!-- ondemand:{op}:cpu")]
+    return found[0] if found else None
+
+
+def _text(flow: Flow, op: str) -> str:
+    found = _bot_comment(flow, op)
+    return found["body"] if found else ""
+
+
+def _comment(flow: Flow, comment_id: int) -> dict[str, Any]:
+    (found,) = [c for c in flow.admin.comments(REPO, flow.pr) if c["id"] == comment_id]
+    return found
+
+
+def _outcomes(flow: Flow, words: str) -> list[str]:
+    with flow.svc.service.db.reads() as session:
+        outcomes = session.scalars(select(OutboxItem.outcome)).all()
+    return [o for o in outcomes if o and words in o]

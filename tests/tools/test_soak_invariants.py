@@ -217,6 +217,17 @@ def test_unanswered_commands_and_stopped_jobs_that_do_not_say_why_are_caught() -
     assert len(found["cancelled and superseded jobs say so"]) == 2
 
 
+def test_a_reaction_left_out_for_the_budget_is_not_missing_but_one_sent_too_is() -> None:
+    log = clean_log()
+    log["comments"][0]["reactions"] = []  # no 👀: the outbox left it out, the budget low
+    log["reactions_left_out"] = [100]
+    assert "every accepted command answered" not in failed(log)
+    log["comments"][0]["reactions"] = [[BOT, "eyes"]]  # and yet one went out
+    assert failed(log)["every accepted command answered"] == (
+        f"{REPO}#1 comment 100 (test: /test alpha:cpu): 1 👀 from the bot",
+    )
+
+
 def test_a_job_left_running_and_a_stale_comment_are_caught() -> None:
     log = clean_log()
     log["jobs"][0] = {**log["jobs"][0], "status": "running", "finished_at": None}

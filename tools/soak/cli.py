@@ -188,6 +188,7 @@ def soak(world: World, args: argparse.Namespace, interval: tuple[float, float]) 
         state
     )
     record.jobs = collect.jobs(world.postgres.conninfo())
+    record.reactions_left_out = collect.reactions_left_out(world.postgres.conninfo())
     record.runs = collect.runner_events([(r.name, r.log) for r in world.runners])
     record.server_answers, record.server_errors = collect.server_errors(
         [(r.name, r.log) for r in world.replicas]

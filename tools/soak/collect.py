@@ -111,6 +111,18 @@ def jobs(conninfo: str) -> list[JobRec]:
     ]  # fmt: skip
 
 
+def reactions_left_out(conninfo: str) -> list[int]:
+    """The command comments whose 👀 the outbox left out while the hourly budget was low."""
+    query = (
+        "SELECT payload->>'comment_id' FROM outbox "
+        "WHERE kind = 'reaction' AND outcome LIKE 'reaction left out%'"
+    )
+    with psycopg.connect(conninfo) as conn:
+        conn.read_only = True
+        rows = conn.execute(query).fetchall()
+    return sorted(int(row[0]) for row in rows)
+
+
 def runner_events(logs: list[tuple[str, Path]]) -> list[RunEvent]:
     """Each runner's (name, log) lines about jobs, as events."""
     events = []

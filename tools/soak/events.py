@@ -147,6 +147,7 @@ class Record:
     statuses: list[StatusRec] = field(default_factory=list)
     check_runs: list[CheckRunRec] = field(default_factory=list)
     jobs: list[JobRec] = field(default_factory=list)
+    reactions_left_out: list[int] = field(default_factory=list)  # command comments: budget low
     runs: list[RunEvent] = field(default_factory=list)
     faults: list[FaultRec] = field(default_factory=list)
     server_answers: int = 0  # answers in the replicas' access logs
@@ -190,6 +191,7 @@ class Record:
             statuses=_many(StatusRec, data.get("statuses")),
             check_runs=_many(CheckRunRec, data.get("check_runs")),
             jobs=_many(JobRec, data.get("jobs")),
+            reactions_left_out=[int(i) for i in data.get("reactions_left_out", ())],
             runs=_many(RunEvent, data.get("runs")),
             faults=_many(FaultRec, data.get("faults")),
             server_answers=int(data.get("server_answers", 0)),

@@ -99,8 +99,9 @@ def _plain(text: str) -> str:
 
 
 def commands_answered(r: Record) -> Check:
-    """Every command the tool sent got one 👀 from the bot and an answer: a job it made, or a
-    reply (keyed by the command's delivery)."""
+    """Every command the tool sent got one 👀 from the bot (none where the outbox left it out
+    while the hourly budget was low) and an answer: a job it made, or a reply (keyed by the
+    command's delivery)."""
     eyes: dict[int, int] = {}
     for c in r.comments:
         eyes[c.id] = sum(1 for user, content in c.reactions if user == r.bot and content == "eyes")
@@ -115,11 +116,13 @@ def commands_answered(r: Record) -> Check:
             deliveries[d.comment_id].append(d.id)
     jobs = {j.command_comment_id for j in r.jobs if j.command_comment_id is not None}
     commands = [s for s in r.sent if s.command and s.comment_id is not None]
+    left_out = set(r.reactions_left_out)
     bad = []
     for s in commands:
         assert s.comment_id is not None
         where = f"{s.repo}#{s.pr} comment {s.comment_id} ({s.kind}: {_short(s.body)})"
-        if eyes.get(s.comment_id, 0) != 1:
+        wanted = 0 if s.comment_id in left_out else 1
+        if eyes.get(s.comment_id, 0) != wanted:
             bad.append(f"{where}: {eyes.get(s.comment_id, 0)} 👀 from the bot")
         answered = s.comment_id in jobs or any(d in replied for d in deliveries[s.comment_id])
         if not answered:

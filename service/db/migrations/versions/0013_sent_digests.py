@@ -1,5 +1,6 @@
 """sent digests: a result comment and a check run remember what they last sent, so an update
-that would change nothing costs no call of the hourly budget
+that would change nothing costs no call of the hourly budget; a result comment, the job it
+last showed
 
 Revision ID: 0013
 Revises: 0012
@@ -20,6 +21,7 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table('result_comments') as batch:
         batch.add_column(sa.Column('sent_digest', sa.String(64), nullable=True))
+        batch.add_column(sa.Column('sent_job_id', sa.Integer, nullable=True))
     with op.batch_alter_table('jobs') as batch:
         batch.add_column(sa.Column('check_sent_digest', sa.String(64), nullable=True))
 
@@ -28,4 +30,5 @@ def downgrade() -> None:
     with op.batch_alter_table('jobs') as batch:
         batch.drop_column('check_sent_digest')
     with op.batch_alter_table('result_comments') as batch:
+        batch.drop_column('sent_job_id')
         batch.drop_column('sent_digest')
