@@ -222,7 +222,10 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
 
     app = FastAPI(title="ondemand", lifespan=lifespan)
     app.add_middleware(SecurityHeaders)
-    metrics = Metrics(service.db, service.runners, service.workflows, service.pruner.totals)
+    budgets = service.github.budgets if service.github is not None else None
+    metrics = Metrics(
+        service.db, service.runners, service.workflows, service.pruner.totals, budgets
+    )
     app.add_middleware(WebhookMetrics, metrics=metrics)
     for error in (DBAPIError, SQLAlchemyTimeoutError):
         app.add_exception_handler(error, database_unavailable(service.db.outages))

@@ -195,6 +195,15 @@ def _seconds(value: str) -> float | None:
         return None
 
 
+def _stated(client: Github) -> Budget | None:
+    """What GitHub's last answer to `client` said of its hourly budget (None: nothing yet)."""
+    requester = client.requester
+    remaining, limit = requester.rate_limiting
+    if remaining < 0 or limit <= 0:
+        return None
+    return Budget(remaining, limit, int(requester.rate_limiting_resettime or 0))
+
+
 class GitHubClient:
     """Thread-safe wrapper of the few calls the service makes."""
 
@@ -603,13 +612,15 @@ class GitHubClient:
         GitHub's last answer to it stated it; None before any answer stated one."""
         with self._lock:
             client = self._clients.get(self._key(repo))
-        if client is None:
-            return None
-        requester = client.requester
-        remaining, limit = requester.rate_limiting
-        if remaining < 0 or limit <= 0:
-            return None
-        return Budget(remaining, limit, int(requester.rate_limiting_resettime or 0))
+        return None if client is None else _stated(client)
+
+    def budgets(self) -> dict[str, Budget]:
+        """Every budget GitHub has stated to this client: by installation's owner, or
+        `token`."""
+        with self._lock:
+            clients = dict(self._clients)
+        stated = {key: _stated(client) for key, client in clients.items()}
+        return {key: budget for key, budget in sorted(stated.items()) if budget is not None}
 
     @property
     def app_mode(self) -> bool:

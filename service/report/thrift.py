@@ -5,10 +5,11 @@ what is left, and when the hour starts again, in every answer's headers. Under a
 the service's calls would spend it and then pause everything until the reset, verdicts
 included. While the budget is low (less than `reserve` of it left, or less than half of what
 spending it evenly over the hour would have left by now), the calls that only show a step on
-the way are left out, so what remains goes to answers and verdicts: the 👀 on a command (its comment answers it as well), and an edit of a
-result comment or check run that already exists while its job has not ended (a later edit,
-the verdict's, is always queued: whatever ends a job updates both). Nothing else is left out:
-a command's first answer, replies, commit statuses and every verdict still go out.
+the way are left out, so what remains goes to answers and verdicts: the 👀 on a command (its
+comment answers it as well), and an edit of a result comment or check run that already shows
+its job while that job has not ended (a later edit, the verdict's, is always queued: whatever
+ends a job updates both). Nothing else is left out: a command's first answer, replies, commit
+statuses and every verdict still go out.
 """
 
 from __future__ import annotations

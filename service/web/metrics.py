@@ -5,8 +5,8 @@ What the database knows is read at scrape time, so every replica reports the sam
 jobs by state, queue depth and the oldest wait per backend, how long jobs waited and ran
 (histograms by backend and state), the inbox's deliveries by outcome, the outbox's backlog
 and its oldest item's age, runners online per backend. What only this process sees is
-counted here: webhook requests by answer and how long the webhook took to answer, and the
-rows its pruner deleted."""
+counted here: webhook requests by answer and how long the webhook took to answer, the rows
+its pruner deleted, and GitHub's hourly call budget as GitHub last stated it to it."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from service.db.models import Delivery, OutboxItem
 from service.queue import queries
 from service.queue.retention import Pruned
 from service.queue.runners import RunnerRegistry
+from service.report.thrift import Budget
 
 # The pruner's counts by label: (kind, field of `Pruned`).
 PRUNED_KINDS = (
@@ -169,6 +170,31 @@ class PrunedCollector(Collector):
         yield family
 
 
+class BudgetCollector(Collector):
+    """GitHub's hourly call budget as its last answer to this process stated it, by
+    installation's owner (`token` for a token user): below the reserve the outbox leaves out
+    what only shows a job on its way (`service/report/thrift.py`)."""
+
+    def __init__(self, budgets: Callable[[], Mapping[str, Budget]]) -> None:
+        self.budgets = budgets
+
+    def collect(self) -> Iterator[Metric]:
+        budgets = self.budgets()
+        left = GaugeMetricFamily(
+            "ondemand_github_calls_left",
+            "Calls of the hour's GitHub budget left, as GitHub's last answer stated",
+            labels=["installation"],
+        )
+        limit = GaugeMetricFamily(
+            "ondemand_github_calls_limit", "The hourly GitHub budget", labels=["installation"]
+        )
+        for owner, budget in budgets.items():
+            left.add_metric([owner], budget.remaining)
+            limit.add_metric([owner], budget.limit)
+        yield left
+        yield limit
+
+
 class Metrics:
     """One app's registry: the database collector, the webhook's own counters (kept by
     `WebhookMetrics`) and, given its totals, what the pruner deleted."""
@@ -179,11 +205,14 @@ class Metrics:
         runners: RunnerRegistry,
         backends: Iterable[str],
         pruned: Callable[[], Pruned] | None = None,
+        budgets: Callable[[], Mapping[str, Budget]] | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(DatabaseCollector(db, runners, backends))
         if pruned is not None:
             self.registry.register(PrunedCollector(pruned))
+        if budgets is not None:
+            self.registry.register(BudgetCollector(budgets))
         self.webhook_requests = Counter(
             "ondemand_webhook_requests",
             "Webhook requests by the HTTP status they were answered with "

@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from service.db.models import Delivery, Job, OutboxItem
 from tests.service.test_flow import REPO, Flow, auth, make_flow, seed_result
+from tests.web.test_metrics import scrape
 from workflows.models import JobStatus, Progress
 
 
@@ -195,6 +196,10 @@ def test_a_low_budget_leaves_out_the_steps_on_the_way_but_answers_and_verdicts_g
         github.find_comment(REPO, flow.pr, "<!-- no such marker -->")
         budget = github.budget(REPO)
         assert budget is not None and budget.low(0.5) and budget.remaining <= 3
+        owner = (("installation", REPO.split("/")[0]),)
+        metrics = scrape(flow.svc.url)  # what an operator sees
+        assert metrics[("ondemand_github_calls_left", owner)] == budget.remaining
+        assert metrics[("ondemand_github_calls_limit", owner)] == budget.limit
         second = flow.comment("/test mul:cpu")
         flow.wait_until(lambda: _run(flow, "ondemand/mul:cpu"))  # its check run: created
         flow.wait_until(lambda: _bot_comment(flow, "mul"))
