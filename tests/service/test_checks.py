@@ -52,10 +52,7 @@ def test_check_runs_as_an_app(tmp_path: Path) -> None:
         # Running: in progress, the progress in the output.
         _, token = flow.svc.register("cpu-1", ["cpu"])
         api = f"{flow.svc.url}/api/v1/jobs"
-        spec = httpx.post(f"{api}/claim", json={"wait_s": 5}, headers=auth(token)).json()
-        assert spec["op"] == "add"
-        progress = Progress(step="accuracy", tests_done=12, tests_total=411).model_dump()
-        httpx.post(f"{api}/{spec['id']}/progress", json=progress, headers=auth(token))
+        spec = _claim_and_report(flow, token, "add")
         flow.wait_until(
             lambda: (
                 "12/411 tests"
@@ -211,10 +208,7 @@ def test_a_low_budget_leaves_out_the_steps_on_the_way_but_answers_and_verdicts_g
         add_comment = _text(flow, "add")
         _, token = flow.svc.register("cpu-1", ["cpu"])
         api = f"{flow.svc.url}/api/v1/jobs"
-        spec = httpx.post(f"{api}/claim", json={"wait_s": 5}, headers=auth(token)).json()
-        assert spec["op"] == "add"
-        progress = Progress(step="accuracy", tests_done=12, tests_total=411).model_dump()
-        httpx.post(f"{api}/{spec['id']}/progress", json=progress, headers=auth(token))
+        spec = _claim_and_report(flow, token, "add")
         flow.wait_until(lambda: _outcomes(flow, "an update on the way left out"))
         flow.wait_until(lambda: _outcomes(flow, "an edit on the way left out"))
         flow.wait_until(flow.quiet)
@@ -231,11 +225,21 @@ def test_a_low_budget_leaves_out_the_steps_on_the_way_but_answers_and_verdicts_g
         # The budget whole again: the mul job's edits on the way go out.
         flow.admin.set_rate_limit(100_000, enforced=False)
         github.find_comment(REPO, flow.pr, "<!-- no such marker -->")
-        spec = httpx.post(f"{api}/claim", json={"wait_s": 5}, headers=auth(token)).json()
-        assert spec["op"] == "mul"
-        httpx.post(f"{api}/{spec['id']}/progress", json=progress, headers=auth(token))
+        _claim_and_report(flow, token, "mul")
         flow.wait_until(lambda: "12/411 tests" in _text(flow, "mul"))
         flow.wait_until(lambda: (_run(flow, "ondemand/mul:cpu") or {})["status"] == "in_progress")
+
+
+def _claim_and_report(flow: Flow, token: str, op: str) -> dict[str, Any]:
+    """A runner claims the next job, which must be `op`'s, and reports 12 of 411 tests done."""
+    api = f"{flow.svc.url}/api/v1/jobs"
+    spec: dict[str, Any] = httpx.post(
+        f"{api}/claim", json={"wait_s": 5}, headers=auth(token)
+    ).json()
+    assert spec["op"] == op
+    progress = Progress(step="accuracy", tests_done=12, tests_total=411).model_dump()
+    httpx.post(f"{api}/{spec['id']}/progress", json=progress, headers=auth(token))
+    return spec
 
 
 def _bot_comment(flow: Flow, op: str) -> dict[str, Any] | None:
