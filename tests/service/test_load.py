@@ -64,7 +64,9 @@ async def fire(url: str, requests: list[tuple[bytes, dict[str, str]]], concurren
     """Post every request with `concurrency` in flight; (status, json, seconds) of each."""
     pending = list(enumerate(requests))
     results: list[Any] = [None] * len(requests)
-    limits = httpx.Limits(max_connections=concurrency)
+    # A connection a delivery (as GitHub delivers): a kept-alive one can meet uvicorn closing
+    # it for idleness when a loaded event loop runs that timer before reading the next request.
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=0)
 
     async def worker(client: httpx.AsyncClient) -> None:
         while pending:
