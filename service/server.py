@@ -20,6 +20,11 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from service.settings import Settings, settings_source
 
+# An idle connection is kept longer than a proxy keeps its own idle ones (60 s for nginx and
+# most load balancers), so the proxy closes it, never the service: a request the proxy sends
+# on a connection the service is just closing (uvicorn's default is 5 s) fails as a 502.
+KEEP_ALIVE_S = 75
+
 
 class Server(uvicorn.Server):
     """uvicorn's server, calling `on_exit` the moment a signal asks it to stop."""
@@ -115,6 +120,12 @@ def main(argv: list[str]) -> int:
     # every request under way.
     gc.collect()
     gc.freeze()
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level)
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        timeout_keep_alive=KEEP_ALIVE_S,
+    )
     Server(config, app.state.service.begin_shutdown).run()
     return 0

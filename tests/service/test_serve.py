@@ -3,6 +3,7 @@ deliveries a crash left unprocessed."""
 
 from __future__ import annotations
 
+import http.client
 import os
 import subprocess
 import sys
@@ -83,6 +84,18 @@ def test_serve_runs_and_answers(tmp_path: Path) -> None:
                 time.sleep(0.1)
         assert answer.json() == {"status": "ok", "database": "sqlite", "database_state": "ok"}
         assert "On-demand kernel tests" in httpx.get(f"http://127.0.0.1:{port}/").text
+        # A connection left idle past uvicorn's default 5 s is still the service's to use
+        # (a proxy in front closes its idle connections first).
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        try:
+            conn.request("GET", "/healthz")
+            assert conn.getresponse().read() and conn.sock is not None
+            first = conn.sock
+            time.sleep(6)
+            conn.request("GET", "/healthz")  # a closed one: RemoteDisconnected
+            assert conn.getresponse().status == 200 and conn.sock is first
+        finally:
+            conn.close()
     finally:
         proc.terminate()
         proc.wait(timeout=10)
