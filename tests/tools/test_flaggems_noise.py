@@ -160,7 +160,9 @@ def test_driver_logic_on_the_stand_in(tmp_path: Path, capsys: pytest.CaptureFixt
     # 20 µs: kernel mode reads 35 µs, the padded loop 5 µs, the host about 50 µs.
     assert case["kernel_first"] == pytest.approx(0.035) and len(case["kernel"]) == 2
     assert driver.median(case["loop_pad"]) == pytest.approx(0.005)
-    assert 0.045 < driver.median(case["host"]) < 0.2
+    # A wall clock: at least the spin, and more on a busy host (0.37 ms once, with eight test
+    # workers on two cores), but not another order of magnitude.
+    assert 0.045 < driver.median(case["host"]) < 2.0
     assert "no graphs" in proc["graph"]["error"]
     capsys.readouterr()
     main(tmp_path, OP)
