@@ -35,7 +35,7 @@ from service.report.github import (
     GitHubError,
     MissingPermission,
 )
-from service.report.thrift import Budget, skippable
+from service.report.thrift import REACTION_LEFT_OUT, Budget, skippable
 from service.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -129,9 +129,9 @@ class OutboxWorker(Worker):
         assert gh is not None  # run_once delivers nothing without a client
         p = item.payload
         if item.kind == "reaction":
-            low = self._low(p["repo"])
+            low = self._left_out("reaction", p["repo"])
             if low is not None:
-                return f"reaction left out ({low})"
+                return f"{REACTION_LEFT_OUT} ({low})"
             gh.add_reaction(p["repo"], int(p["comment_id"]), p["content"])
             return "reacted"
         if item.kind == "status":
@@ -176,10 +176,9 @@ class OutboxWorker(Worker):
         if row.github_comment_id is not None and row.sent_digest == sent:
             return f"comment {row.github_comment_id} unchanged: not sent"
         shows_job = row.github_comment_id is not None and row.sent_job_id == job_id
-        if skippable("comment", exists=shows_job, ended=update.ended):
-            low = self._low(row.repo)
-            if low is not None:
-                return f"comment {row.github_comment_id}: an edit on the way left out ({low})"
+        low = self._left_out("comment", row.repo, exists=shows_job, ended=update.ended)
+        if low is not None:
+            return f"comment {row.github_comment_id}: an edit on the way left out ({low})"
         if row.github_comment_id is None:
             found = _made_before(
                 item, lambda: gh.find_comment(row.repo, row.pr_number, marker(row.op, row.backend))
@@ -225,10 +224,10 @@ class OutboxWorker(Worker):
         sent = digest(json.dumps({**body, "head_sha": check.head_sha}, sort_keys=True))
         if run_id is not None and last_sent == sent:
             return f"check run {run_id} unchanged: not sent"
-        if skippable("check", exists=run_id is not None, ended=check.status == "completed"):
-            low = self._low(job.repo)
-            if low is not None:
-                return f"check run {run_id}: an update on the way left out ({low})"
+        ended = check.status == "completed"
+        low = self._left_out("check", job.repo, exists=run_id is not None, ended=ended)
+        if low is not None:
+            return f"check run {run_id}: an update on the way left out ({low})"
         if run_id is None:
             head, name, external = check.head_sha, check.name, check.external_id
             run_id = _made_before(item, lambda: gh.find_check_run(job.repo, head, name, external))
@@ -260,6 +259,13 @@ class OutboxWorker(Worker):
             if row is not None:
                 row.github_comment_id, row.sent_digest = comment_id, sent
                 row.sent_job_id = job_id
+
+    def _left_out(
+        self, kind: str, repo: str, *, exists: bool = False, ended: bool = False
+    ) -> Budget | None:
+        """The low budget an item of `kind` for `repo` is left out for (`thrift.skippable`);
+        None when it goes out."""
+        return self._low(repo) if skippable(kind, exists=exists, ended=ended) else None
 
     def _low(self, repo: str) -> Budget | None:
         """`repo`'s installation budget when less than the reserve is left (None otherwise);

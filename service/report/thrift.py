@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 WINDOW_S = 3600  # GitHub's primary limit counts calls an hour
+# How the outbox records a 👀 it left out (the soak reads it back from the outbox's rows).
+REACTION_LEFT_OUT = "reaction left out"
 PACE = 0.5  # low below this share of what an even pace over the hour would have left
 
 

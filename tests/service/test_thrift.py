@@ -42,3 +42,30 @@ def test_only_reactions_and_edits_on_the_way_may_be_left_out() -> None:
 def test_a_budget_says_what_is_left_and_until_when() -> None:
     assert str(Budget(12, 5000, 0)) == "12 of 5000 calls left this hour"
     assert str(Budget(12, 5000, 3600)) == "12 of 5000 calls left this hour, until 01:00:00 UTC"
+
+
+@pytest.mark.postgres
+def test_the_soak_reads_back_the_reactions_the_outbox_left_out(pg_url: str) -> None:
+    """The soak's reader finds a 👀 left out by the words the outbox records it with, and
+    only those (a sent one is not)."""
+    import sqlalchemy
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.orm import Session
+
+    from service.db.migrate import upgrade
+    from service.db.models import OutboxItem
+    from service.report.thrift import REACTION_LEFT_OUT
+    from tools.soak.collect import reactions_left_out
+
+    engine = sqlalchemy.create_engine(pg_url)
+    upgrade(engine)
+    with Session(engine) as session, session.begin():
+        for key, comment_id, outcome in [
+            ("a", 42, f"{REACTION_LEFT_OUT} ({Budget(3, 5000, 0)})"),
+            ("b", 43, "reacted"),
+        ]:
+            payload = {"repo": "acme/k", "comment_id": comment_id, "content": "eyes"}
+            session.add(OutboxItem(kind="reaction", key=key, payload=payload, outcome=outcome))
+    engine.dispose()
+    conninfo = make_url(pg_url).set(drivername="postgresql").render_as_string(False)
+    assert reactions_left_out(conninfo) == [42]
