@@ -370,18 +370,21 @@ def drive(args: argparse.Namespace, run: Callable[..., Any] = subprocess.run) ->
             make_branch(fg, f"{op}-quarter", op_path(op), "quarter", op)
     os.environ["XDG_CACHE_HOME"] = str(work / "cache-fg")
 
-    def fg_job(op: str, kind: str, full: bool = False) -> None:
+    def fg_job(op: str, kind: str, full: bool = False) -> bool:
+        """Run one FlagGems job; whether it ran."""
         wf = work / ("wf-full" if full else "wf-bench")
         name = f"fg-{op}-{kind}"
-        driver.job(Job(name, op, kind.rstrip("0123456789"), f"{op}-{kind}", fg, wf, full,
-                       "flaggems", tuple(fg_extra)))  # fmt: skip
+        return driver.job(Job(name, op, kind.rstrip("0123456789"), f"{op}-{kind}", fg, wf,
+                              full, "flaggems", tuple(fg_extra))) is not None  # fmt: skip
 
     for step in steps:
         deadline.step(getattr(args, f"{step}_s"))
         print(f"== step {step}: {deadline.left():.0f} s")
         if step == "aa":
+            full_ran = False  # the cost bar's full job: the first A/A on a warm runner
             for i in range(1, args.aa + 1):
-                fg_job(args.op, f"aa{i}", full=i == 2)  # the warm full job: the cost bar
+                full = not full_ran and "flaggems" in driver.ran
+                full_ran = fg_job(args.op, f"aa{i}", full=full) and full or full_ran
         elif step == "power":
             fg_job(args.op, "twice")
             fg_job(args.op, "quarter")

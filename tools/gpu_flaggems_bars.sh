@@ -3,8 +3,8 @@
 # product's own path (`ondemand run OP:nvidia --ref PR --base main --json`); see
 # docs/h200/flaggems-verdict.md. tools/flaggems_bars.py makes the pull requests, runs the jobs
 # and prints the bars. Steps, in the order given (each within its own deadline and the call's):
-#   aa      AA comment-only pull requests on adaptive_max_pool3d_backward (the second one a
-#           full job on a warm runner: the cost bar), the rest benchmark-only
+#   aa      AA comment-only pull requests on adaptive_max_pool3d_backward (the first to run on
+#           a warm runner a full job: the cost bar), the rest benchmark-only
 #   power   the backward done twice; and with one more pass over a quarter of its result
 #   others  OTHERS (exp: bandwidth-bound, 1 Gi-element rows; vdot: host-bound, 64–65536
 #           elements): OTHER_AA comment-only pull requests each and the twice one

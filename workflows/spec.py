@@ -100,6 +100,15 @@ class Compare(BaseModel):
     budget_s: float = Field(default=60.0, gt=0, le=3600)
     target: float = Field(default=0.025, gt=0, lt=1)
     max_rounds: int = Field(default=12, ge=1, le=100, description="rounds at most")
+    verdict_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=7200,
+        description="the job's time to its verdict that the rounds the runner schedules "
+        "(processes, workers) aim within: where the steps before them (accuracy, start-up) "
+        "leave less than `budget_s` of it, the rounds past the six a verdict needs stop at "
+        "it; those six may still run to 1.5 × `budget_s` (an `argv` harness keeps `budget_s`)",
+    )
     workers: bool = Field(
         default=False,
         description="without `argv`: keep one process per tree and interleave rounds in it "

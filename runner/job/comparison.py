@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from runner.report import stats
 from workflows.models import BenchmarkResult, BenchmarkRow
+from workflows.spec import Compare
 
 Measure = Callable[[], BenchmarkResult | None]
 RowKey = tuple[str, tuple[int, ...], tuple[int, ...] | None]
@@ -29,19 +30,42 @@ MIN_ROUNDS = 6  # stats: fewer bound no median at 95 %
 REACH = 1.5
 
 
-def over_budget(elapsed_s: float, rounds: int, next_round_s: float, budget_s: float) -> str:
-    """Why another round does not fit ("" when it does): within `budget_s`, or, short of
-    MIN_ROUNDS, when the rounds still missing end within REACH × `budget_s`."""
-    if elapsed_s + next_round_s <= budget_s:
+@dataclass(frozen=True)
+class Budget:
+    """How long a comparison's rounds may run, counted from their start: every round within
+    `rounds_s`; short of MIN_ROUNDS, the rounds still missing within `reach_s`. `limit` is
+    what set `rounds_s`, as the step's message says it."""
+
+    rounds_s: float
+    reach_s: float
+    limit: str
+
+    @classmethod
+    def of(cls, compare: Compare, job_s: float = 0.0) -> Budget:
+        """`compare.budget_s`, cut to what is left of `compare.verdict_s` (the job's time to
+        its verdict) when the job has spent `job_s` before its rounds start. The cut takes
+        only the rounds past the six a verdict needs: those may still reach REACH ×
+        `budget_s`, since fewer judge no row and a verdict a little late beats none."""
+        budget_s, verdict_s = compare.budget_s, compare.verdict_s
+        reach_s = budget_s * REACH
+        if verdict_s is None or verdict_s - job_s >= budget_s:
+            return cls(budget_s, reach_s, f"budget of {budget_s:g} s")
+        left = max(0.0, verdict_s - job_s)
+        return cls(left, reach_s, f"the job's {verdict_s:g} s to its verdict")
+
+
+def over_budget(elapsed_s: float, rounds: int, next_round_s: float, budget: Budget) -> str:
+    """Why another round does not fit ("" when it does): within `budget.rounds_s`, or, short
+    of MIN_ROUNDS, when the rounds still missing end within `budget.reach_s`."""
+    if elapsed_s + next_round_s <= budget.rounds_s:
         return ""
     if rounds >= MIN_ROUNDS:
-        return f"budget of {budget_s:g} s"
+        return budget.limit
     reach_s = elapsed_s + (MIN_ROUNDS - rounds) * next_round_s
-    if reach_s <= budget_s * REACH:
+    if reach_s <= budget.reach_s:
         return ""
     return (
-        f"budget of {budget_s:g} s; the {MIN_ROUNDS} rounds a verdict needs would take "
-        f"about {reach_s:.0f} s"
+        f"{budget.limit}; the {MIN_ROUNDS} rounds a verdict needs would take about {reach_s:.0f} s"
     )
 
 
@@ -68,14 +92,14 @@ def process_rounds(
     measure_after: Measure,
     measure_before: Measure,
     *,
-    budget_s: float,
+    budget: Budget,
     target: float,
     max_rounds: int,
     clock: Callable[[], float] = time.monotonic,
 ) -> Runs:
     """Runs of both sides in ABBA order, the pull request's first run given: after, before |
     before, after | after, before ... Stops once every row is settled (at least MIN_ROUNDS
-    rounds), at `max_rounds`, when the next round would overrun `budget_s` (`over_budget`;
+    rounds), at `max_rounds`, when the next round would overrun `budget` (`over_budget`;
     a round is priced at twice the longer of the last two runs, so the merge base's first
     run, which compiles, does not price every round after it), or when a run fails (the
     rounds so far stand)."""
@@ -93,7 +117,7 @@ def process_rounds(
                 runs.stopped = "every row settled"
                 break
             next_round = 2 * max(took[-2:], default=0.0)
-            why = over_budget(clock() - started, runs.rounds, next_round, budget_s)
+            why = over_budget(clock() - started, runs.rounds, next_round, budget)
             if why:
                 runs.stopped = why
                 break
@@ -218,14 +242,14 @@ def solo_rounds(
     first: BenchmarkResult,
     measure: Measure,
     *,
-    budget_s: float,
+    budget: Budget,
     target: float,
     max_rounds: int,
     clock: Callable[[], float] = time.monotonic,
 ) -> Runs:
     """Rounds of the pull request alone, its first given: stops once every row's speedup is
     known within `target` either side (at least MIN_ROUNDS rounds), at `max_rounds`, when the
-    next round, priced as the last one, would overrun `budget_s` (`over_budget`), or when a
+    next round, priced as the last one, would overrun `budget` (`over_budget`), or when a
     round fails (those so far stand)."""
     runs = Runs(after=[first])
     started = clock()
@@ -237,7 +261,7 @@ def solo_rounds(
         if len(runs.after) >= MIN_ROUNDS and _speedups_settled(runs.after, target):
             runs.stopped = "every row settled"
             break
-        why = over_budget(clock() - started, len(runs.after), last, budget_s)
+        why = over_budget(clock() - started, len(runs.after), last, budget)
         if why:
             runs.stopped = why
             break

@@ -75,6 +75,7 @@ class _Job:
 
     def __init__(self, spec: JobSpec, workflow: WorkflowSpec, ctx: JobContext) -> None:
         self.spec, self.workflow, self.ctx = spec, workflow, ctx
+        self.started = now()
         self.steps: list[StepResult] = []
         self.accuracy: AccuracyResult | None = None
         self.benchmark: BenchmarkResult | None = None
@@ -109,6 +110,10 @@ class _Job:
     @property
     def plugins(self) -> Path:
         return self.ctx.job_dir / "plugins"
+
+    @property
+    def elapsed_s(self) -> float:
+        return (now() - self.started).total_seconds()
 
     @property
     def cancel(self) -> threading.Event:
@@ -388,8 +393,8 @@ class _Job:
 
 def execute(spec: JobSpec, workflow: WorkflowSpec, ctx: JobContext) -> JobResult:
     """Run the job and return its result; never raises for anything the job itself did."""
-    started = now()
     job = _Job(spec, workflow, ctx)
+    started = job.started
     ctx.job_dir.mkdir(parents=True, exist_ok=True)
     error_step = error_message = None
     job.log(f"job {spec.id}: {spec.op} on {spec.backend} at {spec.sha} (attempt {spec.attempt})")

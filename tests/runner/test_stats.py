@@ -10,6 +10,7 @@ from runner.job import comparison
 from runner.report import stats
 from service.render.verdicts import Verdict, detectable, judge, noise_band
 from workflows.models import BenchmarkResult, BenchmarkRow
+from workflows.spec import Compare
 
 RNG = np.random.default_rng(20261203)
 
@@ -104,7 +105,7 @@ def test_process_rounds_alternate_abba_and_stop_once_every_row_is_settled() -> N
         _run({"float16": 1.2, "float32": 2.4}),
         measure("A", 1.2),
         measure("B", 1.0),
-        budget_s=1000,
+        budget=_budget(1000),
         target=0.025,
         max_rounds=20,
         clock=clock,
@@ -132,7 +133,7 @@ def test_process_rounds_keep_to_the_budget_and_stop_on_a_failed_run() -> None:
         return run
 
     runs = comparison.process_rounds(
-        _run({"float16": 1.0}), slow(1.0), slow(1.0), budget_s=100, target=0.025,
+        _run({"float16": 1.0}), slow(1.0), slow(1.0), budget=_budget(100), target=0.025,
         max_rounds=20, clock=clock,
     )  # fmt: skip
     # B | B A, then 90 + 60 > 100, and six rounds would end at 90 + 4 × 60 = 330 > 1.5 × 100
@@ -140,7 +141,7 @@ def test_process_rounds_keep_to_the_budget_and_stop_on_a_failed_run() -> None:
     assert "the 6 rounds a verdict needs would take about 330 s" in runs.stopped
     assert clock.now == 90
     failing = comparison.process_rounds(
-        _run({"float16": 1.0}), lambda: None, slow(1.0), budget_s=1000, target=0.025,
+        _run({"float16": 1.0}), lambda: None, slow(1.0), budget=_budget(1000), target=0.025,
         max_rounds=20, clock=clock,
     )  # fmt: skip
     assert failing.rounds == 1 and "pull request failed" in failing.stopped
@@ -166,7 +167,7 @@ def test_process_rounds_reach_the_rounds_a_verdict_needs_past_a_tight_budget() -
         return run
 
     runs = comparison.process_rounds(
-        _run({"float16": 1.0}), side(8.0), side(20.0), budget_s=90, target=0.001,
+        _run({"float16": 1.0}), side(8.0), side(20.0), budget=_budget(90), target=0.001,
         max_rounds=20, clock=clock,
     )  # fmt: skip
     assert runs.rounds == comparison.MIN_ROUNDS and runs.stopped == "budget of 90 s"
@@ -186,7 +187,44 @@ def test_process_rounds_reach_the_rounds_a_verdict_needs_past_a_tight_budget() -
 def test_over_budget_lets_a_comparison_reach_six_rounds_within_half_its_budget_again(
     elapsed: float, rounds: int, next_round: float, stop: str
 ) -> None:
-    assert comparison.over_budget(elapsed, rounds, next_round, 90) == stop
+    assert comparison.over_budget(elapsed, rounds, next_round, _budget(90)) == stop
+
+
+def _budget(budget_s: float, verdict_s: float | None = None, job_s: float = 0.0) -> comparison.Budget:
+    return comparison.Budget.of(Compare(budget_s=budget_s, verdict_s=verdict_s), job_s)
+
+
+def test_the_job_time_to_its_verdict_cuts_the_rounds_past_six_not_the_six() -> None:
+    """A full FlagGems job on an H100: accuracy and the workers' start took 85 s of the 140 s
+    the layout aims the verdict at, so the rounds get 55 s of their 90 s budget; rounds of
+    10 s stop at the six a verdict needs (60 s, past the 55 s but within 1.5 × 90), not at
+    the nine the whole budget held."""
+    assert _budget(90, 140, job_s=40) == comparison.Budget(90, 135, "budget of 90 s")
+    assert _budget(90, None, job_s=500).rounds_s == 90  # no verdict_s: the budget alone
+    cut = _budget(90, 140, job_s=85)
+    assert (cut.rounds_s, cut.reach_s) == (55, 135)
+    assert _budget(90, 140, job_s=200).rounds_s == 0  # spent: the six rounds only
+    clock = Clock()
+
+    def run() -> BenchmarkResult:
+        clock.now += 5.0
+        return _run({"float16": 1.0 + 0.3 * (clock.now % 15 / 5)})  # never settled
+
+    runs = comparison.process_rounds(
+        _run({"float16": 1.0}), run, run, budget=cut, target=0.001, max_rounds=20, clock=clock
+    )
+    assert runs.rounds == comparison.MIN_ROUNDS
+    assert runs.stopped == "the job's 140 s to its verdict"
+    whole = comparison.process_rounds(
+        _run({"float16": 1.0}), run, run, budget=_budget(90), target=0.001, max_rounds=20,
+        clock=clock,
+    )  # fmt: skip
+    assert whole.rounds == 9 and whole.stopped == "budget of 90 s"
+    late = comparison.process_rounds(
+        _run({"float16": 1.0}), run, run, budget=_budget(90, 140, job_s=200), target=0.001,
+        max_rounds=20, clock=clock,
+    )  # fmt: skip
+    assert late.rounds == comparison.MIN_ROUNDS
 
 
 def test_solo_rounds_reach_six_rounds_past_a_tight_budget() -> None:
@@ -197,7 +235,7 @@ def test_solo_rounds_reach_six_rounds_past_a_tight_budget() -> None:
         return _run({"float16": 1.0 + 0.3 * (clock.now % 30 / 10)})  # never settled
 
     runs = comparison.solo_rounds(
-        _run({"float16": 1.0}), run, budget_s=45, target=0.0001, max_rounds=20, clock=clock
+        _run({"float16": 1.0}), run, budget=_budget(45), target=0.0001, max_rounds=20, clock=clock
     )
     assert len(runs.after) == comparison.MIN_ROUNDS and runs.stopped == "budget of 45 s"
     assert clock.now == 50  # five more rounds: the last ends 5 s past the budget

@@ -89,6 +89,11 @@ class StepContext(Protocol):
         ...
 
     @property
+    def elapsed_s(self) -> float:
+        """Seconds since the job started (what a comparison's `verdict_s` has left)."""
+        ...
+
+    @property
     def cancel(self) -> threading.Event: ...
 
     @property
