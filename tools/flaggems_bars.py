@@ -384,7 +384,8 @@ def drive(args: argparse.Namespace, run: Callable[..., Any] = subprocess.run) ->
             full_ran = False  # the cost bar's full job: the first A/A on a warm runner
             for i in range(1, args.aa + 1):
                 full = not full_ran and "flaggems" in driver.ran
-                full_ran = fg_job(args.op, f"aa{i}", full=full) and full or full_ran
+                if fg_job(args.op, f"aa{i}", full=full) and full:
+                    full_ran = True
         elif step == "power":
             fg_job(args.op, "twice")
             fg_job(args.op, "quarter")

@@ -190,7 +190,9 @@ def test_over_budget_lets_a_comparison_reach_six_rounds_within_half_its_budget_a
     assert comparison.over_budget(elapsed, rounds, next_round, _budget(90)) == stop
 
 
-def _budget(budget_s: float, verdict_s: float | None = None, job_s: float = 0.0) -> comparison.Budget:
+def _budget(
+    budget_s: float, verdict_s: float | None = None, job_s: float = 0.0
+) -> comparison.Budget:
     return comparison.Budget.of(Compare(budget_s=budget_s, verdict_s=verdict_s), job_s)
 
 
