@@ -200,7 +200,8 @@ def test_the_job_time_to_its_verdict_cuts_the_rounds_past_six_not_the_six() -> N
     """A full FlagGems job on an H100: accuracy and the workers' start took 85 s of the 140 s
     the layout aims the verdict at, so the rounds get 55 s of their 90 s budget; rounds of
     10 s stop at the six a verdict needs (60 s, past the 55 s but within 1.5 × 90), not at
-    the nine the whole budget held."""
+    the nine the whole budget held. On the H100 the merge base's first run (it compiles)
+    took 25 s and, priced by it alone, the rounds stopped at one and judged no row."""
     assert _budget(90, 140, job_s=40) == comparison.Budget(90, 135, "budget of 90 s")
     assert _budget(90, None, job_s=500).rounds_s == 90  # no verdict_s: the budget alone
     cut = _budget(90, 140, job_s=85)
@@ -227,6 +228,19 @@ def test_the_job_time_to_its_verdict_cuts_the_rounds_past_six_not_the_six() -> N
         max_rounds=20, clock=clock,
     )  # fmt: skip
     assert late.rounds == comparison.MIN_ROUNDS
+    compiles = [25.0]  # the merge base's first run, then 5 s a run as above
+
+    def base() -> BenchmarkResult:
+        clock.now += compiles.pop() - 5.0 if compiles else 0.0
+        return run()
+
+    start = clock.now
+    measured = comparison.process_rounds(
+        _run({"float16": 1.0}), run, base, budget=cut, target=0.001, max_rounds=20,
+        clock=clock,
+    )  # fmt: skip
+    assert measured.rounds == comparison.MIN_ROUNDS, measured.stopped
+    assert clock.now - start == 25 + 5 * 10  # 75 s: the six rounds, within 1.5 × 90
 
 
 def test_solo_rounds_reach_six_rounds_past_a_tight_budget() -> None:
