@@ -571,32 +571,52 @@ def _why_missing(runs: Sequence[Run]) -> str:
     )
 
 
-def cost_bars(runs: Sequence[Run]) -> list[Bar]:
-    """Wall time to the verdict (the job's own duration) on a warm runner."""
+def cost_bars(runs: Sequence[Run], threshold: float) -> list[Bar]:
+    """Wall time to the verdict (the job's own duration) on a warm runner. A verdict that
+    judged no row in time is not one: a warm job whose rows got fewer than the six rounds a
+    verdict needs, or that ran past the limit without a result (the call's deadline killed
+    it), fails the bar however fast it ended."""
+    from runner.job.comparison import MIN_ROUNDS
+
     bars = []
     for source, limit, what in (
         ("flaggems", FLAGGEMS_COST_S, "cost: warm FlagGems job to verdict"),
         ("self", SELF_COST_S, "cost: this repository's warm job to verdict"),
     ):
+        ours = [r for r in runs if r.meta["source"] == source]
         timed = [
-            (r, r.result.duration_s)
-            for r in runs
-            if r.meta["source"] == source and r.result is not None and r.result.duration_s
+            (r, r.result.duration_s) for r in ours if r.result is not None and r.result.duration_s
         ]
         warm = [(r, d) for r, d in timed if r.meta.get("warm")]
-        if not warm:
+        unjudged = [
+            r.name for r, _ in warm
+            if r.result.benchmark is not None
+            and any(j.change.rounds < MIN_ROUNDS for j in r.judged(threshold))
+        ]  # fmt: skip
+        killed = [
+            f"{r.name} (no verdict after {r.meta.get('wall_s')} s)" for r in ours
+            if r.result is None and r.meta.get("warm") and float(r.meta.get("wall_s") or 0) > limit
+        ]  # fmt: skip
+        if not warm and not killed:
             fresh = ", ".join(f"{r.name} {d:.1f} s (fresh)" for r, d in timed)
             bars.append(Bar(f"{what} ≤{limit:g} s", source, fresh or "no warm job", None))
             continue
-        worst = max(warm, key=lambda rd: rd[1])
+        said = ""
+        if warm:
+            worst = max(warm, key=lambda rd: rd[1])
+            said = f"max {worst[1]:.1f} s ({worst[0].name}) of {len(warm)} warm jobs"
         full = [f"{r.name} {d:.1f} s" for r, d in warm if r.meta.get("full")]
-        said = f"max {worst[1]:.1f} s ({worst[0].name}) of {len(warm)} warm jobs"
         if full:
             said += f"; full: {', '.join(full)}"
         fresh = [f"{r.name} {d:.1f} s" for r, d in timed if not r.meta.get("warm")]
         if fresh:
             said += f"; fresh: {', '.join(fresh)}"
-        bars.append(Bar(f"{what} ≤{limit:g} s", source, said, worst[1] <= limit))
+        if unjudged:
+            said += f"; fewer than {MIN_ROUNDS} rounds, so no verdict: {', '.join(unjudged)}"
+        if killed:
+            said += f"; {', '.join(killed)}"
+        met = bool(warm) and max(d for _, d in warm) <= limit and not unjudged and not killed
+        bars.append(Bar(f"{what} ≤{limit:g} s", source, said.lstrip("; "), met))
     return bars
 
 
@@ -629,7 +649,7 @@ def report(runs: Sequence[Run], threshold: float) -> tuple[str, list[Bar]]:
                               r.meta["source"] == "flaggems"], threshold)  # fmt: skip
         bars += ob
         lines += ol
-    bars += cost_bars(runs)
+    bars += cost_bars(runs, threshold)
     lines += ["", "| bar | operator | measured | verdict |", "|---|---|---|---|"]
     lines += [f"| {b.name} | {b.op} | {b.measured} | {b.verdict} |" for b in bars]
     return "\n".join(lines) + "\n", bars

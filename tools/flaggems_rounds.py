@@ -125,7 +125,7 @@ class Figures:
     """A job's medians over its rows (and worst rows) of each part of the noise."""
 
     rows: int
-    device_within: float  # max/min over rounds, one side
+    device_within: float | None  # max/min over rounds, one side (None: one round)
     device_between: float  # |after/before - 1|, medians of both sides
     host_within: float | None
     host_between: float | None
@@ -151,7 +151,7 @@ def figures(spread: Spread) -> Figures:
     med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
     return Figures(
         rows=len(between),
-        device_within=statistics.median(within) if within else float("nan"),
+        device_within=med(within),  # None: one round, nothing to spread
         device_between=statistics.median(between),
         host_within=med(host_within),
         host_between=med(host_between),

@@ -165,6 +165,25 @@ def test_cost_bars_and_missing_data(tmp_path: Path) -> None:
     assert bars["self cost: this repository's warm job to verdict ≤45 s"].verdict == "FAIL"
 
 
+def test_a_fast_job_that_judged_nothing_or_one_killed_past_the_limit_fails_the_cost(
+    tmp_path: Path,
+) -> None:
+    """On the H100 a full job's rounds stopped at one (the pricing since fixed): its 112 s
+    "verdict" judged no row, and the reader had called the cost bar met."""
+    save(tmp_path, f"fg-{OP}-aa1", result(same(), 120.0))
+    assert by_name(tmp_path)["flaggems cost: warm FlagGems job to verdict ≤150 s"].met
+    short = [change(1.0, 0.02, rounds=1)] * 12
+    save(tmp_path, f"fg-{OP}-aa2", result(short, 112.0), full=True)
+    cost = by_name(tmp_path)["flaggems cost: warm FlagGems job to verdict ≤150 s"]
+    assert cost.verdict == "FAIL" and f"no verdict: fg-{OP}-aa2" in cost.measured
+    save(tmp_path, f"fg-{OP}-aa2", result(same(), 140.0), full=True)
+    save(tmp_path, f"fg-{OP}-aa3", None, exit=124, wall_s=175.7)  # the call's deadline
+    cost = by_name(tmp_path)["flaggems cost: warm FlagGems job to verdict ≤150 s"]
+    assert cost.verdict == "FAIL" and "no verdict after 175.7 s" in cost.measured
+    save(tmp_path, f"fg-{OP}-aa3", None, exit=124, wall_s=40.0)  # killed early: says nothing
+    assert by_name(tmp_path)["flaggems cost: warm FlagGems job to verdict ≤150 s"].met
+
+
 def test_a_job_without_result_and_later_directories(tmp_path: Path) -> None:
     first, second = tmp_path / "call1", tmp_path / "call2"
     save(first, f"fg-{OP}-twice", None, kind="twice", exit=124)
