@@ -744,8 +744,9 @@ def _host_bound_note(bench: BenchmarkResult) -> str | None:
     if any(row.host_change is not None for row in bound):
         note += (
             ". Their change shows the host time's beside the device time's, and only the"
-            " device's is judged: each side's host time comes from one process, and processes"
-            " differ"
+            " device's is judged: each side's host time comes from one process, and two"
+            " processes of the same code differ in host time for their whole lives, so a host"
+            " verdict would judge the processes, not the code."
         )
     return note
 

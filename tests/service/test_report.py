@@ -962,4 +962,5 @@ def test_a_host_bound_rows_host_change_is_shown_beside_its_device_change_never_j
     assert "too noisy" in comment_module._change_cell(judged[2])
     note = comment_module._host_bound_note(bench)
     assert note is not None and "only the device's is judged" in note
+    assert note.endswith("not the code.")  # a whole sentence, never cut off
     assert "host" not in comment_module._change_cell(judged[1])
