@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
+import jwt
 import requests
-from github import Auth, Github, GithubException, GithubIntegration
+from cryptography.hazmat.primitives import serialization
+from github import Auth, Consts, Github, GithubException, GithubIntegration
 
 from ondemand.retry import RetryPolicy
 from service.report.app_permissions import accepted, find
@@ -204,6 +206,20 @@ def _stated(client: Github) -> Budget | None:
     return Budget(remaining, limit, int(requester.rate_limiting_resettime or 0))
 
 
+def app_signer(private_key: str) -> Callable[[dict[str, Any]], str]:
+    """Signs the App's JWTs with its key parsed once. PyGithub makes a JWT for every call made
+    as the App, and PyJWT given the PEM text parses it for every signature, checking the RSA
+    key as it loads: 35 ms of CPU a call, against 0.3 ms with the key parsed once."""
+    key: list[Any] = []  # parsed on first use: a bad key fails the first call, as before
+
+    def sign(payload: dict[str, Any]) -> str:
+        if not key:
+            key.append(serialization.load_pem_private_key(private_key.encode(), password=None))
+        return jwt.encode(payload, key=key[0], algorithm=Consts.DEFAULT_JWT_ALGORITHM)
+
+    return sign
+
+
 class GitHubClient:
     """Thread-safe wrapper of the few calls the service makes."""
 
@@ -218,13 +234,15 @@ class GitHubClient:
         secondary_wait_s: float = SECONDARY_LIMIT_WAIT_S,
         probe_max_s: float = OUTAGE_PROBE_MAX_S,
     ) -> None:
-        if token is None and (app_id is None or private_key is None):
+        if token is None and (app_id is None or not private_key):
             raise ValueError("GitHub credentials: a token, or an App id and its private key")
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.secondary_wait_s = secondary_wait_s
         self._token = token
-        self._app_auth = Auth.AppAuth(app_id, private_key) if token is None else None
+        self._app_auth = None
+        if token is None and app_id is not None and private_key:
+            self._app_auth = Auth.AppAuth(app_id, sign_func=app_signer(private_key))
         self._login: str | None = None  # what comments are posted as, once asked
         self._clients: dict[str, Github] = {}
         self._installations: dict[str, int] = {}  # owner/name or owner -> installation id
