@@ -28,8 +28,8 @@ def _result(status: JobStatus = JobStatus.succeeded) -> JobResult:
     return JobResult(status=status, sha="a" * 40)
 
 
-def test_migrations_match_models_and_rerun(db_url: str) -> None:
-    engine = make_engine(db_url)
+def test_migrations_match_models_and_rerun(empty_db_url: str) -> None:
+    engine = make_engine(empty_db_url)
     upgrade(engine)
     upgrade(engine)  # a second run is a no-op
     with engine.connect() as conn:

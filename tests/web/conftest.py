@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.conftest import db_url, pg_url  # noqa: F401  (fixtures used here)
+from tests.service.conftest import db_url, pg_url, sqlite_at_head  # noqa: F401  (fixtures used here)
 
 CHROMIUM = Path(os.environ.get("ONDEMAND_CHROMIUM", "/usr/bin/chromium"))
 
