@@ -10,7 +10,7 @@ import pytest
 
 from ondemand.git import MAX_BLOB_BYTES, GitError, Tree
 from runner.job.workspace import WorkspaceError, Workspaces
-from tests.runner.tinyrepo import TinyRepo, add_hidden_commit
+from tests.runner.tinyrepo import TinyRepo, add_hidden_commit, make_tiny_repo
 from tests.support.git import git
 
 
@@ -36,11 +36,12 @@ def test_worktree_at_the_pinned_sha(tiny_repo: TinyRepo, tmp_path: Path) -> None
     assert str(tree) not in listing
 
 
-def test_a_base_commit_pushed_after_the_mirror_was_made_is_fetched(
-    tiny_repo: TinyRepo, tmp_path: Path
-) -> None:
+def test_a_base_commit_pushed_after_the_mirror_was_made_is_fetched(tmp_path: Path) -> None:
     """The merge base is asked for by SHA alone (no pull request): a base branch that moved
-    since the mirror's last fetch is fetched, not an error."""
+    since the mirror's last fetch is fetched, not an error. On a repository of its own: the
+    session's tiny repository is every runner test's, and a later test in this worker reads
+    its main as the base commit."""
+    tiny_repo = make_tiny_repo(tmp_path / "origin" / "tinyops")
     spaces = Workspaces(tmp_path / "cache")
     mirror = spaces.fetch(str(tiny_repo.path), tiny_repo.head_sha, 7)
     git(tiny_repo.path, "commit", "-q", "--allow-empty", "-m", "main moves on")
