@@ -34,7 +34,10 @@ export PYTHONPATH="$PWD:$site" PYTHONUNBUFFERED=1
 unset ONDEMAND_INDEX_URL ONDEMAND_WHEELHOUSE PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_FIND_LINKS
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
-  echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'); $(nproc) cores;" \
+  # The device's git may lag the tree it ran: the tree's id says which code it was
+  # (`python -m tools.tree_id` here, at a commit, gives the same id for the same code).
+  echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')," \
+    "tree $(python3 -m tools.tree_id); $(nproc) cores;" \
     "FlagGems $(cat .device/flaggems.commit 2>/dev/null || echo '?')"
 } | tee -a "$OUT/device.txt"
 # What one reading of the workers' timer costs, phase by phase (a few seconds).

@@ -31,7 +31,7 @@ export XDG_CACHE_HOME=${VERDICT_CACHE:-/tmp/ondemand-verdict-cache}
 rm -rf "$XDG_CACHE_HOME" && mkdir -p "$XDG_CACHE_HOME"
 summary="$OUT/summary.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$summary"
-echo "commit $(git rev-parse --short HEAD); $(nproc) cores" | tee -a "$summary"
+echo "commit $(git rev-parse --short HEAD), tree $(python3 -m tools.tree_id); $(nproc) cores" | tee -a "$summary"
 names=()
 wf=()
 if [ "${EXTRAS:-}" = none ]; then
