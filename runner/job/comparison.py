@@ -31,7 +31,7 @@ REACH = 1.5
 
 
 @dataclass(frozen=True)
-class Budget:
+class RoundsBudget:
     """How long a comparison's rounds may run, counted from their start: every round within
     `rounds_s`; short of MIN_ROUNDS, the rounds still missing within `reach_s`. `limit` is
     what set `rounds_s`, as the step's message says it."""
@@ -41,7 +41,7 @@ class Budget:
     limit: str
 
     @classmethod
-    def of(cls, compare: Compare, job_s: float = 0.0) -> Budget:
+    def of(cls, compare: Compare, job_s: float = 0.0) -> RoundsBudget:
         """`compare.budget_s`, cut to what is left of `compare.verdict_s` (the job's time to
         its verdict) when the job has spent `job_s` before its rounds start. The cut takes
         only the rounds past the six a verdict needs: those may still reach REACH ×
@@ -54,7 +54,7 @@ class Budget:
         return cls(left, reach_s, f"the job's {verdict_s:g} s to its verdict")
 
 
-def over_budget(elapsed_s: float, rounds: int, next_round_s: float, budget: Budget) -> str:
+def over_budget(elapsed_s: float, rounds: int, next_round_s: float, budget: RoundsBudget) -> str:
     """Why another round does not fit ("" when it does): within `budget.rounds_s`, or, short
     of MIN_ROUNDS, when the rounds still missing end within `budget.reach_s`. One round
     prices none of them: it holds the merge base's first run, which compiles (a worker's
@@ -96,7 +96,7 @@ def process_rounds(
     measure_after: Measure,
     measure_before: Measure,
     *,
-    budget: Budget,
+    budget: RoundsBudget,
     target: float,
     max_rounds: int,
     clock: Callable[[], float] = time.monotonic,
@@ -246,7 +246,7 @@ def solo_rounds(
     first: BenchmarkResult,
     measure: Measure,
     *,
-    budget: Budget,
+    budget: RoundsBudget,
     target: float,
     max_rounds: int,
     clock: Callable[[], float] = time.monotonic,

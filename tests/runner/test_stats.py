@@ -192,8 +192,8 @@ def test_over_budget_lets_a_comparison_reach_six_rounds_within_half_its_budget_a
 
 def _budget(
     budget_s: float, verdict_s: float | None = None, job_s: float = 0.0
-) -> comparison.Budget:
-    return comparison.Budget.of(Compare(budget_s=budget_s, verdict_s=verdict_s), job_s)
+) -> comparison.RoundsBudget:
+    return comparison.RoundsBudget.of(Compare(budget_s=budget_s, verdict_s=verdict_s), job_s)
 
 
 def test_the_job_time_to_its_verdict_cuts_the_rounds_past_six_not_the_six() -> None:
@@ -202,7 +202,7 @@ def test_the_job_time_to_its_verdict_cuts_the_rounds_past_six_not_the_six() -> N
     10 s stop at the six a verdict needs (60 s, past the 55 s but within 1.5 × 90), not at
     the nine the whole budget held. On the H100 the merge base's first run (it compiles)
     took 25 s and, priced by it alone, the rounds stopped at one and judged no row."""
-    assert _budget(90, 140, job_s=40) == comparison.Budget(90, 135, "budget of 90 s")
+    assert _budget(90, 140, job_s=40) == comparison.RoundsBudget(90, 135, "budget of 90 s")
     assert _budget(90, None, job_s=500).rounds_s == 90  # no verdict_s: the budget alone
     cut = _budget(90, 140, job_s=85)
     assert (cut.rounds_s, cut.reach_s) == (55, 135)

@@ -50,7 +50,7 @@ def compare(step: Step, job: StepContext, tree: Tree, base: MergeBase) -> Benchm
         first,
         measure_in(tree, "after"),
         measure_in(before, "base"),
-        budget=comparison.Budget.of(step.compare, job.elapsed_s),
+        budget=comparison.RoundsBudget.of(step.compare, job.elapsed_s),
         target=step.compare.target,
         max_rounds=step.compare.max_rounds,
     )

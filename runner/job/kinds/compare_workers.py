@@ -50,7 +50,7 @@ def compare(step: Step, job: StepContext, tree: Tree, base: MergeBase) -> Benchm
             first,
             lambda: after.round(job.cancel),
             lambda: before.round(job.cancel),
-            budget=comparison.Budget.of(step.compare, job.elapsed_s),
+            budget=comparison.RoundsBudget.of(step.compare, job.elapsed_s),
             target=step.compare.target,
             max_rounds=step.compare.max_rounds,
         )
@@ -155,7 +155,7 @@ def _alone_rounds(
     runs = comparison.solo_rounds(
         first,
         lambda: worker.round(job.cancel),
-        budget=comparison.Budget.of(step.compare, job.elapsed_s),
+        budget=comparison.RoundsBudget.of(step.compare, job.elapsed_s),
         target=step.compare.target,
         max_rounds=step.compare.max_rounds,
     )
