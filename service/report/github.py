@@ -241,7 +241,8 @@ class GitHubClient:
         self.secondary_wait_s = secondary_wait_s
         self._token = token
         self._app_auth = None
-        if token is None and app_id is not None and private_key:
+        if token is None:
+            assert app_id is not None and private_key is not None  # checked above
             self._app_auth = Auth.AppAuth(app_id, sign_func=app_signer(private_key))
         self._login: str | None = None  # what comments are posted as, once asked
         self._clients: dict[str, Github] = {}
@@ -321,13 +322,14 @@ class GitHubClient:
             lazy=True,
         )
 
-    def _key(self, repo: str) -> str:
-        """Which client serves `owner/name` or `owner`: one per installation, or the token's."""
+    def budget_key(self, repo: str) -> str:
+        """Which client, and so which hourly budget, serves `owner/name` or `owner`: one per
+        installation (its owner), or the token's (`token`)."""
         return "token" if self._token is not None else repo.split("/")[0]
 
     def _gh(self, repo: str) -> Github:
         """The client for `owner/name` or for an organization `owner` (one per installation)."""
-        key = self._key(repo)
+        key = self.budget_key(repo)
         with self._lock:
             client = self._clients.get(key)
         if client is not None:
@@ -629,7 +631,7 @@ class GitHubClient:
         """The hourly call budget of the installation (or token) serving `owner/name`, as
         GitHub's last answer to it stated it; None before any answer stated one."""
         with self._lock:
-            client = self._clients.get(self._key(repo))
+            client = self._clients.get(self.budget_key(repo))
         return None if client is None else _stated(client)
 
     def budgets(self) -> dict[str, Budget]:

@@ -75,7 +75,7 @@ class OutboxWorker(Worker):
         self.policy = policy
         self.reserve = reserve
         self.items = LeasedRows(db, OutboxItem)
-        self._thrifty: set[str] = set()  # owners whose budget was low at their last call
+        self._thrifty: set[str] = set()  # budgets (`budget_key`) low at their last call
 
     def run_once(self) -> float | None:
         """Deliver every due item (the first undelivered of each key); returns seconds until the
@@ -272,7 +272,7 @@ class OutboxWorker(Worker):
         logs when an installation's budget turns low and when it is whole again."""
         assert self.github is not None
         budget = self.github.budget(repo)
-        owner = repo.split("/")[0]
+        owner = self.github.budget_key(repo)
         low = budget is not None and budget.low(self.reserve)
         if low and owner not in self._thrifty:
             self._thrifty.add(owner)
