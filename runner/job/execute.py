@@ -22,8 +22,16 @@ from runner.environment.parallel import default_workers
 from runner.environment.probe import environment_info
 from runner.environment.pyenv import PackageSources, PythonEnvError, python_env
 from runner.job import layouts
-from runner.job.kinds import KINDS
-from runner.job.kinds.context import OP_NAME, MergeBase, Stop, Tree, base_step, now
+from runner.job.kinds import HEAD_STARTS, KINDS
+from runner.job.kinds.context import (
+    OP_NAME,
+    HeadStart,
+    MergeBase,
+    Stop,
+    Tree,
+    base_step,
+    now,
+)
 from runner.job.sandboxing import Jail, give, scrubbed_env
 from runner.job.steps import OutputSink, StepOutcome, run_step
 from runner.job.workspace import WorkspaceError, Workspaces
@@ -89,6 +97,8 @@ class _Job:
         self.worktrees: list[tuple[Path, Path]] = []
         self.base_fetched = False  # the merge base's commits are in the mirror
         self.seeded: int | None = None  # entries the private compile cache started with
+        self.head_starts: dict[str, HeadStart] = {}  # by step name, until the step takes it
+        self._base: tuple[MergeBase | None] | None = None  # see base_tree()
         self._compiles_anew: bool | None = None  # see compiles_anew()
 
     def log(self, text: str) -> None:
@@ -336,7 +346,12 @@ class _Job:
     def base_tree(self, step: Step) -> MergeBase | None:
         """The merge base's commit and checkout to compare with, or None (no base, or it is
         the pull request's own commit, or it could not be checked out: said as a skipped
-        step)."""
+        step). Decided once a job: a step started ahead asks before its step does."""
+        if self._base is None:
+            self._base = (self._find_base(step),)
+        return self._base[0]
+
+    def _find_base(self, step: Step) -> MergeBase | None:
         spec = self.spec
         base = spec.base_sha or spec.base_ref
         if not base:
@@ -380,10 +395,34 @@ class _Job:
             runner_version=self.ctx.runner_version,
             cwd=self.ctx.job_dir,  # never the checkout: nothing of the pull request runs here
         ).model_copy(update={"notes": self.notes})
-        for step in self.workflow.steps_for(layout):
-            if self.ctx.cancel.is_set():
-                raise Stop(JobStatus.cancelled, step.name, "cancelled")
-            KINDS[step.kind](step, self, tree)
+        steps = self.workflow.steps_for(layout)
+        try:
+            for index, step in enumerate(steps):
+                if self.ctx.cancel.is_set():
+                    raise Stop(JobStatus.cancelled, step.name, "cancelled")
+                if index == 0:
+                    self.start_ahead(steps, tree)
+                KINDS[step.kind](step, self, tree)
+        finally:
+            for name, started in self.head_starts.items():
+                self.log(f"step {name}: what it started ahead is stopped unused")
+                started.stop(self.ctx.grace_s)
+
+    def start_ahead(self, steps: list[Step], tree: Tree) -> None:
+        """Before the first step, start what later steps' kinds start ahead (`HEAD_STARTS`:
+        the benchmark's workers, whose imports and collection then pass while the accuracy
+        tests run), each given the timeouts of the steps before it."""
+        for index, step in enumerate(steps[1:], start=1):
+            starter = HEAD_STARTS.get(step.kind)
+            if starter is None:
+                continue
+            wait_s = float(sum(s.timeout_s for s in steps[:index]))
+            started = starter(step, self, tree, wait_s)
+            if started is not None:
+                self.head_starts[step.name] = started
+
+    def take_head_start(self, step: Step) -> HeadStart | None:
+        return self.head_starts.pop(step.name, None)
 
     def verdict(self) -> JobStatus:
         if any(s.status is StepStatus.failed for s in self.steps):

@@ -113,6 +113,43 @@ class StepProcess:
         )
 
 
+class HeldOutput:
+    """An output sink that holds what comes until `release()`, then passes all of it on: a
+    process started ahead of its step (while the steps before it run) logs after them, not
+    inside their output. What comes past `limit` bytes before the release is dropped, said
+    once."""
+
+    def __init__(self, sink: OutputSink, limit: int = 1024 * 1024) -> None:
+        self._sink, self._limit = sink, limit
+        self._held: list[bytes] = []
+        self._size, self._dropped = 0, 0
+        self._released = False
+        self._lock = threading.Lock()
+
+    def __call__(self, chunk: bytes) -> None:
+        with self._lock:
+            if self._released:
+                self._sink(chunk)
+                return
+            room = self._limit - self._size
+            self._held.append(chunk[:room])
+            self._size += min(len(chunk), room)
+            self._dropped += max(0, len(chunk) - room)
+
+    def release(self) -> None:
+        """Pass on what was held, then everything as it comes."""
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+            held, self._held = b"".join(self._held), []
+            if held:
+                self._sink(held)
+            if self._dropped:
+                note = f"[ondemand] {self._dropped} bytes of early output dropped\n"
+                self._sink(note.encode())
+
+
 def start_step(
     argv: Sequence[str],
     *,

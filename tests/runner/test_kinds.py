@@ -70,6 +70,9 @@ class _BenchmarkJob:
     def base_tree(self, step: Step) -> MergeBase | None:
         return self.base
 
+    def take_head_start(self, step: Step) -> None:
+        return None  # nothing started ahead: tests/runner/test_bench_workers.py's
+
 
 @pytest.mark.parametrize(
     ("compare", "base", "gives", "tried"),

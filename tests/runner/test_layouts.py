@@ -5,9 +5,12 @@ benchmark/test_<op>.py."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from runner.environment.pyenv import PackageSources
 from runner.job.execute import execute
@@ -156,6 +159,8 @@ def pool_bench(speedup: float) -> str:
 import json
 import pytest
 
+print("benchmark module collected", flush=True)  # in the worker's start, while accuracy runs
+
 @pytest.mark.adaptive_max_pool3d_backward
 def test_perf():
     # Appended, as FlagGems' record logger does (its file is opened once a session).
@@ -211,6 +216,43 @@ def test_a_flaggems_pull_request_end_to_end(tmp_path: Path) -> None:
     ((row),) = bench.rows
     assert (row.size, row.output_size) == ([1, 1, 8, 8, 8], [4, 4, 4])
     assert row.speedup == 3.0 and row.before_speedup == 1.5
+    # The benchmark's workers started before the accuracy step (their imports and collection
+    # pass while it runs); what they printed meanwhile is logged after it, not inside it.
+    started = text.index("step benchmark (after worker):")
+    accuracy_ran = text.index("step accuracy: exit 0")
+    assert started < text.index("step accuracy: /") < accuracy_ran
+    assert text.index("benchmark module collected") > accuracy_ran
+    assert "step benchmark: workers started" in text
+    (base_step,) = [s for s in result.steps if s.name == "benchmark (merge base)"]
+    assert "ahead, during the steps before" in (base_step.message or ""), base_step
+
+
+def test_workers_started_ahead_are_stopped_when_the_job_stops_before_their_step(
+    tmp_path: Path,
+) -> None:
+    """The benchmark's worker starts before the accuracy step; accuracy that gives no verdict
+    (a test file that does not compile) stops the job there, and the worker, never asked for
+    a round, is stopped with it: no process of the job is left."""
+    repo = tmp_path / "FlagGems"
+    repo.mkdir()
+    make_flaggems_repo(repo)
+    (repo / "tests" / "test_unary.py").write_text("import pytest\n\ndef test_abs(:\n")
+    _git(repo, "commit", "-q", "-am", "a broken test file")
+    spec = JobSpec(
+        id=5, repo="o/FlagGems", clone_url=str(repo), pr_number=1,
+        sha=_git(repo, "rev-parse", "HEAD"), op="abs", backend="cpu",
+    )  # fmt: skip
+    log, groups = bytearray(), []
+    ctx = job_context(tmp_path, log.extend, on_step_start=groups.append)
+    result = execute(spec, load_workflows()["cpu"], ctx)
+    text = log.decode()
+    assert result.status is JobStatus.errored and result.error_step == "accuracy", text
+    assert "step benchmark (after worker):" in text
+    assert "step benchmark: what it started ahead is stopped unused" in text
+    assert len(groups) == 2  # the worker's, then the accuracy step's
+    for group in groups:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(group, 0)
 
 
 def test_size_of_reads_the_call_shapes_flaggems_records() -> None:

@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from runner.job.steps import run_step
+from runner.job.steps import HeldOutput, run_step
 
 ENV = {"PATH": os.environ["PATH"]}
 
@@ -122,3 +122,20 @@ def test_missing_program_is_a_start_error(tmp_path: Path) -> None:
     outcome = run_step(["/nonexistent/prog"], cwd=tmp_path, env=ENV, timeout_s=5)
     assert outcome.exit_code is None
     assert outcome.start_error and "/nonexistent/prog" in outcome.start_error
+
+
+def test_output_held_until_released_then_passed_on_in_order() -> None:
+    """A process started ahead of its step logs nothing while the steps before it run: its
+    output is held (up to a limit, the rest dropped and said), then passed on in order, and
+    everything after the release goes straight through."""
+    out = bytearray()
+    held = HeldOutput(out.extend, limit=8)
+    held(b"abc")
+    held(b"defgh")
+    held(b"ijk")  # past the limit: dropped
+    assert out == b""
+    held.release()
+    assert out == b"abcdefgh[ondemand] 3 bytes of early output dropped\n"
+    held(b"xyz")
+    held.release()  # a second release changes nothing
+    assert out.endswith(b"dropped\nxyz")

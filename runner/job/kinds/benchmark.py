@@ -5,12 +5,14 @@ becomes `job.benchmark`. Which way it compares is the step's to say:
 - `compare.argv`: in one process (`compare_in_process`), else in separate processes;
 - `compare.workers`: in a worker per tree (`compare_workers`), else in separate processes;
 - neither: in separate processes (`compare_processes`), which every way falls back to.
+
+`head_start` starts what the step may start while the steps before it run (the workers).
 """
 
 from __future__ import annotations
 
 from runner.job.kinds import compare_in_process, compare_processes, compare_workers, measure
-from runner.job.kinds.context import Comparison, StepContext, Tree
+from runner.job.kinds.context import Comparison, HeadStart, StepContext, Tree
 from runner.report import stats
 from workflows.models import BenchmarkResult, StepResult, StepStatus
 from workflows.spec import Step
@@ -24,10 +26,23 @@ def run(step: Step, job: StepContext, tree: Tree) -> None:
     job.benchmark = compared(step, job, tree)
 
 
+def head_start(step: Step, job: StepContext, tree: Tree, wait_s: float) -> HeadStart | None:
+    """What the step starts ahead, while the steps before it run (up to `wait_s`): its
+    workers, where it compares in workers."""
+    return compare_workers.head_start(step, job, tree, wait_s)
+
+
 def compared(step: Step, job: StepContext, tree: Tree) -> BenchmarkResult:
     """The step's benchmark, compared with the merge base where there is one (by the first
-    of the step's ways that can, else in separate processes), else the plain run. A failed
-    run of the pull request's benchmark stops the job."""
+    of the step's ways that can, else in separate processes), else the plain run; on the
+    workers the job started ahead of the step where it did. A failed run of the pull
+    request's benchmark stops the job."""
+    started = job.take_head_start(step)
+    if isinstance(started, compare_workers.Started):
+        result = compare_workers.rounds(step, job, started)
+        if started.base is None:
+            return result
+        return stats.judged(result).model_copy(update={"merge_base": started.base.sha})
     base = job.base_tree(step) if job.spec.options.compare else None
     if base is None:
         if step.compare.workers:  # nothing to compare with: still medians over rounds

@@ -56,6 +56,14 @@ class MergeBase:
     path: Path
 
 
+class HeadStart(Protocol):
+    """What a step started ahead of itself, while the steps before it ran (its benchmark
+    workers): the step takes it when it begins (`StepContext.take_head_start`); the job stops
+    it if the step never does."""
+
+    def stop(self, grace_s: float) -> None: ...
+
+
 @runtime_checkable
 class StepContext(Protocol):
     """The job as its steps see it: what it runs, where, how a process of it runs, and where
@@ -145,10 +153,19 @@ class StepContext(Protocol):
         """The test times of the repository's last trusted build, where known."""
         ...
 
+    def take_head_start(self, step: Step) -> HeadStart | None:
+        """What `step`'s kind started ahead of it (`HeadStarter`), now the step's to finish
+        and stop; None where nothing was."""
+        ...
+
 
 StepRunner = Callable[[Step, StepContext, Tree], None]
 """A step kind: runs `step` in the pull request's tree, records its result and puts what it
 found in the context; raises `Stop` to end the job there."""
+
+HeadStarter = Callable[[Step, StepContext, Tree, float], HeadStart | None]
+"""What a step kind starts ahead of its step, given how long the steps before it may take
+(their timeouts): None where it starts nothing."""
 
 Comparison = Callable[[Step, StepContext, Tree, MergeBase], BenchmarkResult | None]
 """A way of timing a benchmark step before → after: the merged result of both trees, or None
