@@ -19,7 +19,8 @@
 #   (compare.workers on the flaggems layout of the workflow copies; auto: where the runner
 #   knows the field) SELF_OP=adaptive_max_pool3d (the cost step's operator; default the
 #   backward, whose warm job compare.md timed) TIMER_COST=0 (leave out the timer's cost
-#   by phase, tools/timer_cost.py, which goes first into device.txt)
+#   by phase, tools/timer_cost.py, which goes first into device.txt) FULL_FIRST=1 (the first
+#   A/A job runs the accuracy tests too, on the fresh runner: a short call times a full job)
 # Needs .device/flaggems.tar.xz, .device/wheelhouse/ and .whl/ (tools/device_inputs.sh).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
@@ -59,6 +60,7 @@ for step in aa power others cost; do
 done
 [ "${OTHER_QUARTER:-0}" = 1 ] && args+=(--other-quarter)
 [ "${FG_COMPILE_CACHE:-0}" = 1 ] && args+=(--compile-cache)
+[ "${FULL_FIRST:-0}" = 1 ] && args+=(--full-first)
 python3 -m tools.flaggems_bars "${args[@]}" 2>&1 | tee -a "$OUT/drive.txt"
 kill "$smi" 2>/dev/null
 cat "$OUT/smi.err" >>"$OUT/device.txt" 2>/dev/null && rm -f "$OUT/smi.err"  # 8 files come back

@@ -452,3 +452,17 @@ def test_drive_makes_every_pull_request_and_runs_the_steps_in_order(tmp_path: Pa
     assert runs["self-warm"]["warm"] and not runs["self-fresh"]["warm"]
     assert not runs[f"fg-{OP}-aa1"]["warm"] and runs[f"fg-{OP}-aa2"]["full"]
     assert runs["fg-exp-aa2"]["kind"] == "aa" and runs["fg-vdot-twice"]["kind"] == "twice"
+
+    # --full-first: a short call's only A/A job, on the fresh runner, runs accuracy too.
+    seen.clear()
+    args = fb.drive_parser().parse_args(
+        ["--out", str(tmp_path / "out2"), "--work", str(tmp_path / "work"), "--tarball",
+         str(tarball), "--self-repo", str(own), "--aa", "2", "--steps", "aa", "--full-first"]
+    )  # fmt: skip
+    assert fb.drive(args, run=fake_run) == 0
+    assert seen == [
+        (f"{OP}:nvidia", f"{OP}-aa1", "wf-full"),
+        (f"{OP}:nvidia", f"{OP}-aa2", "wf-bench"),  # one full job a call
+    ]
+    runs = {r.name: r.meta for r in fb.load_runs([tmp_path / "out2"])}
+    assert runs[f"fg-{OP}-aa1"]["full"] and not runs[f"fg-{OP}-aa1"]["warm"]
