@@ -85,6 +85,7 @@ class Runs:
     after: list[BenchmarkResult] = field(default_factory=list)
     before: list[BenchmarkResult] = field(default_factory=list)
     stopped: str = ""  # why the rounds ended
+    before_s: list[float] = field(default_factory=list)  # each merge base's run's seconds
 
     @property
     def rounds(self) -> int:
@@ -129,6 +130,8 @@ def process_rounds(
         begun = clock()
         result = (measure_before if side == "before" else measure_after)()
         took.append(clock() - begun)
+        if side == "before":
+            runs.before_s.append(took[-1])
         if result is None or not result.rows:
             which = "merge base" if side == "before" else "pull request"
             runs.stopped = f"a run of the {which} failed"
@@ -229,11 +232,17 @@ def _by_key(result: BenchmarkResult) -> dict[RowKey, BenchmarkRow]:
 
 
 def describe(runs: Runs, elapsed_s: float, merge_base: str, how: str = "separate processes") -> str:
-    """The comparison step's message."""
-    return (
+    """The comparison step's message: the rounds, why they stopped, and where their time went
+    (the merge base's first run, which compiles and tunes, against its later ones)."""
+    message = (
         f"merge base {merge_base[:10]}: {runs.rounds} rounds of {how} in "
         f"{elapsed_s:.0f} s ({runs.stopped})"
     )
+    if len(runs.before_s) >= 2:
+        first, low, high = runs.before_s[0], min(runs.before_s[1:]), max(runs.before_s[1:])
+        spread = f"{low:.1f} s" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}–{high:.1f} s"
+        message += f"; the merge base's first run {first:.1f} s, its later ones {spread}"
+    return message
 
 
 def rounds_of(rows: Sequence[BenchmarkRow]) -> int:

@@ -241,6 +241,13 @@ def test_the_job_time_to_its_verdict_cuts_the_rounds_past_six_not_the_six() -> N
     )  # fmt: skip
     assert measured.rounds == comparison.MIN_ROUNDS, measured.stopped
     assert clock.now - start == 25 + 5 * 10  # 75 s: the six rounds, within 1.5 × 90
+    # The step's message says where the time went: the first run against the later ones.
+    assert measured.before_s == [25.0] + [5.0] * 5
+    said = comparison.describe(measured, 75.0, "e80d240eb1ffff", "a worker per tree")
+    assert said == (
+        f"merge base e80d240eb1: 6 rounds of a worker per tree in 75 s ({measured.stopped})"
+        "; the merge base's first run 25.0 s, its later ones 5.0 s"
+    )
 
 
 def test_solo_rounds_reach_six_rounds_past_a_tight_budget() -> None:
