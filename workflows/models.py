@@ -102,10 +102,16 @@ class ProofLine(_Model):
 
 class Proof(_Model):
     """The proof-log lines an accuracy step saw (the workflow's `proof`), most frequent first;
-    none means no implementation that logs this prefix ran."""
+    none means no implementation that logs this prefix ran, which the report warns of where
+    the checkout holds a specialization of the operator (`specialization`)."""
 
     prefix: str
     lines: list[ProofLine] = Field(default_factory=list)
+    specialization: str | None = Field(
+        default=None,
+        description="where the checkout holds the vendor's specialization of the operator "
+        "(the workflow's `proof.specialization`); None: it holds none the workflow knows",
+    )
 
 
 class AccuracyResult(_Model):

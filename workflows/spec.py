@@ -10,6 +10,7 @@ marked by operator, `python -m kernels.benchmark`); `layouts` maps another layou
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
@@ -69,6 +70,34 @@ class ProofLog(BaseModel):
 
     prefix: str = Field(min_length=1, max_length=100)
     logger: str = Field(default="", max_length=200, description="a logger name; '' is the root")
+    specialization: list[str] = Field(
+        default_factory=list,
+        max_length=8,
+        description="paths in the checkout, `{op}` for the operator, where the vendor's "
+        "specialization of an operator lives: where one exists and no line was logged, the "
+        "report warns that the tests and timings are not of it",
+    )
+
+    @field_validator("specialization")
+    @classmethod
+    def _relative_paths(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            unknown = set(_PLACEHOLDER.findall(path)) - {"op"}
+            if unknown:
+                raise ValueError(f"{path!r}: only {{op}} may stand in a specialization's path")
+            parts = Path(path).parts
+            if not path or Path(path).is_absolute() or ".." in parts:
+                raise ValueError(f"{path!r}: a path inside the checkout")
+        return paths
+
+    def specialization_of(self, tree: Path, op: str) -> str | None:
+        """The first of `specialization` that exists in `tree` for `op`. The tree is the pull
+        request's: only whether the name exists is read, and a link counts as itself."""
+        for template in self.specialization:
+            path = template.replace("{op}", op)
+            if os.path.lexists(tree / path):
+                return path
+        return None
 
 
 def _check_placeholders(argv: list[str]) -> list[str]:

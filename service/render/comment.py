@@ -144,11 +144,22 @@ def summary(view: JobView) -> str:
     words = _counts(result.accuracy) if result and result.accuracy else status.value
     speed = _speed_words(view) if result and view.bench else None
     text = f"{words} · {speed}" if speed else words
+    if unproved(view):
+        text = f"its {view.backend} specialization never ran · {text}"
     if gate_failed(view):  # first: the status description keeps 140 characters
         return f"regression gate failed · {text}"
     if regression_accepted(view):
         return f"regression accepted by @{view.accepted_by} · {text}"
     return text
+
+
+def unproved(view: JobView) -> str | None:
+    """Where the checkout holds the backend's specialization of the operator, when the tests
+    ran and none of its proof lines was logged (what they tested is not it); else None."""
+    acc = view.result.accuracy if view.result is not None else None
+    if acc is None or acc.proof is None or acc.proof.lines or acc.passed + acc.failed == 0:
+        return None
+    return acc.proof.specialization
 
 
 def compared(view: JobView) -> list[Judged]:
@@ -267,6 +278,8 @@ def headline(view: JobView) -> str:
     """`⏳ `op` on `backend`: queued, …` as one markdown line."""
     unknown = view.result is not None and view.result.unknown_op and view.status.final
     emoji = "⚠️" if unknown else EMOJI[view.status]
+    if view.status is JobStatus.succeeded and unproved(view):
+        emoji = "⚠️"
     if gate_failed(view):
         emoji = EMOJI[JobStatus.failed]
     if performance_dropped(view):
@@ -540,6 +553,12 @@ def _accuracy(acc: AccuracyResult | None, view: JobView, limits: Limits) -> list
 def _proof(proof: Proof, limits: Limits) -> str:
     """The proof-log line: which paths the specialization logged, and how often."""
     prefix = code_span(proof.prefix, 100)
+    if not proof.lines and proof.specialization:
+        return (
+            f"⚠️ Proof log: {code_span(proof.specialization, 200)} specializes this operator, "
+            f"yet no {prefix} line was logged: these tests and timings are not of it (it was "
+            "not chosen, or it does not log)."
+        )
     if not proof.lines:
         return f"Proof log: no {prefix} line was logged, so no implementation that logs it ran."
     shown = [

@@ -151,8 +151,8 @@ def test_a_private_repository_is_checked_out_with_the_jobs_read_token(
         assert "Authentication failed" in (denied.error_message or "") + text
 
 
-def _with_proof(logger: str) -> WorkflowSpec:
-    proof = {"prefix": "TINY_PROOF", "logger": logger}
+def _with_proof(logger: str, specialization: tuple[str, ...] = ()) -> WorkflowSpec:
+    proof = {"prefix": "TINY_PROOF", "logger": logger, "specialization": list(specialization)}
     steps = [
         s.model_copy(update={"proof": ProofLog.model_validate(proof)})
         if s.kind is StepKind.accuracy
@@ -176,16 +176,22 @@ def test_the_proof_log_counts_the_paths_that_ran(
     lines = [(p.message, p.count) for p in result.accuracy.proof.lines]
     assert lines == [("TINY_PROOF GOOD_OP path=a", 2), ("TINY_PROOF GOOD_OP path=b", 1)]
 
+    assert result.accuracy.proof.specialization is None  # none named
+
+    # Nothing logged where the checkout holds a specialization of the operator (the first
+    # path of the workflow's list that exists, `{op}` the operator): the report warns.
+    where = ("kernels/{op}/missing.py", "tests/kernels/test_ops.py", "tests/{op}")
     result, log = _run(
         tiny_repo,
         runner_cache,
         tmp_path / "other",
         "good_op",
-        _with_proof("elsewhere"),
+        _with_proof("elsewhere", where),
         options={"bench": False},
     )
     assert result.accuracy is not None and result.accuracy.proof is not None, log
     assert result.accuracy.proof.prefix == "TINY_PROOF" and result.accuracy.proof.lines == []
+    assert result.accuracy.proof.specialization == "tests/kernels/test_ops.py"
 
 
 def test_failing_operator(tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path) -> None:

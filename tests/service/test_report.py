@@ -297,6 +297,27 @@ def test_the_proof_log_names_each_path_with_its_count() -> None:
     silent = acc.model_copy(update={"proof": Proof(prefix="KERNELS_MTHREADS")})
     text = render_comment(view(result=seed_result(accuracy=silent)))
     assert "Proof log: no `KERNELS_MTHREADS` line was logged" in text
+    assert "⚠️" not in text  # no specialization known here: nothing to warn of
+    # The checkout holds the operator's specialization, yet nothing was logged: a warning.
+    where = "kernels/backends/_mthreads/ops/adaptive_max_pool3d_backward"
+    unproved = silent.model_copy(
+        update={"proof": Proof(prefix="KERNELS_MTHREADS", specialization=where)}
+    )
+    text = render_comment(view(result=seed_result(accuracy=unproved)))
+    assert (
+        f"⚠️ Proof log: `{where}` specializes this operator, yet no `KERNELS_MTHREADS` line "
+        "was logged: these tests and timings are not of it"
+    ) in text
+    # ...and says it first, in the headline and the commit status (whose state it leaves).
+    assert f"⚠️ `{OP}` on `mthreads`: its mthreads specialization never ran · 69 passed" in text
+    status = render_status(view(result=seed_result(accuracy=unproved)))
+    assert status.state == "success"
+    assert status.description.startswith("its mthreads specialization never ran · 69 passed")
+    assert_well_formed(text)
+    logged = Proof(prefix="KERNELS_MTHREADS", lines=lines, specialization=where)
+    ran = acc.model_copy(update={"proof": logged})
+    text = render_comment(view(result=seed_result(accuracy=ran)))
+    assert "⚠️" not in text and "path=expand` × 40" in text  # it ran: no warning
     assert "Proof log" not in render_comment(view())  # no proof asked for: no line
     assert_well_formed(text)
 

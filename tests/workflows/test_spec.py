@@ -24,6 +24,7 @@ steps:
     kind: accuracy
     argv: ["{{python}}", "-m", "pytest", "-m", "{{op}}", "--junitxml={{artifacts}}/junit.xml"]
 """
+SPECIAL = 'kind: accuracy\n    proof: {prefix: X, specialization: ["%s"]}'  # where it lives
 
 
 def test_shipped_workflows() -> None:
@@ -106,6 +107,14 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
             GOOD.format(name="demo", aliases="[]")
             + "  - {name: b, kind: benchmark, argv: [x], proof: {prefix: X}}\n",
             "proof counts log lines of an accuracy step",
+        ),
+        (
+            GOOD.format(name="demo", aliases="[]").replace("kind: accuracy", SPECIAL % "a/{x}"),
+            "only {op} may stand in a specialization's path",
+        ),
+        (
+            GOOD.format(name="demo", aliases="[]").replace("kind: accuracy", SPECIAL % "../{op}"),
+            "a path inside the checkout",
         ),
     ],
 )

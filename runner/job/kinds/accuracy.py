@@ -71,6 +71,7 @@ def run(step: Step, job: StepContext, tree: Tree) -> None:
     acc = job.accuracy
     if step.proof is not None:
         acc.proof = results.read_proof(artifacts, step.proof.prefix)
+        acc.proof.specialization = step.proof.specialization_of(tree.path, job.spec.op)
     status = StepStatus.succeeded if code == 0 else StepStatus.failed
     summary = None if code == 0 else f"{acc.failed} failed, {acc.errors} errors"
     job.record(step_result(step.name, outcome, status, summary))
