@@ -6,11 +6,15 @@ These are the wire format of the runner API (`/api/v1/jobs/claim` answers a `Job
 
 from __future__ import annotations
 
+import copy
 import math
 from datetime import datetime
 from enum import StrEnum
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class JobStatus(StrEnum):
@@ -32,6 +36,28 @@ class JobStatus(StrEnum):
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def known_part(model: type[M], data: Any) -> tuple[M, list[str]]:
+    """`data` as `model`, less the fields it does not know at any depth, and their dotted
+    paths: what a newer peer added (the service's claims, the runner's results) is left out,
+    not a refusal, so either side may be upgraded first. Any other error raises
+    ValidationError as ever."""
+    data, dropped = copy.deepcopy(data), []
+    while True:
+        try:
+            return model.model_validate(data), dropped
+        except ValidationError as exc:
+            errors = exc.errors()
+            extra = [e["loc"] for e in errors if e["type"] == "extra_forbidden"]
+            if not extra or len(extra) != len(errors):
+                raise
+            for loc in extra:
+                parent = data
+                for part in loc[:-1]:
+                    parent = parent[part]
+                del parent[loc[-1]]
+                dropped.append(".".join(str(part) for part in loc))
 
 
 class JobOptions(_Model):

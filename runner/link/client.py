@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from workflows.models import JobResult, JobSpec, Progress
+from workflows.models import JobResult, JobSpec, Progress, known_part
 
 log = logging.getLogger(__name__)
 
@@ -134,11 +134,11 @@ class ServiceClient:
             return None
         data = response.json()
         # A newer service may send more than this runner knows: the job is still the job.
-        unknown = sorted(set(data) - set(JobSpec.model_fields))
+        spec, unknown = known_part(JobSpec, data)
         if unknown:
-            names = ", ".join(unknown)
-            log.warning("job %s: ignoring fields this runner does not know: %s", data["id"], names)
-        return JobSpec.model_validate({k: v for k, v in data.items() if k not in unknown})
+            names = ", ".join(sorted(unknown))
+            log.warning("job %s: ignoring fields this runner does not know: %s", spec.id, names)
+        return spec
 
     def release(self, job_id: int) -> None:
         """Give back a claimed job this runner will not start (it is stopping)."""

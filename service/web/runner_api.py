@@ -7,15 +7,16 @@ sees only jobs it holds: anything else is 404."""
 
 import asyncio
 import hmac
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
+from fastapi import APIRouter, Body, Depends, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from service.db.models import Runner
@@ -25,7 +26,7 @@ from service.queue.runners import RunnerRegistry
 from service.queue.wakeup import Wakeup
 from service.report.github import GitHubError
 from service.settings import Settings
-from workflows.models import JobResult, Progress
+from workflows.models import JobResult, Progress, known_part
 
 MAX_LOG_CHUNK = 1024 * 1024
 TOKEN_RETRY_S = 2.0  # GitHub gave no read token for a private job: it is claimed again then
@@ -307,7 +308,22 @@ def runner_api_router(
         return {"status": str(final)}
 
     @router.post("/jobs/{job_id}/complete")
-    def complete(job_id: int, result: JobResult, runner: RunnerDep) -> dict[str, str]:
+    def complete(
+        job_id: int, body: Annotated[dict[str, Any], Body()], runner: RunnerDep
+    ) -> dict[str, str]:
+        """The job's result. A newer runner's may hold fields this service does not know:
+        they are left out and logged, never a refusal (runners are upgraded first)."""
+        try:
+            result, unknown = known_part(JobResult, body)
+        except ValidationError as exc:
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT, json.loads(exc.json())
+            ) from exc
+        if unknown:
+            log.warning(
+                "job %s: result fields this service does not know left out: %s",
+                job_id, ", ".join(sorted(unknown)),
+            )  # fmt: skip
         try:
             final = jobs.complete(runner.id, job_id, result)
         except ValueError as exc:

@@ -1,5 +1,6 @@
 """The runner's link to the service, against a service newer than the runner: a claim with a
-field this runner does not know is still the job (the field is ignored and said so)."""
+field this runner does not know, at any depth, is still the job (the field is ignored and
+said so)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def test_a_claim_with_fields_from_a_newer_service_is_still_the_job(
 
     @app.post("/api/v1/jobs/claim")
     def claim() -> dict[str, object]:
-        return {**SPEC, "priority": 3, "artifacts_url": "https://x"}
+        return {**SPEC, "priority": 3, "artifacts_url": "https://x",
+                "options": {"bench": False, "profile": True}}  # fmt: skip
 
     with live_server(app) as url:
         client = ServiceClient(url, "t")
@@ -37,4 +39,7 @@ def test_a_claim_with_fields_from_a_newer_service_is_still_the_job(
             spec = client.claim(0)
         client.close()
     assert spec is not None and (spec.id, spec.op, spec.sha) == (9, "add", "c" * 40)
-    assert "ignoring fields this runner does not know: artifacts_url, priority" in caplog.text
+    assert spec.options.bench is False  # what it knows of a part is kept
+    assert (
+        "ignoring fields this runner does not know: artifacts_url, options.profile, priority"
+    ) in caplog.text

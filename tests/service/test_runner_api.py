@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -149,6 +150,32 @@ def test_heartbeat_logs_complete_and_isolation(svc: LiveService) -> None:
     assert svc.service.jobs.get_job(job.id).status == JobStatus.failed
     page = httpx.get(f"{svc.url}/jobs/{job.id}")
     assert page.status_code == 200 and "failed" in page.text and f"/jobs/{job.id}/log" in page.text
+
+
+def test_a_result_from_a_newer_runner_lands_and_a_malformed_one_is_refused(
+    svc: LiveService, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Runners are upgraded before the service: fields of a result the service does not know,
+    at any depth, are left out and logged, and the result is the job's; a result that is
+    wrong in what the service does know is refused with where and why, and the job keeps
+    waiting for one."""
+    _, token = svc.register("newer")
+    job, _ = svc.service.jobs.create_job(new_job())
+    api = f"{svc.url}/api/v1/jobs"
+    assert httpx.post(f"{api}/claim", json={}, headers=auth(token)).status_code == 200
+    bad = {**result(), "status": "splendid"}
+    refused = httpx.post(f"{api}/{job.id}/complete", json=bad, headers=auth(token))
+    assert refused.status_code == 422 and "status" in refused.text
+    assert svc.service.jobs.get_job(job.id).status == JobStatus.running
+    newer = {**result("failed"), "energy_j": 12.5}
+    newer["accuracy"] = {"passed": 3, "failed": 1, "flaky": 2}
+    with caplog.at_level(logging.WARNING, logger="service.web.runner_api"):
+        done = httpx.post(f"{api}/{job.id}/complete", json=newer, headers=auth(token))
+    assert done.status_code == 200 and done.json() == {"status": "failed"}, done.text
+    assert "left out: accuracy.flaky, energy_j" in caplog.text
+    stored = svc.service.jobs.get_job(job.id)
+    assert stored.status == JobStatus.failed and stored.result is not None
+    assert stored.result["accuracy"]["failed"] == 1 and "flaky" not in stored.result["accuracy"]
 
 
 def test_health_counts_only_healthy_runners(svc: LiveService) -> None:
