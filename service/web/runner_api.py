@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
@@ -31,6 +31,8 @@ from workflows.models import JobResult, Progress, known_part
 MAX_LOG_CHUNK = 1024 * 1024
 TOKEN_RETRY_S = 2.0  # GitHub gave no read token for a private job: it is claimed again then
 log = logging.getLogger(__name__)
+M = TypeVar("M", bound=BaseModel)
+RunnerJSON = Annotated[dict[str, Any], Body()]  # a runner's JSON, read by `_known`
 
 
 class RegisterRequest(BaseModel):
@@ -272,10 +274,10 @@ def runner_api_router(
             await wakeup.wait(keys, since, remaining)
 
     @router.post("/jobs/{job_id}/progress", status_code=204)
-    def progress(job_id: int, body: Progress, runner: RunnerDep) -> Response:
+    def progress(job_id: int, body: RunnerJSON, runner: RunnerDep) -> Response:
         """The job's progress now (step, tests done / total, failures so far); the service
         keeps the latest and shows it in the comment at its own pace."""
-        if jobs.progress(runner.id, job_id, body) is None:
+        if jobs.progress(runner.id, job_id, _known(Progress, body, job_id, "progress")) is None:
             raise _not_held(job_id)
         return Response(status_code=204)
 
@@ -308,22 +310,9 @@ def runner_api_router(
         return {"status": str(final)}
 
     @router.post("/jobs/{job_id}/complete")
-    def complete(
-        job_id: int, body: Annotated[dict[str, Any], Body()], runner: RunnerDep
-    ) -> dict[str, str]:
-        """The job's result. A newer runner's may hold fields this service does not know:
-        they are left out and logged, never a refusal (runners are upgraded first)."""
-        try:
-            result, unknown = known_part(JobResult, body)
-        except ValidationError as exc:
-            raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_CONTENT, json.loads(exc.json())
-            ) from exc
-        if unknown:
-            log.warning(
-                "job %s: result fields this service does not know left out: %s",
-                job_id, ", ".join(sorted(unknown)),
-            )  # fmt: skip
+    def complete(job_id: int, body: RunnerJSON, runner: RunnerDep) -> dict[str, str]:
+        """The job's result (what a newer runner adds is left out: `_known`)."""
+        result = _known(JobResult, body, job_id, "result")
         try:
             final = jobs.complete(runner.id, job_id, result)
         except ValueError as exc:
@@ -333,3 +322,19 @@ def runner_api_router(
         return {"status": str(final)}
 
     return router
+
+
+def _known(model: type[M], body: dict[str, Any], job_id: int, what: str) -> M:
+    """A runner's `body` as `model`. A newer runner's may hold fields this service does not
+    know: they are left out and logged, never a refusal (runners are upgraded first); what is
+    wrong in the rest is a 422 saying where and why."""
+    try:
+        value, unknown = known_part(model, body)
+    except ValidationError as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, json.loads(exc.json())) from exc
+    if unknown:
+        log.warning(
+            "job %s: %s fields this service does not know left out: %s",
+            job_id, what, ", ".join(sorted(unknown)),
+        )  # fmt: skip
+    return value

@@ -167,6 +167,9 @@ def test_a_result_from_a_newer_runner_lands_and_a_malformed_one_is_refused(
     refused = httpx.post(f"{api}/{job.id}/complete", json=bad, headers=auth(token))
     assert refused.status_code == 422 and "status" in refused.text
     assert svc.service.jobs.get_job(job.id).status == JobStatus.running
+    for body, code in (({"step": "accuracy", "eta_s": 40}, 204), ({"step": 3}, 422)):
+        said = httpx.post(f"{api}/{job.id}/progress", json=body, headers=auth(token))
+        assert said.status_code == code, said.text  # a newer runner's progress is still shown
     newer = {**result("failed"), "energy_j": 12.5}
     newer["accuracy"] = {"passed": 3, "failed": 1, "flaky": 2}
     with caplog.at_level(logging.WARNING, logger="service.web.runner_api"):
