@@ -43,7 +43,7 @@ def known_part(model: type[M], data: Any) -> tuple[M, list[str]]:
     paths: what a newer peer added (the service's claims, the runner's results) is left out,
     not a refusal, so either side may be upgraded first. Any other error raises
     ValidationError as ever."""
-    data, dropped = copy.deepcopy(data), []
+    dropped: list[str] = []
     while True:
         try:
             return model.model_validate(data), dropped
@@ -52,6 +52,8 @@ def known_part(model: type[M], data: Any) -> tuple[M, list[str]]:
             extra = [e["loc"] for e in errors if e["type"] == "extra_forbidden"]
             if not extra or len(extra) != len(errors):
                 raise
+            if not dropped:  # the caller's data is left as it came: cut a copy
+                data = copy.deepcopy(data)
             for loc in extra:
                 parent = data
                 for part in loc[:-1]:

@@ -12,7 +12,7 @@ becomes `job.benchmark`. Which way it compares is the step's to say:
 from __future__ import annotations
 
 from runner.job.kinds import compare_in_process, compare_processes, compare_workers, measure
-from runner.job.kinds.context import Comparison, HeadStart, StepContext, Tree
+from runner.job.kinds.context import Comparison, HeadStart, MergeBase, StepContext, Tree
 from runner.report import stats
 from workflows.models import BenchmarkResult, StepResult, StepStatus
 from workflows.spec import Step
@@ -39,10 +39,7 @@ def compared(step: Step, job: StepContext, tree: Tree) -> BenchmarkResult:
     request's benchmark stops the job."""
     started = job.take_head_start(step)
     if isinstance(started, compare_workers.Started):
-        result = compare_workers.rounds(step, job, started)
-        if started.base is None:
-            return result
-        return stats.judged(result).model_copy(update={"merge_base": started.base.sha})
+        return _against(compare_workers.rounds(step, job, started), started.base)
     base = job.base_tree(step) if job.spec.options.compare else None
     if base is None:
         if step.compare.workers:  # nothing to compare with: still medians over rounds
@@ -55,6 +52,14 @@ def compared(step: Step, job: StepContext, tree: Tree) -> BenchmarkResult:
             break
     if result is None:
         result = compare_processes.compare(step, job, tree, base)
+    return _against(result, base)
+
+
+def _against(result: BenchmarkResult, base: MergeBase | None) -> BenchmarkResult:
+    """A comparison's result with each row judged and its merge base named; a run with no
+    merge base (rounds alone, already judged) as it is."""
+    if base is None:
+        return result
     return stats.judged(result).model_copy(update={"merge_base": base.sha})
 
 

@@ -108,17 +108,30 @@ def rounds(step: Step, job: StepContext, started: Started) -> BenchmarkResult:
     pull request whose own worker gives no first round stops the job as a failed benchmark
     does."""
     begun = started.begin(job, step)
-    after, before, base = started.after, started.before, started.base
-    if before is None or base is None:
+    if started.before is None or started.base is None:
         try:
-            first = _first_round(step, job, after, started.workers, begun, "in a worker, in rounds")
-            result = _alone_rounds(step, job, after, first, begun)
+            how = "in a worker, in rounds"
+            first = _first_round(step, job, started.after, started.workers, begun, how)
+            result = _alone_rounds(step, job, started.after, first, begun)
         finally:
             started.stop(job.grace_s)
         if job.cancel.is_set():
             raise Stop(JobStatus.cancelled, step.name, "cancelled")
         return result
-    name = base_step(step)
+    return _compared_rounds(step, job, started, started.before, started.base, begun)
+
+
+def _compared_rounds(
+    step: Step,
+    job: StepContext,
+    started: Started,
+    before: bench_workers.Worker,
+    base: MergeBase,
+    begun: datetime,
+) -> BenchmarkResult:
+    """Both workers' rounds in turn, merged; the pull request's alone where the merge base's
+    gives none (a skipped step says why)."""
+    name, after = base_step(step), started.after
     try:
         first = _first_round(step, job, after, started.workers, begun, "in a worker per tree")
         runs = comparison.process_rounds(
