@@ -156,7 +156,10 @@ def summary(view: JobView) -> str:
 def unproved(view: JobView) -> str | None:
     """Where the checkout holds the backend's specialization of the operator, when the tests
     ran and none of its proof lines was logged (what they tested is not it); else None."""
-    acc = view.result.accuracy if view.result is not None else None
+    return _unproved(view.result.accuracy if view.result is not None else None)
+
+
+def _unproved(acc: AccuracyResult | None) -> str | None:
     if acc is None or acc.proof is None or acc.proof.lines or acc.passed + acc.failed == 0:
         return None
     return acc.proof.specialization
@@ -519,7 +522,7 @@ def _accuracy(acc: AccuracyResult | None, view: JobView, limits: Limits) -> list
         line += f" · implementation {code_span(acc.implementation, 150)}"
     parts.append(line)
     if acc.proof is not None:
-        parts.append(_proof(acc.proof, limits))
+        parts.append(_proof(acc.proof, _unproved(acc), limits))
     if acc.failures:
         parts.append(f"**Failures ({len(acc.failures)})**")
         for failure in acc.failures[: limits.failures]:
@@ -550,12 +553,13 @@ def _accuracy(acc: AccuracyResult | None, view: JobView, limits: Limits) -> list
     return parts
 
 
-def _proof(proof: Proof, limits: Limits) -> str:
-    """The proof-log line: which paths the specialization logged, and how often."""
+def _proof(proof: Proof, unproved: str | None, limits: Limits) -> str:
+    """The proof-log line: which paths the specialization logged, and how often; a warning
+    where a specialization the checkout holds (`unproved`) logged none."""
     prefix = code_span(proof.prefix, 100)
-    if not proof.lines and proof.specialization:
+    if unproved:
         return (
-            f"⚠️ Proof log: {code_span(proof.specialization, 200)} specializes this operator, "
+            f"⚠️ Proof log: {code_span(unproved, 200)} specializes this operator, "
             f"yet no {prefix} line was logged: these tests and timings are not of it (it was "
             "not chosen, or it does not log)."
         )

@@ -314,6 +314,9 @@ def test_the_proof_log_names_each_path_with_its_count() -> None:
     assert status.state == "success"
     assert status.description.startswith("its mthreads specialization never ran · 69 passed")
     assert_well_formed(text)
+    skipped = unproved.model_copy(update={"passed": 0, "failed": 0})  # nothing ran: no claim
+    text = render_comment(view(result=seed_result(accuracy=skipped)))
+    assert "⚠️" not in text and "Proof log: no `KERNELS_MTHREADS` line was logged" in text
     logged = Proof(prefix="KERNELS_MTHREADS", lines=lines, specialization=where)
     ran = acc.model_copy(update={"proof": logged})
     text = render_comment(view(result=seed_result(accuracy=ran)))
