@@ -293,6 +293,45 @@ class Progress(_Model):
         return [i[:300] for i in ids]
 
 
+class FailureClass(StrEnum):
+    """What a failing test's re-runs say of it (`runner/report/failures.py` decides)."""
+
+    new = "new"  # fails on the head's re-runs, passes on the merge base
+    flaky = "flaky"  # passed on a re-run on the head
+    already_failing = "already_failing"  # fails on the head's re-runs and on the merge base
+    infrastructure = "infrastructure"  # the job, not the test: its re-runs gave no verdict
+    unclassified = "unclassified"  # not re-run (the budget), or with no merge base to ask
+
+
+class ClassifiedFailure(_Model):
+    """One failing test's class and why, from its re-runs by node id."""
+
+    test_id: str = Field(max_length=1000)
+    failure_class: FailureClass
+    why: str = Field(max_length=500)
+    reruns: int = Field(default=0, ge=0, description="re-runs on the head that gave a verdict")
+    rerun_failures: int = Field(default=0, ge=0)
+
+
+class FailureClasses(_Model):
+    """The accuracy step's failures told apart (`JobResult.failures`): re-run on the head and
+    on the merge base within the repository's budget (`failures:` in its settings file, read at
+    the base), and which classes fail the job's gate there. An older runner sends none; the
+    report then judges the failures as it always did."""
+
+    gate: list[FailureClass] = Field(
+        default_factory=lambda: [FailureClass.new], max_length=len(FailureClass)
+    )
+    tests: list[ClassifiedFailure] = Field(default_factory=list, max_length=1000)
+    merge_base: str | None = Field(default=None, description="the commit re-run as the base")
+    infrastructure: str | None = Field(
+        default=None,
+        max_length=500,
+        description="why the step itself gave no verdict (crashed, timed out): the job, not a test",
+    )
+    duration_s: float = 0.0
+
+
 class JobResult(_Model):
     """What a runner uploads on completion. `status` is one of the final job states a runner
     may report: succeeded, failed, errored, cancelled, timed_out."""
@@ -311,6 +350,9 @@ class JobResult(_Model):
         default_factory=list,
         max_length=5000,
         description="the operators the checkout's tests know (markers), when the runner could tell",
+    )
+    failures: FailureClasses | None = Field(
+        default=None, description="the accuracy step's failures classified by their re-runs"
     )
     started_at: datetime | None = None
     finished_at: datetime | None = None

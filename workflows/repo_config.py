@@ -15,6 +15,12 @@ changes:                # `/test changed` (and `/test` alone): the operators the
   rules:                # a path glob → operators, for what the built-in rules cannot see
     - paths: ["src/flag_gems/runtime/backend/_thead/heuristics_config_utils.py"]
       operators: [mm, addmm]
+failures:               # after a failing accuracy step, each failing test re-run by node id
+  reruns: 4             # times on the head (a pass makes it flaky); once on the merge base
+  budget_s: 120         # at most this long for all re-runs; what is left is unclassified
+  max_tests: 20         # at most this many failing tests re-run; the rest are unclassified
+  gate: [new]           # the classes that fail the check: new, already_failing, flaky,
+                        # infrastructure (a failure left unclassified counts as new)
 ```
 
 The file is sections, each a strict model: an unknown key is a
@@ -166,6 +172,39 @@ class ChangesSection(_Section):
         return tuple(Rule(tuple(r.paths), tuple(r.operators)) for r in self.rules)
 
 
+FailureGate = Literal["new", "already_failing", "flaky", "infrastructure"]
+FAILURE_GATES: tuple[FailureGate, ...] = get_args(FailureGate)
+DEFAULT_RERUNS = 4  # a test failing one time in three passes one of 4 re-runs 98.8 % of the time
+DEFAULT_RERUN_BUDGET_S = 120
+DEFAULT_RERUN_TESTS = 20
+
+
+class FailuresSection(_Section):
+    """`failures:`, how a failing accuracy step's failures are told apart (re-run by node id
+    on the head and on the merge base) and which classes fail the job's check."""
+
+    reruns: int = Field(
+        default=DEFAULT_RERUNS,
+        ge=0,
+        le=20,
+        description="re-runs of each failing test on the head (0: none, nothing classified)",
+    )
+    budget_s: int = Field(
+        default=DEFAULT_RERUN_BUDGET_S,
+        ge=0,
+        le=3600,
+        description="seconds all re-runs may take, head and merge base together",
+    )
+    max_tests: int = Field(
+        default=DEFAULT_RERUN_TESTS, ge=1, le=500, description="failing tests re-run at most"
+    )
+    gate: Annotated[list[FailureGate], BeforeValidator(_one_is_a_list)] = Field(
+        default_factory=lambda: ["new"],
+        max_length=len(FAILURE_GATES),
+        description="the classes that fail the check; an unclassified failure counts as new",
+    )
+
+
 class RepoConfig(_Section):
     """The whole file, one field per section (absent sections are their defaults)."""
 
@@ -174,6 +213,9 @@ class RepoConfig(_Section):
     )
     changes: Annotated[ChangesSection, BeforeValidator(_none_is_empty)] = Field(
         default_factory=ChangesSection
+    )
+    failures: Annotated[FailuresSection, BeforeValidator(_none_is_empty)] = Field(
+        default_factory=FailuresSection
     )
 
     def for_op(self, op: str) -> ComparePolicy:
@@ -449,6 +491,12 @@ def _schema_problem(
             line,
             f"{path}: {'no value' if nothing else f'{shown} is not a threshold'}: "
             f"{_THRESHOLD_HELP}{hint}",
+        )
+    if kind == "literal_error" and loc[:2] == ["failures", "gate"]:
+        return ConfigProblem(
+            line,
+            f"{path}: {'no value' if nothing else f'{shown} is not a failure class'}: "
+            f"give {', '.join(FAILURE_GATES)}",
         )
     if kind == "literal_error" and loc[-1:] == ["gate"]:
         return ConfigProblem(

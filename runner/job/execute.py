@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from ondemand.git import check_sha
 from runner.environment import compile_cache, parallel
 from runner.environment.compile_cache import CompileCache
 from runner.environment.interpreter import Interpreter
@@ -34,11 +35,12 @@ from runner.job.kinds.context import (
 )
 from runner.job.sandboxing import Jail, give, scrubbed_env
 from runner.job.steps import OutputSink, StepOutcome, run_step
-from runner.job.workspace import WorkspaceError, Workspaces
+from runner.job.workspace import WorkspaceError, Workspaces, git
 from workflows.models import (
     AccuracyResult,
     BenchmarkResult,
     EnvironmentInfo,
+    FailureClasses,
     JobResult,
     JobSpec,
     JobStatus,
@@ -46,6 +48,7 @@ from workflows.models import (
     StepResult,
     StepStatus,
 )
+from workflows.repo_config import CONFIG_PATH, DEFAULTS, RepoConfig, parse_repo_config
 from workflows.spec import Step, WorkflowSpec
 
 _T = TypeVar("_T")
@@ -93,6 +96,8 @@ class _Job:
         self.unknown_op = False
         self.close_matches: list[str] = []
         self.operators: list[str] = []
+        self.failures: FailureClasses | None = None
+        self._settings: RepoConfig | None = None
         self.notes: list[str] = []
         self.worktrees: list[tuple[Path, Path]] = []
         self.base_fetched = False  # the merge base's commits are in the mirror
@@ -196,6 +201,23 @@ class _Job:
     def prepare(self, checkout: Path) -> Tree:
         python, env = self.environ(checkout)
         return Tree(checkout, python, env)
+
+    def settings(self) -> RepoConfig:
+        """The repository's settings file at the job's base commit, read from the mirror once
+        (as the service reads it: a pull request cannot loosen its own gate); the defaults
+        without a base, a file, or with a problem in it."""
+        if self._settings is None:
+            self._settings = DEFAULTS
+            base = self.spec.base_sha
+            if base and self.worktrees:
+                try:
+                    self.fetch_base()
+                    check_sha(base)
+                    text = git(["show", f"{base}:{CONFIG_PATH}"], cwd=self.worktrees[0][0])
+                    self._settings = parse_repo_config(text).config
+                except WorkspaceError:
+                    pass
+        return self._settings
 
     def durations(self) -> Path | None:
         """The test times of the repository's last trusted build, where the cache has them."""
@@ -466,6 +488,7 @@ def execute(spec: JobSpec, workflow: WorkflowSpec, ctx: JobContext) -> JobResult
         unknown_op=job.unknown_op,
         close_matches=job.close_matches,
         operators=job.operators,
+        failures=job.failures,
         started_at=started,
         finished_at=now(),
     )

@@ -134,6 +134,25 @@ def parse_junit(text: str, op: str | None = None, root: Path | None = None) -> A
     )
 
 
+def parse_outcomes(text: str, root: Path | None = None) -> dict[str, str]:
+    """Each test case's node id and outcome in a JUnit report: `passed`, `failed` (a
+    failure or an error) or `skipped` (what a re-run by node id is read with)."""
+    try:
+        tree = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise ResultsError(f"JUnit XML does not parse: {exc}") from exc
+    outcomes: dict[str, str] = {}
+    for case in tree.iter("testcase"):
+        test_id = _test_id(case.get("classname") or "", case.get("name") or "?", root)
+        if case.find("failure") is not None or case.find("error") is not None:
+            outcomes[test_id] = "failed"  # an error in teardown follows a passed call
+        elif case.find("skipped") is not None:
+            outcomes.setdefault(test_id, "skipped")
+        else:
+            outcomes.setdefault(test_id, "passed")
+    return outcomes
+
+
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
 
 

@@ -1,7 +1,8 @@
 """The accuracy step: the operator's tests under pytest with the runner's plugins loaded (the
 checkout's operators, live progress, a proof log's counts, slowest tests first), read back as
-the JUnit report. No test marked with the operator is a failed job that says so, with the
-operators the checkout does know that come close."""
+the JUnit report; a failing run's failures re-run and classified (`reruns.py`). No test
+marked with the operator is a failed job that says so, with the operators the checkout does
+know that come close."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from pathlib import Path
 
 from runner.environment import compile_cache
 from runner.job.kinds.context import OP_NAME, StepContext, Stop, Tree, interrupted, step_result
+from runner.job.kinds.reruns import classify_failures
 from runner.job.steps import run_step
 from runner.plugins import PLUGINS
 from runner.report import results
 from runner.report.progress import ProgressWatch, progress_file
-from workflows.models import JobStatus, StepStatus
+from workflows.models import FailureClass, FailureClasses, JobStatus, StepStatus
 from workflows.spec import Step
 
 OPERATORS_FILE = "operators.json"
@@ -49,6 +51,8 @@ def run(step: Step, job: StepContext, tree: Tree) -> None:
     with ProgressWatch(progress_file(artifacts), step.name, job.on_progress):
         outcome, values = job.run(step, plugged, artifacts)
     job.operators = read_operators(artifacts / OPERATORS_FILE)
+    if outcome.timed_out:
+        _no_verdict(job, f"the step timed out after {step.timeout_s}s")
     interrupted(job, step.name, outcome, step.timeout_s)
     code = outcome.exit_code
     unknown_marker = code == PYTEST_USAGE_ERROR and "Unknown marker" in outcome.tail
@@ -60,12 +64,14 @@ def run(step: Step, job: StepContext, tree: Tree) -> None:
         raise Stop(JobStatus.failed, step.name, message)
     if code not in (0, 1):
         message = f"pytest exited {code}: not a test verdict (usage, collection or crash)"
+        _no_verdict(job, message)
         job.record(step_result(step.name, outcome, StepStatus.errored, message))
         raise Stop(JobStatus.errored, step.name, message)
     path = Path(step.results_path(values) or "")
     try:
         job.accuracy = results.read_junit(tree.path / path, job.spec.op, tree.path)
     except results.ResultsError as exc:
+        _no_verdict(job, str(exc))
         job.record(step_result(step.name, outcome, StepStatus.errored, str(exc)))
         raise Stop(JobStatus.errored, step.name, str(exc)) from exc
     acc = job.accuracy
@@ -75,6 +81,15 @@ def run(step: Step, job: StepContext, tree: Tree) -> None:
     status = StepStatus.succeeded if code == 0 else StepStatus.failed
     summary = None if code == 0 else f"{acc.failed} failed, {acc.errors} errors"
     job.record(step_result(step.name, outcome, status, summary))
+    if code == 1 and acc.failures:
+        job.failures = classify_failures(step, job, tree, acc, job.settings().failures)
+
+
+def _no_verdict(job: StepContext, why: str) -> None:
+    """The step itself gave no verdict (it crashed, could not collect, timed out): the job's
+    failure is of the infrastructure, said with the repository's gate beside it."""
+    gate = [FailureClass(g) for g in job.settings().failures.gate]
+    job.failures = FailureClasses(gate=gate, infrastructure=why[:500])
 
 
 def with_plugins(job: StepContext, env: dict[str, str], step: Step) -> dict[str, str]:

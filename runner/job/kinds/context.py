@@ -20,12 +20,14 @@ from runner.job.steps import OutputSink, StepOutcome
 from workflows.models import (
     AccuracyResult,
     BenchmarkResult,
+    FailureClasses,
     JobSpec,
     JobStatus,
     Progress,
     StepResult,
     StepStatus,
 )
+from workflows.repo_config import RepoConfig
 from workflows.spec import Step, WorkflowSpec
 
 OP_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,63}$")  # the job's operator, and those tests name
@@ -77,6 +79,7 @@ class StepContext(Protocol):
     operators: list[str]
     unknown_op: bool
     close_matches: list[str]
+    failures: FailureClasses | None
 
     @property
     def job_dir(self) -> Path: ...
@@ -147,6 +150,11 @@ class StepContext(Protocol):
     def base_tree(self, step: Step) -> MergeBase | None:
         """The merge base to compare `step` with, or None (said in the log or as a skipped
         step)."""
+        ...
+
+    def settings(self) -> RepoConfig:
+        """The repository's settings file as the job's base has it (`.github/ondemand.yml`,
+        never the head's); the defaults where there is none or it has a problem."""
         ...
 
     def durations(self) -> Path | None:
