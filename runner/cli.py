@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from runner import local
+from runner.daemon.fitness import DEFAULT_DRAIN_AFTER, undrain
 from runner.daemon.loop import DaemonConfig, serve
 from runner.environment import interpreter
 from runner.environment.pyenv import PackageSources
@@ -94,6 +95,19 @@ def daemon_parser() -> argparse.ArgumentParser:
         default=1024**3,
         help="the job logs kept in WORK/logs, newest first, in all",
     )
+    parser.add_argument(
+        "--drain-after",
+        type=int,
+        default=DEFAULT_DRAIN_AFTER,
+        help="stop claiming after this many jobs in a row lost to this runner's own "
+        f"infrastructure (checkout, environment, a crash; default {DEFAULT_DRAIN_AFTER}, 0: "
+        "never); it claims again once its environment check passes or it is undrained",
+    )
+    parser.add_argument(
+        "--undrain",
+        action="store_true",
+        help="undrain the runner of --state-dir (running or not) and exit",
+    )
     parser.add_argument("--log-level", default="INFO")
     return parser
 
@@ -105,6 +119,13 @@ def daemon_main(argv: list[str]) -> int:
         format="%(asctime)s %(levelname)s %(threadName)s %(message)s",
         stream=sys.stderr,
     )
+    if args.undrain:
+        drain = undrain(args.state_dir)
+        print(f"undrained (was {drain.reason})" if drain else "not drained")
+        return 0
+    if args.drain_after < 0:
+        print("ondemand runner: --drain-after must be 0 or more", file=sys.stderr)
+        return 2
     backends = args.backends or [
         b for b in os.environ.get("ONDEMAND_RUNNER_BACKENDS", "").split(",") if b
     ]
@@ -171,6 +192,7 @@ def daemon_main(argv: list[str]) -> int:
         log_max_bytes=args.log_max_bytes,
         keep_log_bytes=args.keep_log_bytes,
         pythons=pythons,
+        drain_after=args.drain_after,
     )
     return serve(config, workflows)
 

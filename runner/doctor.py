@@ -1,13 +1,15 @@
 """`ondemand doctor runner`: this runner host as its jobs will meet it. It takes the daemon's
 own options (`ondemand runner`'s), so the same command line checks what the unit would run:
 the service and this runner's token, each backend's job Python with its device and versions,
-the wheelhouse, git's way to the repositories, and the job user."""
+the wheelhouse, git's way to the repositories, the job user, and whether its jobs'
+infrastructure errors drained it (which jobs, which errors)."""
 
 from __future__ import annotations
 
 import os
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -15,6 +17,7 @@ import httpx
 from ondemand.doctor import Finding, exit_status, fail, ok, render, warn
 from ondemand.git import GitError, git
 from runner.cli import REGISTRATION_TOKEN_ENV, daemon_parser
+from runner.daemon.fitness import DRAIN_FILE, read_drain
 from runner.daemon.health import run_device_check
 from runner.environment import interpreter
 from runner.environment.interpreter import Interpreter, InterpreterError
@@ -74,6 +77,19 @@ def service_findings(url: str, state_dir: Path, registration_token: str | None) 
     backends = ", ".join(me.get("backends", []))
     found.append(ok("runner token", f"runner {me['runner_id']} ({me['name']}) serving {backends}"))
     return found, [str(u) for u in me.get("repositories", [])]
+
+
+def drain_findings(state_dir: Path) -> list[Finding]:
+    """Whether the daemon of `state_dir` is drained, and by which jobs' errors."""
+    drain = read_drain(state_dir / DRAIN_FILE)
+    if drain is None:
+        return [ok("drained", "no: its jobs' errors have not drained it")]
+    since = datetime.fromtimestamp(drain.since, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return [fail(
+        "drained", f"since {since}, {drain.reason}",
+        "fix what the errors say; it claims again once its environment check passes (every "
+        f"--check-interval), or at once after `ondemand runner --undrain --state-dir {state_dir}`",
+    )]  # fmt: skip
 
 
 def backend_findings(
@@ -208,6 +224,7 @@ def main(argv: list[str]) -> int:
         token = args.registration_token_file.read_text().strip()
     url = args.service.rstrip("/")
     findings, repositories = service_findings(url, args.state_dir, token)
+    findings += drain_findings(args.state_dir)
     used: list[Interpreter] = []
     device = args.devices.split(",")[0].strip() if args.devices else None
     with tempfile.TemporaryDirectory(prefix="ondemand-doctor-") as home:

@@ -10,6 +10,12 @@ reported to the service), `runner.daemon.heartbeat` (a job's lease, cancel and l
 - The backend's device check runs before claiming (its verdict is reused for
   `check_interval_s`, and redone after a job errors); a failed check stops claims on that
   backend and is reported to the service (`/runners/health`).
+- A job lost to the runner's own infrastructure (`runner.daemon.fitness`: a checkout it could
+  not make, an environment its check then finds broken, a crash of its own code) is handed
+  back (`interrupt`), requeued for another runner, and never claimed here again; after
+  `drain_after` such jobs in a row the runner is drained: it claims nothing, says why
+  (`/runners/health`, `drained.json`), and claims again once its environment check passes or
+  an operator undrains it.
 - During a job a heartbeat every third of the lease renews it; an answer saying cancel stops
   the steps; a 404 (the job is no longer ours) stops them and reports nothing.
 - First SIGTERM (or SIGINT): stop claiming, finish the current jobs, exit. Second: stop them
@@ -37,6 +43,15 @@ from types import FrameType
 from typing import TypeVar
 
 from ondemand.retry import Backoff, RetryPolicy
+from runner.daemon.fitness import (
+    DEFAULT_DRAIN_AFTER,
+    Blame,
+    Drain,
+    Fitness,
+    environment_check,
+    needs_check,
+    outcome,
+)
 from runner.daemon.health import Health, run_device_check
 from runner.daemon.heartbeat import Heartbeat
 from runner.daemon.warmup import warm
@@ -60,6 +75,8 @@ BACKOFF_BASE_S = 0.5
 REPORT_DEADLINE_S = 600.0  # keep retrying a result upload this long
 REPORT_TRIES_WHEN_STOPPING = 3  # after a second signal, give up sooner
 LEAVE_DEADLINE_S = 60.0  # an ephemeral runner's deregistration is retried this long
+DRAINED_POLL_S = 2.0  # a drained runner looks for an operator's undrain this often
+HAND_BACK_CHARS = 150  # of the error, in the reason a job is handed back with
 T = TypeVar("T")
 
 
@@ -96,6 +113,7 @@ class DaemonConfig:
     compile_cache: bool = True  # a shared compile cache filled by trusted builds
     ephemeral: bool = False  # one job, then deregister and exit
     pythons: dict[str, Path] = field(default_factory=dict)  # backend → its jobs' interpreter
+    drain_after: int = DEFAULT_DRAIN_AFTER  # jobs lost to this runner in a row; 0: never drain
 
 
 class Daemon:
@@ -131,12 +149,20 @@ class Daemon:
         self.lock = threading.Lock()  # guards `cancels` (also taken by the signal handler)
         self.register_lock = threading.Lock()
         self.interpreters, self.no_python = job_interpreters(config, workflows)
+        self.fitness = Fitness(
+            state_dir=config.state_dir,
+            limit=config.drain_after,
+            check=self.environment_check,
+            check_interval_s=config.check_interval_s,
+            on_change=self.drain_changed,
+        )
         self.health = Health(
             workflows=workflows,
             backends=config.backends,
             check_interval_s=config.check_interval_s,
             check=self.check_device,
             report=self.client.health,
+            drain=lambda: self.fitness.drain,
         )
         self.workspaces = Workspaces(config.work_dir / "cache")
         compile_root = config.work_dir / "cache" / "compile"
@@ -158,6 +184,26 @@ class Daemon:
             visible_devices=visible_devices(workflow.visible_devices_var, first_device),
             python=self.interpreters[workflow.name].executable,
         )
+
+    def environment_check(self) -> str | None:
+        """The runner's own environment: its job Pythons run, its working directories take a
+        file. None when all is well, else what is not."""
+        work = self.config.work_dir
+        slots = [self.slot_dir(i) for i in range(len(self.config.devices))]
+        return environment_check(
+            [i.executable for i in self.interpreters.values()],
+            [*slots, work / "cache", work / "envs", work / "logs"],
+        )
+
+    def drain_changed(self, drain: Drain | None, why: str) -> None:
+        if drain is not None:
+            log.error(
+                "%s; claiming nothing until its environment check passes or an operator "
+                "undrains it (ondemand runner --undrain)",
+                drain.reason,
+            )
+        else:
+            log.warning("%s", why)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -332,13 +378,15 @@ class Daemon:
 
     def slot_round(self, slot: int, backoff: Backoff) -> None:
         """One device check and claim, and the job it brings."""
+        drained = self.fitness.poll()
         backends = self.health.healthy_backends()
         if not backends:
-            self.stopping.wait(min(self.config.check_interval_s, 30))
+            wait = DRAINED_POLL_S if drained else min(self.config.check_interval_s, 30)
+            self.stopping.wait(wait)
             return
         token = self.client.token
         try:
-            spec = self.client.claim(self.config.poll_s, backends)
+            spec = self.client.claim(self.config.poll_s, backends, self.fitness.handed_back)
         except Unauthorized as exc:
             log.error("slot %d: the service no longer knows this runner (%s)", slot, exc)
             if not self.reregister(token):
@@ -352,9 +400,11 @@ class Daemon:
         backoff.reset()
         if spec is None:
             return
-        if self.stopping.is_set():
-            # The claim was answered after the signal to stop: not ours to start.
-            log.info("slot %d: stopping; giving back job %s", slot, spec.id)
+        if self.stopping.is_set() or self.fitness.drain is not None:
+            # The claim was answered after the signal to stop, or after another slot's job
+            # drained the runner: not ours to start.
+            why = "stopping" if self.stopping.is_set() else "drained"
+            log.info("slot %d: %s; giving back job %s", slot, why, spec.id)
             with contextlib.suppress(ServiceUnavailable, Rejected, NotHeld):
                 self.client.release(spec.id)
             return
@@ -381,8 +431,56 @@ class Daemon:
         return True
 
     def run_job(self, slot: int, spec: JobSpec) -> None:
-        """Run a claimed job with heartbeats and log streaming; report its result."""
+        """Run a claimed job; report its result, or hand it back where this runner is to blame
+        (`runner.daemon.fitness`), which may drain it."""
         workflow = self.workflows[spec.backend]
+        beat: Heartbeat | None = None
+        context: JobContext | None = None
+        try:
+            result, beat, context = self.execute(slot, spec, workflow)
+        except Exception as exc:  # the runner's own code: the job is not the PR's to lose
+            log.exception("slot %d: job %s: the runner failed", slot, spec.id)
+            result = JobResult(
+                status=JobStatus.errored,
+                sha=spec.sha,
+                error_step="runner",
+                error_message=f"{type(exc).__name__}: {exc}",
+            )
+        check = self.environment_check() if needs_check(result) else None
+        judged = outcome(spec.id, result, check)
+        if result.status is JobStatus.errored and judged.blame is not Blame.runner:
+            self.health.invalidate(spec.backend)
+        self.fitness.record(judged)  # before the hand-back: a drained runner claims no more
+        # Stopped by this daemon's own second signal, not by anyone's cancel: an
+        # infrastructure stop, which the service requeues rather than blames on the PR.
+        stopped = result.status is JobStatus.cancelled and beat is not None and beat.reason is None
+        log.info("slot %d: job %s %s", slot, spec.id, result.status.value)
+        if beat is not None and beat.lost:
+            log.warning("job %s is no longer held by this runner; not reporting it", spec.id)
+        elif stopped:
+            why = f"stopped ({self.signal_name or 'stopping'})"
+            self.deliver(spec, "interrupt", lambda: self.client.interrupt(spec.id, why))
+        elif judged.blame is Blame.runner:
+            error = redact_text(judged.error or "no message", [*self.secrets(), spec.git_token])
+            why = f"could not run it ({judged.step}: {error[:HAND_BACK_CHARS]})"
+            log.warning("job %s: %s; handing it back", spec.id, why)
+            self.deliver(spec, "hand back", lambda: self.client.interrupt(spec.id, why))
+        else:
+            if result.status is JobStatus.cancelled and beat is not None:
+                result = result.model_copy(update={"error_message": beat.reason})
+            clean = JobResult.model_validate_json(
+                redact_text(result.model_dump_json(), [*self.secrets(), spec.git_token])
+            )
+            self.report(spec, clean)
+        self.prune_logs(self.config.work_dir / "logs")
+        if context is not None and judged.blame is not Blame.runner:
+            self.warm(context, spec, workflow)
+
+    def execute(
+        self, slot: int, spec: JobSpec, workflow: WorkflowSpec
+    ) -> tuple[JobResult, Heartbeat, JobContext]:
+        """Run a claimed job with heartbeats and log streaming: its result, its heartbeat
+        (lost? cancelled by whom?) and its context."""
         job_dir = self.slot_dir(slot)
         job_dir.mkdir(parents=True, exist_ok=True)
         job_dir.chmod(0o711)
@@ -436,29 +534,10 @@ class Daemon:
         finally:
             redacted.flush()
             stream.close()
-            empty(job_dir)
             with self.lock:
                 self.cancels.pop(spec.id, None)
-        # Stopped by this daemon's own second signal, not by anyone's cancel: an
-        # infrastructure stop, which the service requeues rather than blames on the PR.
-        stopped = result.status is JobStatus.cancelled and beat.reason is None
-        if result.status is JobStatus.errored:
-            self.health.invalidate(spec.backend)
-        log.info("slot %d: job %s %s", slot, spec.id, result.status.value)
-        if beat.lost:
-            log.warning("job %s is no longer held by this runner; not reporting it", spec.id)
-        elif stopped:
-            why = f"stopped ({self.signal_name or 'stopping'})"
-            self.deliver(spec, "interrupt", lambda: self.client.interrupt(spec.id, why))
-        else:
-            if result.status is JobStatus.cancelled:
-                result = result.model_copy(update={"error_message": beat.reason})
-            clean = JobResult.model_validate_json(
-                redact_text(result.model_dump_json(), secrets())
-            )
-            self.report(spec, clean)
-        self.prune_logs(logs)
-        self.warm(context, spec, workflow)
+            empty(job_dir)
+        return result, beat, context
 
     def warm(self, context: JobContext, spec: JobSpec, workflow: WorkflowSpec) -> None:
         """The trusted build of the job's base after its verdict (runner/daemon/warmup.py); a

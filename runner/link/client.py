@@ -120,16 +120,28 @@ class ServiceClient:
         if response.status_code == 409:
             raise Rejected(f"deregister: 409 {response.text[:200]}", 409)
 
-    def health(self, healthy: bool, reason: str | None, backends: list[str]) -> None:
-        self._post(
-            "/api/v1/runners/health", {"healthy": healthy, "reason": reason, "backends": backends}
-        )
+    def health(
+        self,
+        healthy: bool,
+        reason: str | None,
+        backends: list[str],
+        drained: dict[str, object] | None = None,
+    ) -> None:
+        """The runner's health; `drained`: the record of its drain (the jobs that caused it)."""
+        body: dict[str, object] = {"healthy": healthy, "reason": reason, "backends": backends}
+        if drained is not None:
+            body["drained"] = drained
+        self._post("/api/v1/runners/health", body)
 
-    def claim(self, wait_s: float, backends: list[str] | None = None) -> JobSpec | None:
-        """Long-poll for a job; None when none came within `wait_s`."""
-        response = self._post(
-            "/api/v1/jobs/claim", {"wait_s": wait_s, "backends": backends}, timeout=wait_s + 30
-        )
+    def claim(
+        self, wait_s: float, backends: list[str] | None = None, skip: list[int] | None = None
+    ) -> JobSpec | None:
+        """Long-poll for a job; None when none came within `wait_s`. `skip`: jobs this runner
+        handed back because it could not run them, which another runner is to take."""
+        body: dict[str, object] = {"wait_s": wait_s, "backends": backends}
+        if skip:
+            body["skip"] = skip
+        response = self._post("/api/v1/jobs/claim", body, timeout=wait_s + 30)
         if response.status_code == 204:
             return None
         data = response.json()

@@ -71,6 +71,9 @@ class Runner(Base):
     version: Mapped[str | None] = mapped_column(String(100))
     healthy: Mapped[bool] = mapped_column(Boolean, default=True)
     health_reason: Mapped[str | None] = mapped_column(Text)
+    # Drained by its jobs' infrastructure errors, as it reported: {"since": epoch seconds,
+    # "jobs": [{"id", "step", "error"}]}; None when not drained.
+    drained: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     removed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # deregistered

@@ -237,8 +237,11 @@ class JobQueue:
         with self.db.reads() as session:
             return session.get(Job, job_id)
 
-    def claim(self, runner_id: int, backends: Sequence[str]) -> Job | None:
-        """Atomically take the oldest queued job on one of `backends` for `runner_id`."""
+    def claim(
+        self, runner_id: int, backends: Sequence[str], skip: Sequence[int] = ()
+    ) -> Job | None:
+        """Atomically take the oldest queued job on one of `backends` for `runner_id`, but
+        none of `skip` (jobs it handed back because it could not run them)."""
         if not backends:
             return None
         now = utcnow()
@@ -247,12 +250,12 @@ class JobQueue:
             if runner is None:
                 return None
             runner.last_seen_at = now
-            pick = (
-                select(Job.id)
-                .where(Job.status == JobStatus.queued, Job.backend.in_(list(backends)))
-                .order_by(Job.id)
-                .limit(1)
+            pick = select(Job.id).where(
+                Job.status == JobStatus.queued, Job.backend.in_(list(backends))
             )
+            if skip:
+                pick = pick.where(Job.id.not_in(list(skip)))
+            pick = pick.order_by(Job.id).limit(1)
             pick = self.db.for_update(pick, skip_locked=True)
             job_id = session.execute(
                 update(Job)

@@ -195,6 +195,13 @@ def parked(session: Session) -> tuple[list[Delivery], list[OutboxItem]]:
     return list(session.scalars(deliveries)), list(session.scalars(items))
 
 
+def jobs_by_id(session: Session, ids: Collection[int]) -> dict[int, Job]:
+    """The jobs of `ids` still kept, by id."""
+    if not ids:
+        return {}
+    return {j.id: j for j in session.scalars(select(Job).where(Job.id.in_(list(ids))))}
+
+
 def private_repos(session: Session, names: Collection[str]) -> set[str]:
     """Which of the repositories `names` are private, as their jobs recorded."""
     if not names:

@@ -7,6 +7,7 @@ import hashlib
 import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -96,14 +97,29 @@ class RunnerRegistry:
             return True
 
     def set_health(
-        self, runner_id: int, healthy: bool, reason: str | None, backends: Sequence[str] | None
+        self,
+        runner_id: int,
+        healthy: bool,
+        reason: str | None,
+        backends: Sequence[str] | None,
+        drained: dict[str, Any] | None = None,
     ) -> None:
+        """What the runner says of itself: healthy or why not, and, when its jobs' infrastructure
+        errors drained it, its drain (since when, which jobs, which errors)."""
         with self.db.writes() as session, session.begin():
             runner = session.get(Runner, runner_id)
             if runner is None:
                 return
             runner.healthy = healthy
             runner.health_reason = None if healthy else (reason or "unhealthy")
+            runner.drained = None if healthy else drained
+            if drained is not None:
+                # Said in `/test help` too: no job's error, which may name a private repository
+                # (the dashboard shows them where the job is public).
+                jobs = len(drained.get("jobs") or ())
+                runner.health_reason = (
+                    f"drained: its last {jobs} jobs ended in infrastructure errors"
+                )
             if backends:
                 runner.backends = list(backends)
             runner.last_seen_at = utcnow()
@@ -128,7 +144,8 @@ class RunnerRegistry:
         return sum(1 for r in runners if r.healthy and backend in r.backends and self.online(r))
 
     def unhealthy_reasons(self, backend: str, runners: Sequence[Runner] | None = None) -> list[str]:
-        """`name: reason` of the online runners of `backend` whose device check fails."""
+        """`name: reason` of the online runners of `backend` whose device check fails or that
+        their jobs' infrastructure errors drained."""
         runners = self.all() if runners is None else runners
         return [
             f"{r.name}: {r.health_reason}"

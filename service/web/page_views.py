@@ -8,7 +8,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from html import escape
 
 from service.db.models import Delivery, Job, OutboxItem, Runner
@@ -163,25 +163,58 @@ def queues(
 
 
 @dataclass(frozen=True)
+class DrainedLine:
+    """One job that drained a runner: its id, and its step and error where it is public
+    (`public` False: a private repository's job, or one no longer kept)."""
+
+    job_id: int
+    public: bool
+    step: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class RunnerRow:
     runner: Runner
     online: bool
     jobs: list[Job | None]  # None: a private repository's job
     elapsed: list[str] = field(default_factory=list)
+    drained: list[DrainedLine] = field(default_factory=list)  # why it is drained
+    drained_since: datetime | None = None
+
+
+def drained_ids(runners: Sequence[Runner]) -> set[int]:
+    """The jobs the runners' drains name (to read whether each is public)."""
+    return {int(j["id"]) for r in runners for j in (r.drained or {}).get("jobs") or ()}
 
 
 def runner_rows(
-    runners: Sequence[Runner], running: Sequence[Job], online: Mapping[int, bool], now: datetime
+    runners: Sequence[Runner],
+    running: Sequence[Job],
+    online: Mapping[int, bool],
+    now: datetime,
+    named: Mapping[int, Job] | None = None,
 ) -> list[RunnerRow]:
+    """The runners' rows; `named`: the jobs their drains name, by id (`drained_ids`)."""
     rows = []
     for runner in runners:
         mine = [j for j in running if j.runner_id == runner.id]
+        drain = runner.drained or {}
+        lines = []
+        for item in drain.get("jobs") or ():
+            job = (named or {}).get(int(item["id"]))
+            public = job is not None and not job.private
+            step, error = (item.get("step"), item.get("error")) if public else (None, None)
+            lines.append(DrainedLine(int(item["id"]), public, step, error))
+        since = drain.get("since")
         rows.append(
             RunnerRow(
                 runner,
                 online[runner.id],
                 [None if j.private else j for j in mine],
                 [waited(j.started_at or j.created_at, now) for j in mine],
+                lines,
+                datetime.fromtimestamp(since, UTC) if isinstance(since, int | float) else None,
             )
         )
     return rows

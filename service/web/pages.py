@@ -272,6 +272,8 @@ def pages_router(
             waiting, held = queries.parked(session)
             private = queries.private_repos(session, {str(i.payload.get("repo")) for i in held})
         registered = runners.all()
+        with db.reads() as session:
+            named = queries.jobs_by_id(session, page_views.drained_ids(registered))
         backends = sorted(set(workflows) | {j.backend for j in queued})
         online = {b: runners.online_count(b, registered) for b in backends}
         choices["state"] = [s.value for s in JobStatus]
@@ -286,7 +288,11 @@ def pages_router(
             runners=[
                 _runner_row(row, now)
                 for row in page_views.runner_rows(
-                    registered, running, {r.id: runners.online(r, now) for r in registered}, now
+                    registered,
+                    running,
+                    {r.id: runners.online(r, now) for r in registered},
+                    now,
+                    named,
                 )
             ],
             charts=[_chart(c) for c in page_views.charts(charted)],
@@ -308,6 +314,8 @@ def _runner_row(row: page_views.RunnerRow, now: datetime) -> dict[str, Any]:
         "jobs": row.jobs,
         "elapsed": row.elapsed,
         "last_seen": f"{page_views.waited(row.runner.last_seen_at, now)} ago",
+        "drained": row.drained,
+        "drained_since": utc(row.drained_since) if row.drained_since else None,
     }
 
 

@@ -49,15 +49,33 @@ class RegisterResponse(BaseModel):
     token: str
 
 
+class DrainedJob(BaseModel):
+    """One job whose infrastructure error drained its runner."""
+
+    id: int
+    step: str | None = Field(default=None, max_length=200)
+    error: str | None = Field(default=None, max_length=2000)
+
+
+class Drained(BaseModel):
+    """A runner drained by its jobs' infrastructure errors: since when, and those jobs."""
+
+    since: float
+    jobs: list[DrainedJob] = Field(default_factory=list, max_length=100)
+
+
 class HealthRequest(BaseModel):
     healthy: bool
     reason: str | None = None
     backends: list[str] | None = None
+    drained: Drained | None = None
 
 
 class ClaimRequest(BaseModel):
     wait_s: float = Field(default=0.0, ge=0, le=30)
     backends: list[str] | None = None
+    # Jobs this runner handed back because it could not run them: another runner takes them.
+    skip: list[int] = Field(default_factory=list, max_length=100)
 
 
 class HeartbeatResponse(BaseModel):
@@ -189,7 +207,8 @@ def runner_api_router(
     @router.post("/runners/health", status_code=204)
     def health(body: HealthRequest, runner: RunnerDep) -> Response:
         backends = canonical(body.backends) if body.backends else None
-        runners.set_health(runner.id, body.healthy, body.reason, backends)
+        drained = body.drained.model_dump(mode="json") if body.drained else None
+        runners.set_health(runner.id, body.healthy, body.reason, backends, drained)
         return Response(status_code=204)
 
     @router.post("/jobs/claim", response_model=None)
@@ -208,7 +227,7 @@ def runner_api_router(
         deadline = time.monotonic() + min(body.wait_s, settings.max_claim_wait_s)
         while True:
             since = wakeup.snapshot(backends)
-            job = await run_in_threadpool(jobs.claim, runner.id, backends)
+            job = await run_in_threadpool(jobs.claim, runner.id, backends, body.skip)
             if job is not None:
                 token: str | None = None
                 if job.private:

@@ -49,10 +49,18 @@ class FakeService:
         self.registered += 1
         return 8, f"new-{self.registered}"
 
-    def health(self, healthy: bool, reason: str | None, backends: list[str]) -> None:
+    def health(
+        self,
+        healthy: bool,
+        reason: str | None,
+        backends: list[str],
+        drained: dict[str, object] | None = None,
+    ) -> None:
         self.calls.append("health")
 
-    def claim(self, wait_s: float, backends: list[str] | None = None) -> JobSpec | None:
+    def claim(
+        self, wait_s: float, backends: list[str] | None = None, skip: list[int] | None = None
+    ) -> JobSpec | None:
         return self._next(self.claims, "claim")  # type: ignore[no-any-return]
 
     def complete(self, job_id: int, result: JobResult) -> str:

@@ -47,7 +47,13 @@ class Fixture:
         self.checks.append(workflow.name)
         return self.verdicts[workflow.name]
 
-    def report(self, healthy: bool, reason: str | None, backends: list[str]) -> None:
+    def report(
+        self,
+        healthy: bool,
+        reason: str | None,
+        backends: list[str],
+        drained: dict[str, object] | None = None,
+    ) -> None:
         if self.report_error is not None:
             raise self.report_error
         self.reports.append((healthy, reason, backends))
