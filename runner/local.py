@@ -1,6 +1,7 @@
 """`ondemand run OP:BACKEND`: one workflow run right here, on a repository's commit, with no
-service; prints the report as the bot would post it. Exit status 0 passed, 1 failed (or the
-repository's regression gate failed), 2 errored.
+service; prints the report as the bot would post it. Exit status 0 passed (or failed of
+nothing the repository's `failures.gate` names: flaky, already failing on the base), 1 failed
+(or the repository's regression gate failed), 2 errored.
 """
 
 from __future__ import annotations
@@ -98,6 +99,17 @@ def gate_failed(spec: JobSpec, result: JobResult, policy: ComparePolicy) -> bool
     return failed(job_view(spec, result, Path("."), policy))
 
 
+def failures_pass_gate(spec: JobSpec, result: JobResult, policy: ComparePolicy) -> bool:
+    """Whether a failed result's failures are all of classes the repository's
+    `failures.gate` leaves out (flaky, already failing on the base, by default)."""
+    try:
+        from service.render.failures import failures_fail_gate
+    except ImportError:
+        return False
+    view = job_view(spec, result, Path("."), policy)
+    return result.status is JobStatus.failed and not failures_fail_gate(view)
+
+
 def render(spec: JobSpec, result: JobResult, log_path: Path, policy: ComparePolicy) -> str:
     """The report as the bot posts it (`service.render`), or a plain summary without it."""
     try:
@@ -134,6 +146,7 @@ def job_view(spec: JobSpec, result: JobResult, log_path: Path, policy: ComparePo
         reason=None,
         threshold=policy.threshold,
         gate=policy.gate,
+        base_ref=spec.base_ref,
     )
 
 
@@ -350,6 +363,8 @@ def _run_op(
     warm(spec, workflows[backend], replace(quiet, job_dir=run_dir / "trusted"), local=True)
     if gate_failed(spec, result, policy):
         return 1
+    if failures_pass_gate(spec, result, policy):
+        return 0
     return EXIT.get(result.status, 2)
 
 

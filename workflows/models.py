@@ -319,6 +319,7 @@ class FailureClasses(_Model):
     the base), and which classes fail the job's gate there. An older runner sends none; the
     report then judges the failures as it always did."""
 
+    step: str = Field(default="accuracy", max_length=100, description="the step classified")
     gate: list[FailureClass] = Field(
         default_factory=lambda: [FailureClass.new], max_length=len(FailureClass)
     )

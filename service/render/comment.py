@@ -12,6 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from service.render.failures import (
+    LABEL,
+    class_words,
+    classes,
+    failures_fail_gate,
+    known,
+    known_words,
+    ordered,
+)
 from service.render.markdown import (
     ELLIPSIS,
     clip,
@@ -46,6 +55,7 @@ from workflows.models import (
     Proof,
     StepResult,
     StepStatus,
+    TestFailure,
 )
 
 MAX_COMMENT_CHARS = 65536
@@ -140,8 +150,13 @@ def summary(view: JobView) -> str:
         why = view.reason or (result.error_message if result else None)
         return why or status.value
     if status in (JobStatus.errored, JobStatus.timed_out):
-        return _error_text(view)
+        found = classes(view)
+        infra = "infrastructure failure · " if found is not None and found.infrastructure else ""
+        return infra + _error_text(view)
     words = _counts(result.accuracy) if result and result.accuracy else status.value
+    told = class_words(view)
+    if told:
+        words = f"{told} · {words}"
     speed = _speed_words(view) if result and view.bench else None
     text = f"{words} · {speed}" if speed else words
     if unproved(view):
@@ -183,10 +198,18 @@ def slower_rows(view: JobView) -> list[Judged]:
 
 def gate_failed(view: JobView) -> bool:
     """The repository's gate fails the job: `gate: fail`, a significant regression, and no
-    maintainer has accepted it."""
-    if view.gate != "fail" or view.accepted_by or view.status is not JobStatus.succeeded:
+    maintainer has accepted it (in a job that passed, or whose failures do not fail it)."""
+    if view.gate != "fail" or view.accepted_by or not _tests_pass_gate(view):
         return False
     return bool(slower_rows(view))
+
+
+def _tests_pass_gate(view: JobView) -> bool:
+    """The tests' verdict does not fail the job: it passed, or its failures are of classes
+    the repository does not gate on (`failures_fail_gate`)."""
+    if view.status is JobStatus.succeeded:
+        return True
+    return view.status is JobStatus.failed and not failures_fail_gate(view)
 
 
 def regression_accepted(view: JobView) -> bool:
@@ -283,6 +306,8 @@ def headline(view: JobView) -> str:
     emoji = "⚠️" if unknown else EMOJI[view.status]
     if view.status is JobStatus.succeeded and unproved(view):
         emoji = "⚠️"
+    if view.status is JobStatus.failed and not failures_fail_gate(view):
+        emoji = "⚠️"  # it failed, of nothing the repository gates on
     if gate_failed(view):
         emoji = EMOJI[JobStatus.failed]
     if performance_dropped(view):
@@ -296,6 +321,8 @@ def render_status(view: JobView) -> StatusUpdate:
     """The commit status of a job: context `ondemand/<op>:<backend>`, target the job page."""
     unknown = view.result is not None and view.result.unknown_op and view.status.final
     state = "error" if unknown else STATUS_STATE[view.status]
+    if view.status is JobStatus.failed and not unknown and not failures_fail_gate(view):
+        state = "success"  # as an accepted regression: nothing the repository gates on
     if gate_failed(view):
         state = "failure"
     return StatusUpdate(
@@ -328,6 +355,8 @@ def render_check(view: JobView) -> CheckRunUpdate:
         status, conclusion = "in_progress", None
     else:
         status, conclusion = "completed", CHECK_CONCLUSION[view.status]
+        if view.status is JobStatus.failed and not failures_fail_gate(view):
+            conclusion = "neutral"  # failures of classes the repository does not gate on
         if gate_failed(view):
             conclusion = "failure"
         elif regression_accepted(view):
@@ -525,9 +554,13 @@ def _accuracy(acc: AccuracyResult | None, view: JobView, limits: Limits) -> list
         parts.append(_proof(acc.proof, _unproved(acc), limits))
     if acc.failures:
         parts.append(f"**Failures ({len(acc.failures)})**")
-        for failure in acc.failures[: limits.failures]:
+        told = _classified_note(view)
+        if told:
+            parts.append(told)
+        for failure in _in_class_order(acc, view)[: limits.failures]:
             first = code_span(failure.message, limits.message_chars) if failure.message else ""
-            parts.append(f"{code_span(failure.test_id, 250)}" + (f": {first}" if first else ""))
+            line = f"{code_span(failure.test_id, 250)}" + (f": {first}" if first else "")
+            parts.append(line + _class_line(view, failure.test_id, limits))
             if failure.traceback_tail and limits.traceback_lines > 0:
                 block = log_block(
                     failure.traceback_tail, limits.traceback_lines, limits.traceback_chars
@@ -551,6 +584,47 @@ def _accuracy(acc: AccuracyResult | None, view: JobView, limits: Limits) -> list
             lines.append(f"- {ELLIPSIS} {more} more skip reasons")
         parts.append("**Skipped**\n" + "\n".join(lines))
     return parts
+
+
+def _classified_note(view: JobView) -> str | None:
+    """How the failures were told apart and which classes fail the gate, in one paragraph."""
+    found = classes(view)
+    if found is None or not found.tests:
+        return None
+    head = max((t.reruns for t in found.tests), default=0)
+    how = f"Each failing test was re-run by node id on this commit ({plural(head, 'time')})"
+    if found.merge_base:
+        how += f" and on the merge base `{escape_text(short_sha(found.merge_base), 40)}`"
+    how += f", in {duration(found.duration_s)}."
+    gate = [LABEL[c] for c in found.gate] or ["nothing"]
+    verdict = "fail" if failures_fail_gate(view) else "do not fail"
+    return (
+        f"{how} **{escape_text(class_words(view) or '', 300)}**: these failures {verdict} "
+        f"this check (this repository's `failures.gate`: {', '.join(gate)})."
+    )
+
+
+def _in_class_order(acc: AccuracyResult, view: JobView) -> list[TestFailure]:
+    """The failures, those of gating classes first, where they were classified."""
+    found = classes(view)
+    if found is None or not found.tests:
+        return list(acc.failures)
+    rank = {t.test_id: i for i, t in enumerate(ordered(found.tests))}
+    return sorted(acc.failures, key=lambda f: rank.get(f.test_id, len(rank)))
+
+
+def _class_line(view: JobView, test_id: str, limits: Limits) -> str:
+    """` — **flaky**: passed 2 of 3 re-runs · known flaky: 3 of 10 recent jobs`."""
+    found = classes(view)
+    entry = next((t for t in found.tests if t.test_id == test_id), None) if found else None
+    words = []
+    if entry is not None:
+        why = escape_text(entry.why, limits.message_chars)
+        words.append(f"**{LABEL[entry.failure_class]}**: {why}")
+    flaky = known(view, test_id)
+    if flaky is not None:
+        words.append(known_words(flaky))
+    return " — " + " · ".join(words) if words else ""
 
 
 def _proof(proof: Proof, unproved: str | None, limits: Limits) -> str:

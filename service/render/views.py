@@ -10,6 +10,16 @@ from workflows.models import JobResult, JobStatus, Progress
 
 
 @dataclass(frozen=True)
+class KnownFlaky:
+    """A test the dashboard knows as flaky on this repository and backend: in how many of
+    the operator's recent finished jobs its re-runs found it flaky."""
+
+    test_id: str
+    flaky_jobs: int
+    recent_jobs: int
+
+
+@dataclass(frozen=True)
 class JobView:
     """One job of one (PR, operator, backend), with what the runner reported if it finished.
 
@@ -49,6 +59,10 @@ class JobView:
     threshold: float = 0.10
     gate: str = "inform"
     accepted_by: str | None = None
+    # The branch the pull request goes into (the report's "already failing on main"), and
+    # which of its failing tests are known flaky here (`service/queue/flaky.py`).
+    base_ref: str | None = None
+    known_flaky: tuple[KnownFlaky, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ def run(step: Step, job: StepContext, tree: Tree) -> None:
         outcome, values = job.run(step, plugged, artifacts)
     job.operators = read_operators(artifacts / OPERATORS_FILE)
     if outcome.timed_out:
-        _no_verdict(job, f"the step timed out after {step.timeout_s}s")
+        _no_verdict(job, step, f"the step timed out after {step.timeout_s}s")
     interrupted(job, step.name, outcome, step.timeout_s)
     code = outcome.exit_code
     unknown_marker = code == PYTEST_USAGE_ERROR and "Unknown marker" in outcome.tail
@@ -64,14 +64,14 @@ def run(step: Step, job: StepContext, tree: Tree) -> None:
         raise Stop(JobStatus.failed, step.name, message)
     if code not in (0, 1):
         message = f"pytest exited {code}: not a test verdict (usage, collection or crash)"
-        _no_verdict(job, message)
+        _no_verdict(job, step, message)
         job.record(step_result(step.name, outcome, StepStatus.errored, message))
         raise Stop(JobStatus.errored, step.name, message)
     path = Path(step.results_path(values) or "")
     try:
         job.accuracy = results.read_junit(tree.path / path, job.spec.op, tree.path)
     except results.ResultsError as exc:
-        _no_verdict(job, str(exc))
+        _no_verdict(job, step, str(exc))
         job.record(step_result(step.name, outcome, StepStatus.errored, str(exc)))
         raise Stop(JobStatus.errored, step.name, str(exc)) from exc
     acc = job.accuracy
@@ -85,11 +85,11 @@ def run(step: Step, job: StepContext, tree: Tree) -> None:
         job.failures = classify_failures(step, job, tree, acc, job.settings().failures)
 
 
-def _no_verdict(job: StepContext, why: str) -> None:
+def _no_verdict(job: StepContext, step: Step, why: str) -> None:
     """The step itself gave no verdict (it crashed, could not collect, timed out): the job's
     failure is of the infrastructure, said with the repository's gate beside it."""
     gate = [FailureClass(g) for g in job.settings().failures.gate]
-    job.failures = FailureClasses(gate=gate, infrastructure=why[:500])
+    job.failures = FailureClasses(step=step.name, gate=gate, infrastructure=why[:500])
 
 
 def with_plugins(job: StepContext, env: dict[str, str], step: Step) -> dict[str, str]:

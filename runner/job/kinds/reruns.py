@@ -133,7 +133,11 @@ def classify_failures(
     tests += [classify(Evidence(test_id), merge_base, why) for test_id, why in skipped.items()]
     elapsed = time.monotonic() - started
     found = FailureClasses(
-        gate=gate, tests=tests, merge_base=merge_base, duration_s=round(elapsed, 3)
+        step=step.name,
+        gate=gate,
+        tests=tests,
+        merge_base=merge_base,
+        duration_s=round(elapsed, 3),
     )
     words = ", ".join(f"{n} {cls.value}" for cls, n in counts(tests).items())
     rounds = max((len(a.head) for a in asked), default=0)
