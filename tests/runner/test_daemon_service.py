@@ -1,7 +1,8 @@
 """The real runner daemon, as a subprocess, against the real service under uvicorn on loopback,
 running the cpu workflow on a real git repository: a passing, a failing and an unknown
 operator, a cancellation, a killed runner whose job comes back and then hits the step
-timeout, SIGTERM once (the job finishes) and twice (the job is requeued) mid-job."""
+timeout, SIGTERM once (the job finishes) and twice (the job is requeued) mid-job, and a runner
+whose job Python vanishes (drained, its jobs run elsewhere)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import yaml
 
 from service.app import Service as Parts
 from service.app import create_app
+from service.db.models import Runner
 from service.queue.jobs import NewJob
 from tests.runner.tinyrepo import TinyRepo
 from tests.service.helpers import service_settings
@@ -573,3 +575,76 @@ def test_a_claim_answered_while_the_runner_was_stopped_is_not_started_when_stale
         finally:
             daemon.signal(signal.SIGCONT)
             daemon.stop()
+
+
+def test_a_runner_whose_job_python_vanishes_is_drained_and_its_jobs_succeed_elsewhere(
+    service: Service,
+    tiny_repo: TinyRepo,
+    start,  # type: ignore[no-untyped-def]
+    roomy_workflows: Path,
+    tmp_path: Path,
+) -> None:
+    """A runner whose job Python is gone hands each job back (attempt 2, never claimed by it
+    again) and is drained after --drain-after of them: another runner runs them to their
+    verdicts, the drained one claims nothing more, the service shows why, and an operator's
+    undrain (once the Python is back) gives it jobs again."""
+    pyhost = tmp_path / "pyhost"  # the job Python: this venv, reached through a link
+    pyhost.symlink_to(Path(sys.prefix), target_is_directory=True)
+    broken = start(
+        "runner-py", "--python", f"cpu={pyhost}/bin/python", "--drain-after", "2",
+        workflows_dir=roomy_workflows,
+    )  # fmt: skip
+    _wait_registered(broken)
+    pyhost.unlink()  # the job Python vanishes
+    jobs = [service.enqueue(tiny_repo, op, bench=False) for op in ("good_op", "bad_op")]
+    deadline = time.monotonic() + 60
+    while "drained: its last 2 jobs" not in broken.output():
+        assert time.monotonic() < deadline, broken.output()[-3000:]
+        time.sleep(0.1)
+    for job_id in jobs:
+        handed = service.parts.jobs.get_job(job_id)
+        assert handed is not None and handed.attempt == 2, broken.output()[-3000:]
+        assert handed.reason is not None and handed.reason.startswith(
+            "runner-py could not run it (environment: "
+        )
+    deadline = time.monotonic() + 10
+    while not (me := _runner(service, "runner-py")).drained:  # reported
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert [j["id"] for j in me.drained["jobs"]] == jobs and not me.healthy
+    assert "runner-py: drained: its last 2 jobs" in " ".join(
+        service.parts.runners.unhealthy_reasons("cpu")
+    )
+    other = start("runner-ok", workflows_dir=roomy_workflows)
+    for job_id, verdict in zip(jobs, (JobStatus.succeeded, JobStatus.failed), strict=True):
+        final = service.wait(job_id, JobStatus.succeeded, JobStatus.failed, JobStatus.errored)
+        assert final is verdict, other.output()[-3000:]  # each its own verdict
+        done = service.parts.jobs.get_job(job_id)
+        assert done is not None and done.runner_name == "runner-ok"
+    other.signal(signal.SIGTERM)
+    assert other.wait(timeout=40) == 0
+    # Drained, it claims nothing; undrained by an operator once its Python is back, it does.
+    waiting = service.enqueue(tiny_repo, "good_op", bench=False)
+    time.sleep(2)
+    assert service.status(waiting) is JobStatus.queued
+    pyhost.symlink_to(Path(sys.prefix), target_is_directory=True)
+    undrain = subprocess.run(
+        [sys.executable, "-m", "ondemand", "runner", "--undrain", "--state-dir", str(broken.state)],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    assert "undrained (was drained: its last 2 jobs" in undrain.stdout
+    final = service.wait(waiting, JobStatus.succeeded, JobStatus.failed, JobStatus.errored)
+    assert final is JobStatus.succeeded, broken.output()[-3000:]
+    assert "undrained by an operator" in broken.output()
+    assert _runner(service, "runner-py").healthy
+
+
+def _wait_registered(daemon: Daemon, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not (daemon.state / "runner.json").exists():
+        assert time.monotonic() < deadline, daemon.output()[-3000:]
+        time.sleep(0.1)
+
+
+def _runner(service: Service, name: str) -> Runner:
+    return next(r for r in service.parts.runners.all() if r.name == name)
