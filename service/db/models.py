@@ -232,3 +232,28 @@ class KnownOperators(Base):
     sha: Mapped[str] = mapped_column(String(64))
     operators: Mapped[list[str]] = mapped_column(JSON)
     reported_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+class FlakyTest(Base):
+    """A test that a job's re-runs found flaky (it failed, then passed a re-run on the same
+    commit), per repository and backend: how many jobs found it so, its re-runs and how many
+    of them failed (its flake rate), when it was last seen and the latest jobs that saw it
+    (`service/queue/flaky.py`). A later report marks it known flaky."""
+
+    __tablename__ = "flaky_tests"
+    __table_args__ = (
+        UniqueConstraint("repo", "backend", "test_id", name="uq_flaky_tests"),
+        Index("ix_flaky_tests_seen", "repo", "backend", "last_seen_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200))
+    backend: Mapped[str] = mapped_column(String(64))
+    op: Mapped[str] = mapped_column(String(64))
+    test_id: Mapped[str] = mapped_column(String(1000))
+    flaky_jobs: Mapped[int] = mapped_column(Integer, default=0)
+    reruns: Mapped[int] = mapped_column(Integer, default=0)
+    rerun_failures: Mapped[int] = mapped_column(Integer, default=0)
+    job_ids: Mapped[list[int]] = mapped_column(JSON, default=list)  # the latest, newest last
+    first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from service.db.engine import Database, utcnow
 from service.db.models import ACTIVE_STATUSES, Job, Runner
 from service.queue import queries
+from service.queue.flaky import record_flaky
 from service.queue.operators import record_operators
 from service.queue.wakeup import CHANNEL, Wakeup
 from workflows.models import JobOptions, JobResult, JobSpec, JobStatus, Progress
@@ -364,6 +365,7 @@ class JobQueue:
             job.result = result.model_dump(mode="json")
             if result.operators:
                 record_operators(session, job.repo, job.sha, result.operators)
+            record_flaky(session, job, result)
             job.finished_at = now
             job.lease_expires_at = None
             pending.backends.add(job_channel(job.id))  # the runner's open channel can close

@@ -14,8 +14,9 @@ from service.db.engine import utcnow
 from service.db.models import Job
 from service.links import Links
 from service.queue import queries
+from service.queue.flaky import known_flaky
 from service.queue.runners import RunnerRegistry
-from service.render.views import BackendInfo, JobView
+from service.render.views import BackendInfo, JobView, KnownFlaky
 from workflows.models import JobResult, JobStatus, Progress
 from workflows.spec import WorkflowSpec
 
@@ -63,6 +64,8 @@ class JobViews:
             threshold=job.threshold,
             gate=job.gate,
             accepted_by=job.accepted_by,
+            base_ref=job.base_ref,
+            known_flaky=_known_flaky(session, job, result),
             **_running(session, job),
         )
 
@@ -84,6 +87,13 @@ class JobViews:
             )
             for spec in self.workflows.values()
         ]
+
+
+def _known_flaky(session: Session, job: Job, result: JobResult | None) -> tuple[KnownFlaky, ...]:
+    """Which of a finished job's failing tests earlier jobs found flaky."""
+    if result is None or result.accuracy is None or not result.accuracy.failures:
+        return ()
+    return known_flaky(session, job, {f.test_id for f in result.accuracy.failures})
 
 
 def _running(session: Session, job: Job) -> dict[str, Any]:

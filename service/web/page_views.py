@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from html import escape
 
 from service.db.models import Delivery, Job, OutboxItem, Runner
+from service.queue.flaky import FlakyRow
 from service.render.markdown import clean, duration, plural, utc
 from service.render.views import JobView
 from service.report.app_permissions import find
@@ -498,3 +499,40 @@ def speedup_svg(
     )
     parts.append("</svg>")
     return "".join(parts)
+
+
+@dataclass(frozen=True)
+class FlakyView:
+    """One known flaky test as the dashboard lists it."""
+
+    repo: str
+    backend: str
+    op: str
+    test_id: str
+    rate: str  # of its re-runs, the share that failed
+    flaky_jobs: int
+    last_seen: str
+    job_ids: tuple[int, ...]  # the latest few, newest first
+
+
+def flaky_rows(rows: Sequence[FlakyRow], private: set[str], now: datetime) -> list[FlakyView]:
+    """The dashboard's flaky tests, per repository and backend, less a private repository's."""
+    shown = []
+    for row in rows:
+        if row.repo in private:
+            continue
+        rate = row.flake_rate
+        failed = "–" if rate is None else f"{rate * 100:.0f} % of {plural(row.reruns, 're-run')}"
+        shown.append(
+            FlakyView(
+                repo=row.repo,
+                backend=row.backend,
+                op=row.op,
+                test_id=row.test_id,
+                rate=failed,
+                flaky_jobs=row.flaky_jobs,
+                last_seen=f"{waited(row.last_seen_at, now)} ago",
+                job_ids=tuple(reversed(row.job_ids[-5:])),
+            )
+        )
+    return shown

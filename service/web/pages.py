@@ -41,6 +41,7 @@ from service.db.engine import Database, utcnow
 from service.db.models import Job
 from service.links import Links
 from service.queue import queries
+from service.queue.flaky import FlakyTests
 from service.queue.jobs import JobQueue
 from service.queue.logs import JobLogs
 from service.queue.retention import Retention
@@ -87,12 +88,14 @@ def pages_router(
     github_html_url: str = "https://github.com",
     permission_problems: Callable[[], Sequence[PermissionProblem]] = tuple,
     retention: Retention | None = None,
+    flaky: FlakyTests | None = None,
 ) -> APIRouter:
     """The pages over the queue's repositories; `permission_problems`: what the App's
     installations lack, as last checked."""
     router = APIRouter()
     workflows = workflows or {}
     kept_days = (retention or Retention()).job_days
+    flaky_tests = flaky or FlakyTests(db)
 
     def visible(job: Job | None, job_id: int, key: str | None) -> Job:
         if job is None or not links.opens(job_id, job.private, key):
@@ -271,6 +274,9 @@ def pages_router(
             charted = queries.public_benchmarked(session, CHART_JOBS)
             waiting, held = queries.parked(session)
             private = queries.private_repos(session, {str(i.payload.get("repo")) for i in held})
+        flaky_found = flaky_tests.listed()
+        with db.reads() as session:
+            hidden = queries.private_repos(session, {r.repo for r in flaky_found})
         registered = runners.all()
         with db.reads() as session:
             named = queries.jobs_by_id(session, page_views.drained_ids(registered))
@@ -296,6 +302,7 @@ def pages_router(
                 )
             ],
             charts=[_chart(c) for c in page_views.charts(charted)],
+            flaky=page_views.flaky_rows(flaky_found, hidden, now),
             history=[_history_row(j, now) for j in history],
             choices=choices,
             filters={"repo": repo, "op": op, "backend": backend, "state": state},
