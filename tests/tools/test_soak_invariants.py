@@ -1,8 +1,8 @@
 """The soak's invariant checker on recorded event logs: a clean log passes, and each planted
 violation (a duplicate result comment, a delivery never answered 2xx, a job run again after
 its verdict, an outsider's job, a verdict shown running again, a stopped job that does not
-say why, a verdict on the wrong job) is caught by the invariant that owns it, in JSON form
-as well."""
+say why, a verdict on the wrong job, a broken runner not drained or claiming while drained)
+is caught by the invariant that owns it, in JSON form as well."""
 
 from __future__ import annotations
 
@@ -32,7 +32,9 @@ def _result(op: str, emoji: str, words: str, job: int, sha: str = HEAD) -> str:
 def clean_log() -> dict[str, Any]:
     """A recorded soak in JSON: a maintainer's `/test alpha:cpu` (its first delivery met a
     503 and was redelivered) that passed; `/test beta:cpu` superseded by a push; an outsider
-    refused; a command in a code block left alone; a forged signature refused."""
+    refused; a command in a code block left alone; a forged signature refused. runner-3's job
+    Python was gone: it handed job 1 back, was drained (after one, here), then undrained; job 1
+    ran on runner-1."""
     alpha = [
         _result("alpha", "⏳", "queued, position 1 on cpu", 1),
         _result("alpha", "🏃", "running on runner-1: accuracy, 1/2 tests", 1),
@@ -108,18 +110,31 @@ def clean_log() -> dict[str, Any]:
              "requested_by": "maint-2", "command_comment_id": 103, "created_at": T0 + 4.5,
              "finished_at": T0 + 21.5},
         ],
+        "drain_after": 1,
         "runs": [
+            {"at": T0 + 9.2, "runner": "runner-3", "job_id": 1, "what": "start",
+             "detail": "alpha"},
+            {"at": T0 + 9.5, "runner": "runner-3", "job_id": 0, "what": "drained",
+             "detail": "1"},
+            {"at": T0 + 9.6, "runner": "runner-3", "job_id": 1, "what": "end",
+             "detail": "errored"},
+            {"at": T0 + 9.7, "runner": "runner-3", "job_id": 1, "what": "handed_back",
+             "detail": "queued"},
             {"at": T0 + 10, "runner": "runner-1", "job_id": 1, "what": "start",
              "detail": "alpha"},
             {"at": T0 + 19, "runner": "runner-1", "job_id": 1, "what": "end",
              "detail": "succeeded"},
             {"at": T0 + 19.5, "runner": "runner-1", "job_id": 1, "what": "reported",
              "detail": "succeeded"},
+            {"at": T0 + 30, "runner": "runner-3", "job_id": 0, "what": "undrained",
+             "detail": "undrained by an operator (its drain record was removed)"},
         ],
         "server_answers": 120,
         "faults": [
             {"kind": "pg_restart", "target": "postgres", "start": T0 + 20, "end": T0 + 22,
              "detail": "down 2s"},
+            {"kind": "runner_python", "target": "runner-3", "start": T0 + 9, "end": T0 + 30,
+             "detail": "job Python gone 21s; undrained"},
         ],
     }  # fmt: skip
 
@@ -313,3 +328,39 @@ def test_the_webhook_p99_leaves_out_postgresql_restarts() -> None:
     # The restart's window (and five seconds after it) holds the 900 ms push.
     assert (p99, counted) == (30.0, 5)
     assert webhook_p99_ms(record, exclude=()) == (900.0, 6)
+
+
+DRAIN = "broken runners drained, their jobs run elsewhere"
+
+
+def _run(at: float, runner: str, job_id: int, what: str, detail: str = "") -> dict[str, Any]:
+    return {"at": T0 + at, "runner": runner, "job_id": job_id, "what": what, "detail": detail}
+
+
+@pytest.mark.parametrize(
+    ("plant", "violation"),
+    [
+        # Drained, it still started a job.
+        (lambda log: log["runs"].append(_run(12, "runner-3", 2, "start", "beta")),
+         "runner-3 started job #2 2.5s after its drain"),
+        # It never drained, though it handed back as many jobs as it may.
+        (lambda log: log["runs"].pop(1),
+         "runner-3 handed back 1 jobs in a row, still not drained"),
+        # Undrained at once, it took back the job it had handed back.
+        (lambda log: log["runs"].extend([_run(9.8, "runner-3", 0, "undrained", "undrained by "
+                                              "an operator"), _run(9.9, "runner-3", 1, "start")]),
+         "job #1 handed back by runner-3 ran again on runner-3"),
+        # Requeued, the job never ran again yet has a verdict.
+        (lambda log: log["runs"].pop(4),
+         "job #1 handed back by runner-3 was requeued but never ran again, and is succeeded"),
+        # Drained by a job it never handed back.
+        (lambda log: log["runs"][1].update(detail="2"),
+         "runner-3 drained by jobs [2]: not 1 it handed back"),
+    ],
+)  # fmt: skip
+def test_a_broken_runner_not_drained_or_claiming_while_drained_is_caught(
+    plant: Any, violation: str
+) -> None:
+    log = clean_log()
+    plant(log)
+    assert failed(log)[DRAIN] == (violation,)

@@ -183,6 +183,7 @@ def soak(world: World, args: argparse.Namespace, interval: tuple[float, float]) 
     record.sent = list(generator.sent)
     record.redeliveries = list(redeliverer.pressed)
     record.faults = sorted(injector.records, key=lambda f: f.start)
+    record.drain_after = world.options.drain_after
     state = world.admin.state()
     record.deliveries, record.comments, record.statuses, record.check_runs = collect.github_view(
         state

@@ -31,7 +31,12 @@ EVENTS = (
     (re.compile(r"job (\d+): (?:report|interrupt): (\w+)"), "reported"),
     (re.compile(r"job (\d+) is no longer held by this runner"), "dropped"),
     (re.compile(r"job (\d+): not held any more"), "dropped"),
+    (re.compile(r"job (\d+): hand back: (\w+)"), "handed_back"),
 )
+# A runner's drain (the jobs that drained it) and its end: events of job 0.
+DRAINED = re.compile(r"^drained: its last \d+ jobs ended in infrastructure errors: (.*); claiming")
+UNDRAINED = re.compile(r"^undrained\b")
+DRAINED_JOB = re.compile(r"\bjob (\d+) \(")
 
 
 def _ts(text: str | None) -> float:
@@ -136,6 +141,13 @@ def runner_events(logs: list[tuple[str, Path]]) -> list[RunEvent]:
             if not m:
                 continue
             at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC)
+            if drained := DRAINED.match(m.group(2)):
+                ids = ",".join(DRAINED_JOB.findall(drained.group(1)))
+                events.append(RunEvent(at.timestamp(), name, 0, "drained", ids))
+                continue
+            if UNDRAINED.match(m.group(2)):
+                events.append(RunEvent(at.timestamp(), name, 0, "undrained", m.group(2)))
+                continue
             for pattern, what in EVENTS:
                 found = pattern.search(m.group(2))
                 if found:

@@ -113,7 +113,10 @@ class JobRec:
 @dataclass(frozen=True)
 class RunEvent:
     """A runner's log line about a job: `start` (a slot began it), `end` (its steps ended),
-    `reported` (the service took its result), `dropped` (no longer held: not reported)."""
+    `reported` (the service took its result), `dropped` (no longer held: not reported),
+    `handed_back` (it could not run it: `detail` is what the service made of it, queued or
+    errored); or about the runner (job 0): `drained` (`detail`: the jobs that drained it,
+    comma-separated) and `undrained`."""
 
     at: float
     runner: str
@@ -150,6 +153,7 @@ class Record:
     reactions_left_out: list[int] = field(default_factory=list)  # command comments: budget low
     runs: list[RunEvent] = field(default_factory=list)
     faults: list[FaultRec] = field(default_factory=list)
+    drain_after: int = 3  # the runners' --drain-after
     server_answers: int = 0  # answers in the replicas' access logs
     server_errors: list[str] = field(default_factory=list)  # of them 5xx, but 503
     deadlocks: list[str] = field(default_factory=list)  # PostgreSQL's log says so
@@ -194,6 +198,7 @@ class Record:
             reactions_left_out=[int(i) for i in data.get("reactions_left_out", ())],
             runs=_many(RunEvent, data.get("runs")),
             faults=_many(FaultRec, data.get("faults")),
+            drain_after=int(data.get("drain_after", 3)),
             server_answers=int(data.get("server_answers", 0)),
             server_errors=list(data.get("server_errors", ())),
             deadlocks=list(data.get("deadlocks", ())),

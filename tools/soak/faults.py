@@ -4,7 +4,9 @@ stopped twice with SIGTERM (restarted once it has left), a runner SIGSTOPped for
 its lease then continued, GitHub answering 5xx, 429 or a secondary rate limit's 403 for
 20–60 s, PostgreSQL restarted (down 2–8 s) and the balancer restarted. Each fault runs on its
 own thread, so they overlap as production's do; `heal` ends them all at once (every process
-back, GitHub answering) before the drain."""
+back, GitHub answering) before the drain. A runner's job Python vanishing for 20–60 s (its
+link removed): the runner hands back the jobs it cannot run and is drained after
+`drain_after` of them; at the end the Python is back and an operator undrains it."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ KINDS = (
     "runner_kill",
     "runner_sigterm2",
     "runner_sigstop",
+    "runner_python",
     "github_5xx",
     "github_429",
     "github_403",
@@ -108,6 +111,9 @@ class Faults:
             if kind == "runner_kill":
                 back = rng.uniform(1, 5)
                 return child.name, lambda: self._runner_kill(child, back)
+            if kind == "runner_python":
+                gone = rng.uniform(20, 60)
+                return child.name, lambda: self._runner_python(child, gone)
             if kind == "runner_sigterm2":
                 back = rng.uniform(1, 3)
                 return child.name, lambda: self._runner_sigterm2(child, back)
@@ -192,6 +198,12 @@ class Faults:
         self._wait(back)
         child.start()
         return f"left {'by itself' if left else 'killed after 60s'}, restarted"
+
+    def _runner_python(self, child: Child, gone: float) -> str:
+        self.world.break_python(child.name)
+        gone = self._wait(gone)
+        said = self.world.mend_python(child.name)
+        return f"job Python gone {gone:.0f}s; {said}"
 
     def _runner_sigstop(self, child: Child, stopped: float) -> str:
         child.send(signal.SIGSTOP)

@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from tools.soak.events import CommentRec, JobRec, Record
+from tools.soak.events import CommentRec, JobRec, Record, RunEvent
 
 RESULT_MARKER = re.compile(r"^<!-- ondemand:(?P<op>[a-z_][a-z0-9_]*):(?P<backend>[a-z0-9_-]+) -->")
 REPLY_MARKER = re.compile(r"^<!-- ondemand:reply:(?P<tag>\S+) -->")
@@ -33,6 +33,7 @@ EMOJI: dict[str, tuple[str, ...]] = {
 FINAL_EMOJI = ("✅", "❌", "⚠️", "⛔")
 CHECK_CONCLUSIONS = {"cancelled": ("cancelled",), "superseded": ("neutral",)}
 VERDICT_STATES = frozenset({"succeeded", "failed", "errored", "timed_out"})
+RAN = frozenset({"succeeded", "failed", "timed_out"})  # a job that ran its steps on a runner
 LEFT_SETTLE_S = 20.0  # a push's or close's delivery is taken in (and its jobs stopped) by then
 RUN_SLACK_S = 1.0  # a runner's log and the database stamp the same moment this far apart
 PG_SETTLE_S = 5.0  # after PostgreSQL is back, connections are made again for this long
@@ -348,6 +349,57 @@ def verdicts_match_the_code(r: Record) -> Check:
     return Check("verdicts match the code", len(judged), tuple(bad))
 
 
+def broken_runners_drained(r: Record) -> Check:
+    """A runner that cannot run its jobs (its job Python gone: `runner_python`) hands each
+    back and is drained after `r.drain_after` of them in a row (after one, on probation after
+    its own check undrained it), by jobs it handed back; a drained runner starts no job until
+    it is undrained; a job handed back and requeued never runs again on the runner that handed
+    it back, and ends: on another runner, or stopped before it ran there. With the other
+    invariants (every job ended, none ran after its verdict) none is lost or run twice."""
+    jobs = {j.id: j for j in r.jobs}
+    by_runner: dict[str, list[RunEvent]] = defaultdict(list)
+    for e in sorted(r.runs, key=lambda e: e.at):
+        by_runner[e.runner].append(e)
+    bad = []
+    for runner, events in by_runner.items():
+        mine = {e.job_id for e in events if e.what == "handed_back"}
+        since: float | None = None  # drained since
+        probation = False  # undrained by its own check: the next lost job drains it
+        streak = 0  # jobs handed back in a row
+        for e in events:
+            if e.what == "drained":
+                ids = [int(i) for i in e.detail.split(",") if i]
+                wanted = 1 if probation else r.drain_after
+                if len(ids) != wanted or not set(ids) <= mine:
+                    bad.append(f"{runner} drained by jobs {ids}: not {wanted} it handed back")
+                since = e.at
+            elif e.what == "undrained":
+                since, streak = None, 0
+                probation = "environment check" in e.detail
+            elif e.what == "start" and since is not None:
+                bad.append(f"{runner} started job #{e.job_id} {e.at - since:.1f}s after its drain")
+            elif e.what == "handed_back":
+                streak += 1
+                if since is None and streak >= r.drain_after:
+                    bad.append(f"{runner} handed back {streak} jobs in a row, still not drained")
+            elif e.what == "end" and e.detail in RAN:
+                streak, probation = 0, False
+    handed = [e for e in r.runs if e.what == "handed_back"]
+    for e in handed:
+        job = jobs.get(e.job_id)
+        where = f"job #{e.job_id} handed back by {e.runner}"
+        if job is None or job.status not in FINAL:
+            bad.append(f"{where} is {job.status if job else 'missing'}")
+            continue
+        later = [s for s in r.runs if s.what == "start" and s.job_id == e.job_id and s.at > e.at]
+        if any(s.runner == e.runner for s in later):
+            bad.append(f"{where} ran again on {e.runner}")
+        if e.detail == "queued" and not later and job.status not in STOPPED:
+            bad.append(f"{where} was requeued but never ran again, and is {job.status}")
+    checked = len(handed) + sum(1 for e in r.runs if e.what == "drained")
+    return Check("broken runners drained, their jobs run elsewhere", checked, tuple(bad))
+
+
 def no_internal_errors(r: Record) -> Check:
     """The service never answered 500 (a 503 says the database is away: expected)."""
     return Check("no 500 from the service", r.server_answers, tuple(r.server_errors))
@@ -382,6 +434,7 @@ INVARIANTS: tuple[Callable[[Record], Check], ...] = (
     no_verdict_on_a_head_left,
     no_lost_deliveries,
     verdicts_match_the_code,
+    broken_runners_drained,
     no_internal_errors,
     no_deadlocks,
     malformed_refused,

@@ -158,6 +158,7 @@ class WorldOptions:
     versions: int = 30  # commits per branch to push through
     trace_memory: Path | None = None  # the first replica's allocation snapshots go here
     trace_every_s: float = 300.0
+    drain_after: int = 3  # a runner's jobs lost to its own faults in a row before it is drained
 
 
 class Postgres:
@@ -416,11 +417,15 @@ class World:
         for i in range(self.options.runners):
             name = f"runner-{i + 1}"
             state = self.directory / "runners" / name
+            state.mkdir(parents=True, exist_ok=True)
+            self.python_link(name).symlink_to(Path(sys.prefix), target_is_directory=True)
             argv = self._python(
                 "runner", "--service", self.balancer_url, "--backend", "cpu",
                 "--name", name, "--state-dir", str(state), "--workflows", str(workflows),
                 "--poll-seconds", "10", "--check-interval", "300", "--grace-seconds", "2",
                 "--backoff-max", "5", "--no-job-user", "--no-compile-cache",
+                "--python", f"cpu={self.python_link(name)}/bin/python",
+                "--drain-after", str(self.options.drain_after),
             )  # fmt: skip
             child = Child(
                 name,
@@ -438,6 +443,26 @@ class World:
                 time.sleep(0.2)
 
     # -- faults' handles ---------------------------------------------------------------------
+
+    def python_link(self, runner: str) -> Path:
+        """The runner's job Python is this venv's, through this link: removing it makes the
+        job Python vanish."""
+        return self.directory / "runners" / runner / "pyhost"
+
+    def break_python(self, runner: str) -> None:
+        self.python_link(runner).unlink(missing_ok=True)
+
+    def mend_python(self, runner: str) -> str:
+        """The job Python back, then the operator's undrain; what `--undrain` said."""
+        link = self.python_link(runner)
+        if not link.is_symlink():
+            link.symlink_to(Path(sys.prefix), target_is_directory=True)
+        state = self.directory / "runners" / runner
+        said = subprocess.run(
+            self._python("runner", "--undrain", "--state-dir", str(state)),
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        return said.stdout.strip().split(" (was ")[0] or said.stderr.strip()[-200:]
 
     def restart_balancer(self, down_s: float) -> None:
         assert self.balancer is not None
