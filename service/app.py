@@ -28,6 +28,12 @@ from service.queue.reaper import LeaseReaper
 from service.queue.retention import Pruner, Retention
 from service.queue.runners import RunnerRegistry
 from service.queue.wakeup import ANY, PgListener, Wakeup
+from service.receive.commands import REGISTRY
+from service.receive.context import Services
+from service.receive.events.check_run import CheckRunHandler
+from service.receive.events.comment import CommentHandler
+from service.receive.events.installation import InstallationHandler
+from service.receive.events.pull_request import PullRequestHandler
 from service.receive.gate import Gate
 from service.receive.handle import DeliveryHandler
 from service.receive.heads import PullHeads
@@ -99,7 +105,7 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
     policy = RetryPolicy(base_s=1.0, cap_s=settings.retry_max_backoff_s)
     wakeup = Wakeup()
     runners = RunnerRegistry(db, online_seconds=settings.runner_online_seconds)
-    links = Links(settings.public_url, settings.link_key())
+    links = Links(settings.public_url, settings.link_keys())
     views = JobViews(links, runners, workflows)
     checks = github is not None and github.app_mode
     notices = Notices(db, views, settings.progress_edit_interval_s, checks=checks)
@@ -127,12 +133,12 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
     )
     gate = Gate(github, trust, settings.permission_cache_seconds) if github else None
     problems = InstallationProblems(teams=bool(settings.allowed_teams))
-    handler = DeliveryHandler(
+    receiving = Services(
         db=db,
         jobs=jobs,
         views=views,
-        github=github,
-        gate=gate,
+        github_client=github,
+        gate_=gate,
         backend_names=names,
         default_backends=settings.default_backends,
         kick_outbox=outbox.kick,
@@ -144,6 +150,14 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
         head_wait_s=settings.head_wait_s,
         settings_cache_s=settings.permission_cache_seconds,
         problems=problems,
+    )
+    handler = DeliveryHandler(
+        {
+            "issue_comment": CommentHandler(receiving, REGISTRY),
+            "pull_request": PullRequestHandler(receiving),
+            "check_run": CheckRunHandler(receiving),
+            "installation": InstallationHandler(receiving),
+        }
     )
     return Service(
         settings=settings,

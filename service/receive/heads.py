@@ -56,9 +56,7 @@ class PullHeads:
                 .order_by(PullHead.since.desc())
                 .limit(MAX_KEPT)
             ).all()
-        return [
-            HeadChange(r.sha, r.since, seen=r.seen, opened=r.event == "opened") for r in rows
-        ]
+        return [HeadChange(r.sha, r.since, seen=r.seen, opened=r.event == "opened") for r in rows]
 
     def seen_before(self, repo: str, pr_number: int, sha: str) -> bool:
         """Whether the service has read `sha` as this PR's head before."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from service.receive.commands import may_hold_commands
+from service.receive.commands.scan import may_hold_commands
 
 HANDLED_PR_ACTIONS = frozenset({"opened", "reopened", "synchronize", "closed"})
 

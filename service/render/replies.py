@@ -5,16 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from service.receive.commands import (
-    USAGE,
-    AcceptCommand,
-    CancelCommand,
-    Command,
-    CommandError,
-    Selector,
-    Target,
-    format_command,
-)
 from service.render.comment import COMMENT_BUDGET, summary
 from service.render.markdown import clip, code_span, escape_text, link, plural, short_sha
 from service.render.views import BackendInfo, JobView
@@ -47,12 +37,14 @@ MAX_LISTED_OPERATORS = 150
 
 
 def render_help(
+    rows: Sequence[tuple[str, str]],
     backends: Sequence[BackendInfo],
     default_backends: Sequence[str],
     operators: Sequence[str] = (),
 ) -> str:
-    """Usage, the backends with their aliases and runners online, the operators recently
-    tested commits know, and the rules."""
+    """Usage (each command's rows, from the command registry; `{defaults}` in a row names
+    the default backends), the backends with their aliases and runners online, the operators
+    recently tested commits know, and the rules."""
     defaults = ", ".join(f"`{b}`" for b in default_backends) or "none configured"
     lines = [
         f"{HELP_TITLE}: run an operator's accuracy tests and benchmark on real hardware, on "
@@ -60,20 +52,7 @@ def render_help(
         "",
         "| command | does |",
         "|---|---|",
-        "| `/test OP:BACKEND` | test operator `OP` on `BACKEND` |",
-        f"| `/test OP` | test `OP` on the default backends ({defaults}) |",
-        "| `/test add,mul:nvidia,mthreads` | every operator on every backend: four jobs |",
-        "| `/test OP:BACKEND --no-bench` | accuracy only, no benchmark |",
-        "| `/test OP:BACKEND --no-compare` | no benchmark of the base branch to compare with |",
-        "| `/test OP:BACKEND --new-op` | an operator this pull request adds (not known yet) |",
-        "| `/test changed[:BACKEND,...]` or `/test` | the operators this pull request changes, "
-        "with why (above the repository's limit, only with `--all`) |",
-        "| `/test cancel` | cancel this pull request's queued and running jobs |",
-        "| `/test cancel OP[:BACKEND]` | cancel only the matching ones |",
-        "| `/test accept-regression [OP[:BACKEND]]` | a maintainer accepts the regression that "
-        "failed the gate of this pull request's latest jobs (the check turns neutral) |",
-        "| `/retest` | run again the jobs whose last run failed or errored |",
-        "| `/test help` or `/test ?` | this message |",
+        *(f"| {command} | {does.format(defaults=defaults)} |" for command, does in rows),
         "",
         _backend_table(backends),
         "",
@@ -111,30 +90,37 @@ def _backend_table(backends: Sequence[BackendInfo]) -> str:
     return "\n".join(rows)
 
 
-def render_command_error(error: CommandError, backends: Sequence[BackendInfo]) -> str:
-    """What was wrong with a command line, what is accepted, and the close matches."""
+def render_command_error(
+    line: str,
+    message: str,
+    suggestions: Sequence[str],
+    usage: str,
+    backends: Sequence[BackendInfo],
+) -> str:
+    """What was wrong with a command line, what is accepted (`usage`), and the close
+    matches."""
     lines = [
-        f"⚠️ I could not run this command: {code_span(error.line, 200)}",
+        f"⚠️ I could not run this command: {code_span(line, 200)}",
         "",
-        error.message[:1].upper() + error.message[1:],
+        message[:1].upper() + message[1:],
     ]
-    if len(error.suggestions) > 1:
-        lines += ["", "Close matches: " + ", ".join(code_span(s, 80) for s in error.suggestions)]
+    if len(suggestions) > 1:
+        lines += ["", "Close matches: " + ", ".join(code_span(s, 80) for s in suggestions)]
     names = ", ".join(
         code_span(b.name, 40) + (f" ({plural(b.runners_online, 'runner')} online)")
         for b in backends
     )
-    lines += ["", f"Accepted: {USAGE}."]
+    lines += ["", f"Accepted: {usage}."]
     if names:
         lines.append(f"Backends: {names}.")
     lines.append("`/test help` shows the full usage.")
     return "\n".join(lines) + "\n"
 
 
-def render_duplicate(target: Target, existing: JobView) -> str:
+def render_duplicate(op: str, backend: str, existing: JobView) -> str:
     """The reply when the same (PR, SHA, op, backend) job is already queued or running."""
     state = "running" if existing.status is JobStatus.running else "queued"
-    where = f"`{target.op}` on `{target.backend}` is already {state}"
+    where = f"`{op}` on `{backend}` is already {state}"
     detail = summary(existing)
     return (
         f"⏭️ {where} for commit `{escape_text(short_sha(existing.sha), 40)}`: "
@@ -143,18 +129,15 @@ def render_duplicate(target: Target, existing: JobView) -> str:
     )
 
 
-def render_cancel_summary(cancelled: Sequence[JobView], requested: CancelCommand) -> str:
-    """Which jobs `/test cancel` stopped, or that nothing matched."""
-    scope = (
-        " matching " + ", ".join(f"`{_selector(s)}`" for s in requested.selectors)
-        if requested.selectors
-        else ""
-    )
+def render_cancel_summary(
+    cancelled: Sequence[JobView], selectors: Sequence[str], command: str
+) -> str:
+    """Which jobs `/test cancel` (canonical text `command`, `OP[:BACKEND]` `selectors`)
+    stopped, or that nothing matched."""
+    scope = _scope(selectors)
     if not cancelled:
         return f"Nothing to cancel: no queued or running job of this pull request{scope}.\n"
-    lines = [
-        f"⛔ Cancelled {plural(len(cancelled), 'job')}{scope} (`{format_command(requested)}`):"
-    ]
+    lines = [f"⛔ Cancelled {plural(len(cancelled), 'job')}{scope} (`{command}`):"]
     lines += [_job_line(v) for v in cancelled[:50]]
     if len(cancelled) > 50:
         lines.append(f"- … {len(cancelled) - 50} more")
@@ -162,14 +145,11 @@ def render_cancel_summary(cancelled: Sequence[JobView], requested: CancelCommand
 
 
 def render_accept_summary(
-    accepted: Sequence[JobView], requested: AcceptCommand, login: str
+    accepted: Sequence[JobView], selectors: Sequence[str], command: str, login: str
 ) -> str:
-    """Which failed gates `/test accept-regression` accepted, or that none matched."""
-    scope = (
-        " matching " + ", ".join(f"`{_selector(s)}`" for s in requested.selectors)
-        if requested.selectors
-        else ""
-    )
+    """Which failed gates `/test accept-regression` (canonical text `command`) accepted, or
+    that none matched."""
+    scope = _scope(selectors)
     if not accepted:
         return (
             f"Nothing to accept: no latest job of this pull request{scope} failed its "
@@ -178,7 +158,7 @@ def render_accept_summary(
     who = escape_text(login, 40)
     lines = [
         f"✅ @{who} accepted the regression of {plural(len(accepted), 'job')}{scope} "
-        f"(`{format_command(requested)}`): their checks no longer fail.",
+        f"(`{command}`): their checks no longer fail.",
     ]
     lines += [_job_line(v) for v in accepted[:50]]
     return "\n".join(lines) + "\n"
@@ -195,9 +175,7 @@ def render_retest_summary(jobs: Sequence[JobView]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_unknown_operator(
-    op: str, backend: str, close: Sequence[str], sha: str | None
-) -> str:
+def render_unknown_operator(op: str, backend: str, close: Sequence[str], sha: str | None) -> str:
     """An operator the service knows is not there: answered at once, nothing queued. `sha`
     when the commit itself was tested (certain), None when other commits' operators say it is
     a near miss (probable)."""
@@ -215,11 +193,11 @@ def render_unknown_operator(
     )
 
 
-def render_not_approved(command: Command, head: str, why: str) -> str:
+def render_not_approved(command: str, head: str, why: str) -> str:
     """A test or retest that runs nothing because the pull request changed after it was
     written: an approval is for the code that was there, not for what came after."""
     return (
-        f"⚠️ Nothing was run for {code_span(format_command(command), 200)}: this pull request "
+        f"⚠️ Nothing was run for {code_span(command, 200)}: this pull request "
         f"changed after the command was written ({escape_text(why, 200)}). Its head is now "
         f"`{escape_text(short_sha(head), 40)}`; to test that commit, post the command again.\n"
     )
@@ -255,8 +233,8 @@ def render_missing_permission(cannot: str, label: str, *, app: bool) -> str:
     )
 
 
-def _selector(selector: Selector) -> str:
-    return selector.op if selector.backend is None else f"{selector.op}:{selector.backend}"
+def _scope(selectors: Sequence[str]) -> str:
+    return " matching " + ", ".join(f"`{s}`" for s in selectors) if selectors else ""
 
 
 def _job_line(view: JobView) -> str:

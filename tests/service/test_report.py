@@ -11,7 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.receive.commands import CancelCommand, CommandError, Selector, Target
+from service.receive.commands import (
+    REGISTRY,
+    USAGE,
+    CancelCommand,
+    CommandError,
+    Selector,
+    format_command,
+)
 from service.render import comment as comment_module
 from service.render.comment import (
     COMMENT_BUDGET,
@@ -847,7 +854,7 @@ BACKEND_INFO = [
 
 
 def test_help_lists_usage_backends_aliases_runners_and_defaults() -> None:
-    text = render_help(BACKEND_INFO, ["mthreads"])
+    text = render_help(REGISTRY.help_rows("help"), BACKEND_INFO, ["mthreads"])
     for part in ("`/test OP:BACKEND`", "`/test help` or `/test ?`", "`/test cancel`", "`/retest`"):
         assert part in text
     assert "--no-bench" in text and "--no-compare" in text
@@ -866,7 +873,7 @@ def test_command_error_quotes_the_line_and_says_what_is_accepted() -> None:
         message="unknown backend `mthread`. Did you mean `mthreads`?",
         suggestions=("mthreads", "threads"),
     )
-    text = render_command_error(err, BACKEND_INFO)
+    text = render_command_error(err.line, err.message, err.suggestions, USAGE, BACKEND_INFO)
     assert text.startswith("⚠️ I could not run this command: `` /test add:mthread `x` ``")
     assert "Unknown backend `mthread`. Did you mean `mthreads`?" in text
     assert "Close matches: `mthreads`, `threads`" in text
@@ -876,22 +883,26 @@ def test_command_error_quotes_the_line_and_says_what_is_accepted() -> None:
 
 def test_duplicate_points_at_the_existing_job() -> None:
     queued = view(JobStatus.queued, queue_position=2)
-    text = render_duplicate(Target(OP, "mthreads"), queued)
+    text = render_duplicate(OP, "mthreads", queued)
     assert f"`{OP}` on `mthreads` is already queued for commit `3f9c2e1`" in text
     assert "[job #42](https://ondemand.example/jobs/42)" in text
     assert "position 2" in text and "not queued again" in text
-    running = render_duplicate(Target(OP, "mthreads"), view(JobStatus.running))
+    running = render_duplicate(OP, "mthreads", view(JobStatus.running))
     assert "already running" in running
+
+
+def cancel_summary(views: list[JobView], cmd: CancelCommand) -> str:
+    return render_cancel_summary(views, [str(s) for s in cmd.selectors], format_command(cmd))
 
 
 def test_cancel_summary_lists_the_jobs_or_says_nothing_matched() -> None:
     request = CancelCommand((Selector(OP, "mthreads"), Selector("add", None)))
-    assert render_cancel_summary([], CancelCommand(())) == (
+    assert cancel_summary([], CancelCommand(())) == (
         "Nothing to cancel: no queued or running job of this pull request.\n"
     )
-    nothing = render_cancel_summary([], request)
+    nothing = cancel_summary([], request)
     assert f"matching `{OP}:mthreads`, `add`" in nothing
-    text = render_cancel_summary([view(JobStatus.cancelled)], request)
+    text = cancel_summary([view(JobStatus.cancelled)], request)
     assert text.startswith("⛔ Cancelled 1 job matching")
     assert f"- `{OP}` on `mthreads` · commit `3f9c2e1` · [job #42]" in text
 

@@ -1,0 +1,155 @@
+"""`/test SPEC... [--no-bench] [--no-compare] [--new-op]`: run the named operators on the named
+backends (the default backends where a SPEC names none), one job per (operator, backend)."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from service.receive.commands.registry import Answer, CommandSpec, Needs
+from service.receive.commands.words import (
+    CHANGED,
+    MAX_TARGETS,
+    BackendTable,
+    Invalid,
+    Target,
+    backend,
+    clip,
+    fan_out,
+    flag,
+    format_specs,
+    is_flag,
+    split_spec,
+)
+from service.receive.context import CommandContext
+from service.receive.enqueue import Run, queue_target
+from service.render.replies import render_duplicate, render_unknown_operator
+
+
+@dataclass(frozen=True)
+class TestCommand:
+    """`/test SPEC...`: the targets to run, deduplicated, in the order written."""
+
+    __test__ = False  # not a pytest class
+
+    targets: tuple[Target, ...]
+    bench: bool = True
+    compare: bool = True
+    new_op: bool = False  # an operator the service does not know yet: run it anyway
+
+
+def parse(words: list[str], table: BackendTable) -> TestCommand:
+    bench = compare = True
+    new_op = False
+    targets: list[Target] = []
+    for word in words:
+        if is_flag(word):
+            name = flag(word)
+            bench = bench and name != "--no-bench"
+            compare = compare and name != "--no-compare"
+            new_op = new_op or name == "--new-op"
+            if name == "--all":
+                raise Invalid(
+                    f"`--all` goes with `/test {CHANGED}` (past the limit of operators it "
+                    "selects); `/test OP...` runs what it names."
+                )
+            continue
+        ops, backend_words = split_spec(word)
+        if not backend_words:
+            if not table.defaults:
+                raise Invalid(
+                    f"`{clip(word)}` names no backend and no default backend is configured. "
+                    f"Name one, e.g. `{ops[0]}:BACKEND`; known backends: {table.describe()}."
+                )
+            _reject_backend_as_op(ops, targets, table)
+            backends = list(table.defaults)
+        else:
+            backends = [backend(b, table) for b in backend_words]
+        fan_out(
+            targets,
+            [Target(op, b) for op in ops for b in backends],
+            f"too many jobs: at most {MAX_TARGETS} (operator, backend) pairs "
+            "per command. Split it into several comments.",
+        )
+    return TestCommand(targets=tuple(targets), bench=bench, compare=compare, new_op=new_op)
+
+
+def _reject_backend_as_op(ops: list[str], targets: list[Target], table: BackendTable) -> None:
+    """`/test add cpu` almost surely meant `add:cpu`: say so instead of testing an op `cpu`."""
+    if all(table.resolve(op) is not None for op in ops):
+        previous = targets[-1].op if targets else "OP"
+        fix = f"{previous}:{','.join(ops)}"
+        raise Invalid(
+            f"`{','.join(ops)}` is a backend, not an operator: join them with `:`, e.g. `{fix}`.",
+            [fix] if targets else [],
+        )
+
+
+def format_test(cmd: TestCommand) -> str:
+    words = ["/test", *format_specs([(t.op, t.backend) for t in cmd.targets])]
+    if not cmd.bench:
+        words.append("--no-bench")
+    if not cmd.compare:
+        words.append("--no-compare")
+    if cmd.new_op:
+        words.append("--new-op")
+    return " ".join(words)
+
+
+def handle(ctx: CommandContext, cmd: TestCommand) -> Answer:
+    pull, sha, settings = ctx.loaded()
+    services, ev = ctx.services, ctx.event
+    answers: list[str] = []
+    created = 0
+    for target in cmd.targets:
+        unknown = _unknown_operator(ctx, sha, target, cmd.new_op)
+        if unknown is not None:
+            answers.append(unknown)
+            continue
+        run = Run(cmd.bench, cmd.compare)
+        job, mine = queue_target(services, ev.origin, pull, sha, target, run, settings)
+        if mine:
+            created += 1
+            continue
+        answers.append(render_duplicate(target.op, target.backend, services.view(job)))
+    return "\n\n".join(answers), f"{created} job(s) queued, {len(answers)} not queued"
+
+
+def _unknown_operator(ctx: CommandContext, sha: str, target: Target, new_op: bool) -> str | None:
+    """The answer for an operator the service knows is not there, or None to queue it:
+    certain when a runner reported this very commit's operators; otherwise only for a near
+    miss of a known operator (a typo), unless the command says the operator is new."""
+    operators, repo = ctx.services.operators, ctx.event.repo
+    exact = operators.at(repo, sha)
+    if exact is not None:
+        if target.op in exact:
+            return None
+        close = difflib.get_close_matches(target.op, sorted(exact), n=3, cutoff=0.6)
+        return render_unknown_operator(target.op, target.backend, close, sha)
+    known = operators.of_repo(repo)
+    if new_op or not known or target.op in known:
+        return None
+    close = difflib.get_close_matches(target.op, sorted(known), n=3, cutoff=0.8)
+    if not close:
+        return None  # perhaps new in this pull request: the runner will tell
+    return render_unknown_operator(target.op, target.backend, close, None)
+
+
+SPEC = CommandSpec(
+    name="test",
+    kind=TestCommand,
+    parse=parse,
+    format=format_test,
+    usage="`/test OP[,OP...][:BACKEND[,BACKEND...]] ... [--no-bench] [--no-compare] [--new-op]`",
+    help=(
+        ("`/test OP:BACKEND`", "test operator `OP` on `BACKEND`"),
+        ("`/test OP`", "test `OP` on the default backends ({defaults})"),
+        ("`/test add,mul:nvidia,mthreads`", "every operator on every backend: four jobs"),
+        ("`/test OP:BACKEND --no-bench`", "accuracy only, no benchmark"),
+        ("`/test OP:BACKEND --no-compare`", "no benchmark of the base branch to compare with"),
+        ("`/test OP:BACKEND --new-op`", "an operator this pull request adds (not known yet)"),
+    ),
+    handle=handle,
+    needs=Needs(pull=True),
+    fallback=True,
+)

@@ -1,0 +1,137 @@
+"""Turning a request into jobs: one target's job (`queue_target`), and the operators a change
+touches, selected and queued with one reply that says what and why (`run_changed`). Shared by
+the commands that start jobs and by the events that do (a trusted push)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from ondemand.git import GitError
+from service.db.models import Job
+from service.queue.jobs import NewJob
+from service.receive.commands.words import Target
+from service.receive.context import NO_CREDENTIALS, NoCredentials, Origin, Services
+from service.render.selection import (
+    SelectionReply,
+    render_capped,
+    render_selection,
+    render_selection_failed,
+)
+from service.render.views import JobView
+from service.report.github import FILES_CAP, PullInfo
+from workflows.repo_config import ConfigReading
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Run:
+    """How a target runs: with its benchmark, and compared with the merge base."""
+
+    bench: bool = True
+    compare: bool = True
+
+
+def queue_target(
+    services: Services,
+    origin: Origin,
+    pull: PullInfo,
+    sha: str,
+    target: Target,
+    run: Run,
+    settings: ConfigReading,
+) -> tuple[Job, bool]:
+    """The job of `target`, created now or already queued or running; True when it is this
+    request's: new, or made by this very comment processed again."""
+    policy = settings.config.for_op(target.op)
+    job, new = services.jobs.create_job(
+        NewJob(
+            repo=origin.repo,
+            clone_url=pull.clone_url or origin.clone_url,
+            pr_number=origin.pr_number,
+            sha=sha,
+            op=target.op,
+            backend=target.backend,
+            bench=run.bench,
+            compare=run.compare,
+            base_ref=pull.base_ref,
+            base_sha=pull.base_sha,
+            requested_by=origin.login,
+            command_comment_id=origin.comment_id,
+            private=origin.private,
+            threshold=policy.threshold,
+            gate=policy.gate,
+        )
+    )
+    again = origin.comment_id is not None and job.command_comment_id == origin.comment_id
+    return job, new or again
+
+
+@dataclass(frozen=True)
+class ChangedRequest:
+    """Run the operators a change touches on `backends`; past the repository's limit only
+    with `everything`."""
+
+    backends: tuple[str, ...]
+    everything: bool = False
+    run: Run = Run()
+
+
+def run_changed(
+    services: Services,
+    origin: Origin,
+    request: ChangedRequest,
+    pull: PullInfo,
+    sha: str,
+    settings: ConfigReading,
+    who: str,
+    quiet: bool = False,
+) -> tuple[str, str]:
+    """Select the operators the pull request changes at `sha` and queue one job per
+    (operator, backend); the reply says what was chosen and why. `quiet` (a push whose pull
+    request has no note yet): say nothing when no operator changed."""
+    if services.selector is None:
+        raise NoCredentials(NO_CREDENTIALS)
+    changes = settings.config.changes
+    try:
+        report = services.selector.select(
+            origin.repo, pull, sha, request.backends, changes.selection_rules()
+        )
+    except GitError as exc:
+        log.warning("selection of %s#%s failed: %s", origin.repo, origin.pr_number, exc)
+        return render_selection_failed(who, str(exc)), "selection failed"
+    if report.capped or report.selection is None:
+        text = render_capped(who, report.total, FILES_CAP, request.backends)
+        return text, f"selection: {report.total} files, past GitHub's list"
+    chosen = report.selection
+    if not chosen.operators and quiet:
+        return "", "selection: no operator changed"
+    over = len(chosen.operators) > changes.limit and not request.everything
+    queued: list[JobView] = []
+    existing: list[JobView] = []
+    if not over:
+        for op in chosen.operators:
+            for backend in request.backends:
+                if op not in report.by_backend.get(backend, ()):
+                    continue  # this backend's tests do not name it
+                target = Target(op, backend)
+                job, mine = queue_target(services, origin, pull, sha, target, request.run, settings)
+                (queued if mine else existing).append(services.view(job))
+    reply = SelectionReply(
+        who=who,
+        sha=sha,
+        backends=request.backends,
+        operators=chosen.operators,
+        unmatched=chosen.unmatched,
+        files=report.listed,
+        limit=changes.limit,
+        over_limit=over,
+        queued=queued,
+        existing=existing,
+    )
+    n_ops = len(chosen.operators)
+    outcome = f"selection: {n_ops} operator(s), {len(queued)} job(s) queued"
+    if over:
+        outcome = f"selection: {n_ops} operator(s), past the limit of {changes.limit}"
+    return render_selection(reply), outcome
