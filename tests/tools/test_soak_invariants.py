@@ -120,7 +120,8 @@ def clean_log() -> dict[str, Any]:
              "detail": "errored"},
             {"at": T0 + 9.7, "runner": "runner-3", "job_id": 1, "what": "handed_back",
              "detail": "queued"},
-            {"at": T0 + 10, "runner": "runner-1", "job_id": 1, "what": "start",
+            # Requeued before runner-3 logged the service's answer to its hand-back.
+            {"at": T0 + 9.65, "runner": "runner-1", "job_id": 1, "what": "start",
              "detail": "alpha"},
             {"at": T0 + 19, "runner": "runner-1", "job_id": 1, "what": "end",
              "detail": "succeeded"},

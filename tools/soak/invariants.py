@@ -391,7 +391,10 @@ def broken_runners_drained(r: Record) -> Check:
         if job is None or job.status not in FINAL:
             bad.append(f"{where} is {job.status if job else 'missing'}")
             continue
-        later = [s for s in r.runs if s.what == "start" and s.job_id == e.job_id and s.at > e.at]
+        # From its start there: the service requeues it before the runner logs its answer.
+        starts = [s for s in r.runs if s.what == "start" and s.job_id == e.job_id]
+        began = max((s.at for s in starts if s.runner == e.runner and s.at <= e.at), default=e.at)
+        later = [s for s in starts if s.at > began]
         if any(s.runner == e.runner for s in later):
             bad.append(f"{where} ran again on {e.runner}")
         if e.detail == "queued" and not later and job.status not in STOPPED:
