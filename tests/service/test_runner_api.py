@@ -467,3 +467,45 @@ def test_two_verdicts_on_one_commit_at_once_both_keep_its_operators(pg_url: str)
         assert [answers[i].status_code for i in (0, 1)] == [200, 200], answers[1].text
         known = OperatorCatalog(first.service.db).at("octo/kernels", "a" * 40)
         assert known == {"add", "mul"}
+
+
+def test_a_drained_runner_says_why_and_its_handed_back_jobs_go_to_others(
+    sqlite_svc: LiveService,
+) -> None:
+    """A runner drained by its jobs' infrastructure errors reports them: the dashboard names
+    each public job with its step and error (a private one only as such), `/test help`'s
+    reason names no error; its claim skips the jobs it handed back."""
+    svc = sqlite_svc
+    _, token = svc.register("broken")
+    public, _ = svc.service.jobs.create_job(new_job("add"))
+    hidden, _ = svc.service.jobs.create_job(dataclasses.replace(new_job("mul"), private=True))
+    api = f"{svc.url}/api/v1"
+    drained = {
+        "since": 1_700_000_000.0,
+        "jobs": [
+            {"id": public.id, "step": "environment", "error": "venv: no such file: py3"},
+            {"id": hidden.id, "step": "checkout", "error": "secret/repo: worktree add failed"},
+        ],
+    }
+    said = httpx.post(
+        f"{api}/runners/health",
+        json={"healthy": False, "reason": "whatever", "backends": ["cpu"], "drained": drained},
+        headers=auth(token),
+    )
+    assert said.status_code == 204
+    reasons = svc.service.runners.unhealthy_reasons("cpu")
+    assert reasons == ["broken: drained: its last 2 jobs ended in infrastructure errors"]
+    page = httpx.get(f"{svc.url}/").text
+    assert f'<a href="/jobs/{public.id}">#{public.id}</a> environment: venv: no such file' in page
+    assert "a private job" in page and "secret/repo" not in page
+    # Its claim skips what it handed back (both): nothing for it, the next job is.
+    skip = {"skip": [public.id, hidden.id]}
+    assert httpx.post(f"{api}/jobs/claim", json=skip, headers=auth(token)).status_code == 204
+    later, _ = svc.service.jobs.create_job(new_job("sub"))
+    got = httpx.post(f"{api}/jobs/claim", json=skip, headers=auth(token))
+    assert got.status_code == 200 and got.json()["id"] == later.id
+    # Healthy again: the drain is gone.
+    healthy = {"healthy": True, "backends": ["cpu"]}
+    httpx.post(f"{api}/runners/health", json=healthy, headers=auth(token))
+    runner = next(r for r in svc.service.runners.all() if r.name == "broken")
+    assert runner.healthy and runner.drained is None and runner.health_reason is None
