@@ -14,7 +14,14 @@ import pytest
 import yaml
 
 from ondemand.doctor import Finding, Level
-from runner.doctor import backend_findings, git_findings, package_findings, service_findings
+from runner.daemon.fitness import Blame, Drain, Outcome, write_drain
+from runner.doctor import (
+    backend_findings,
+    drain_findings,
+    git_findings,
+    package_findings,
+    service_findings,
+)
 from runner.environment.pyenv import PackageSources
 from runner.link.credentials import CredentialFile, Credentials
 from tests.service.helpers import LiveService, live_service, service_settings
@@ -153,3 +160,15 @@ def test_a_job_python_that_cannot_serve_stops_the_runner_with_exit_2(tmp_path: P
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert "--python for cpu" in done.stderr and "cannot run it" in done.stderr
+
+
+def test_a_drained_runner_is_named_with_its_jobs_errors(tmp_path: Path) -> None:
+    [fine] = drain_findings(tmp_path)
+    assert fine.level is Level.ok
+    gone = Outcome(41, Blame.runner, "environment", "venv: No such file: /opt/py/bin/python")
+    write_drain(tmp_path / "drained.json", Drain((gone,), 1_800_000_000.0))
+    [drained] = drain_findings(tmp_path)
+    assert drained.level is Level.fail
+    assert "since 2027-01-15 08:00 UTC, drained: its last 1 jobs" in drained.detail
+    assert "job 41 (environment: venv: No such file: /opt/py/bin/python)" in drained.detail
+    assert f"ondemand runner --undrain --state-dir {tmp_path}" in drained.fix
