@@ -117,6 +117,7 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
         policy,
         stopping,
         compose_check=notices.check_run,
+        compose_head=notices.head_check,
         busy=recorder.busy,
         reserve=settings.github_budget_reserve,
     )
@@ -150,6 +151,7 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
         head_wait_s=settings.head_wait_s,
         settings_cache_s=settings.permission_cache_seconds,
         problems=problems,
+        mark_idle=notices.head_idle,
     )
     handler = DeliveryHandler(
         {

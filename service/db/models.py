@@ -184,6 +184,23 @@ class ResultComment(Base):
     sent_job_id: Mapped[int | None] = mapped_column(Integer)
 
 
+class HeadCheck(Base):
+    """The one aggregate check (`ondemand`) of a tested head: a pull request's head or a merge
+    group's, its GitHub id once created and what was last sent; `idle_reason` says why no job was
+    needed where none ran (a selection that found no operator, a merge queue that runs none)."""
+
+    __tablename__ = "head_checks"
+    __table_args__ = (UniqueConstraint("repo", "sha", name="uq_head_checks"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200))
+    sha: Mapped[str] = mapped_column(String(64))
+    idle_reason: Mapped[str | None] = mapped_column(String(200))
+    check_run_id: Mapped[int | None] = mapped_column(BigInteger)
+    sent_digest: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class OutboxItem(LeasedRow, Base):
     """One thing to tell GitHub (reaction, reply, result comment, commit status).
 

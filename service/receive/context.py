@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from service.changes.selector import ChangeSelector
 from service.db.engine import Database
 from service.db.models import Job
@@ -62,6 +64,8 @@ class Services:
     head_wait_s: float = HEAD_WAIT_S
     settings_cache_s: float = 60.0
     problems: InstallationProblems | None = None
+    # Marks a head where nothing needed testing (its `ondemand` check then says success).
+    mark_idle: Callable[[Session, str, str, str], None] | None = None
     # The settings file, read for every command and push: a burst (a base moved, every pull
     # request rebased) reads it once. At a SHA it cannot change; at a branch a change shows
     # within `settings_cache_s`.
@@ -104,6 +108,14 @@ class Services:
         """A reply comment, once for `tag` (e.g. the delivery id)."""
         with self.db.writes() as session, session.begin():
             enqueue_reply(session, repo, pr_number, tag, body)
+        self.kick_outbox()
+
+    def head_idle(self, repo: str, sha: str, why: str) -> None:
+        """Nothing needed testing at `sha`, for `why`."""
+        if self.mark_idle is None:
+            return
+        with self.db.writes() as session, session.begin():
+            self.mark_idle(session, repo, sha, why)
         self.kick_outbox()
 
     def react(self, repo: str, comment_id: int, content: str) -> None:

@@ -105,8 +105,10 @@ def run_changed(
         text = render_capped(who, report.total, FILES_CAP, request.backends)
         return text, f"selection: {report.total} files, past GitHub's list"
     chosen = report.selection
-    if not chosen.operators and quiet:
-        return "", "selection: no operator changed"
+    if not chosen.operators:
+        services.head_idle(origin.repo, sha, "no operator changed")
+        if quiet:
+            return "", "selection: no operator changed"
     over = len(chosen.operators) > changes.limit and not request.everything
     queued: list[JobView] = []
     existing: list[JobView] = []

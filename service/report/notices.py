@@ -19,10 +19,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from service.db.engine import Database, utcnow
-from service.db.models import Job, OutboxItem, ResultComment
+from service.db.models import HeadCheck, Job, OutboxItem, ResultComment
 from service.queue import queries
 from service.render.comment import render_check, render_comment, render_status
-from service.render.views import CheckRunUpdate, CommentUpdate
+from service.render.head_check import render_head_check
+from service.render.views import CheckRunUpdate, CommentUpdate, JobView
 from service.report.job_views import JobViews
 from workflows.models import JobStatus
 
@@ -37,6 +38,10 @@ def status_key(job_id: int) -> str:
 
 def check_key(job_id: int) -> str:
     return f"check:{job_id}"
+
+
+def head_key(repo: str, sha: str) -> str:
+    return f"head:{repo}:{sha}"
 
 
 def reply_marker(tag: str) -> str:
@@ -69,6 +74,16 @@ class Notices:
         row = self._comment_row(session, job)
         self._enqueue_comment(session, row)
         self._enqueue_status(session, job)
+        self._enqueue_head(session, job.repo, job.sha)
+
+    def head_idle(self, session: Session, repo: str, sha: str, why: str) -> None:
+        """Nothing needed testing at `sha` (`why`): its `ondemand` check says success, unless
+        jobs ran there (they decide it)."""
+        if not self.checks:
+            return
+        row = self._head_row(session, repo, sha)
+        row.idle_reason = why[:200]
+        self._enqueue_head(session, repo, sha)
 
     def job_progressed(self, session: Session, job: Job) -> None:
         """Show the new progress no sooner than one interval after the last progress edit
@@ -104,6 +119,21 @@ class Notices:
         """The current check run of a job."""
         return render_check(self.views.view(session, job))
 
+    def head_check(self, session: Session, row: HeadCheck) -> CheckRunUpdate:
+        """The current `ondemand` check run of a head: its jobs' verdict."""
+        views = self._head_views(session, row.repo, row.sha)
+        return render_head_check(row.sha, views, self._head_url(views), row.idle_reason)
+
+    def _head_views(self, session: Session, repo: str, sha: str) -> list[JobView]:
+        jobs = session.scalars(
+            select(Job).where(Job.repo == repo, Job.sha == sha).order_by(Job.id)
+        ).all()
+        return [self.views.view(session, job) for job in jobs]
+
+    def _head_url(self, views: list[JobView]) -> str:
+        """Where the check's Details go: the first job's page, else the dashboard."""
+        return views[0].job_url if views else self.views.links.public_url + "/"
+
     # -- rows ---------------------------------------------------------------------------
 
     def _comment_row(self, session: Session, job: Job) -> ResultComment:
@@ -125,6 +155,28 @@ class Notices:
         except IntegrityError:
             row = session.scalars(query).one()
         return row
+
+    def _head_row(self, session: Session, repo: str, sha: str) -> HeadCheck:
+        query = select(HeadCheck).where(HeadCheck.repo == repo, HeadCheck.sha == sha)
+        row = session.scalars(query).first()
+        if row is not None:
+            return row
+        try:
+            with session.begin_nested():
+                row = HeadCheck(repo=repo, sha=sha)
+                session.add(row)
+        except IntegrityError:
+            row = session.scalars(query).one()
+        return row
+
+    def _enqueue_head(self, session: Session, repo: str, sha: str) -> None:
+        """As an App: the head's `ondemand` check run, rendered when it is sent. (A token
+        cannot make check runs; its per-job statuses stay as they are.)"""
+        if not self.checks:
+            return
+        row = self._head_row(session, repo, sha)
+        payload = {"repo": repo, "head_id": row.id}
+        self._enqueue(session, "head_check", head_key(repo, sha), payload, None)
 
     def _pending(self, session: Session, key: str) -> OutboxItem | None:
         """A queued, not yet started item of `key` that a new one may replace. One another

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 from ondemand.retry import RetryPolicy
 from service.db.engine import Database, utcnow
 from service.db.leases import LeasedRows
-from service.db.models import Job, OutboxItem, ResultComment
+from service.db.models import HeadCheck, Job, OutboxItem, ResultComment
 from service.db.outage import is_transient
 from service.render.comment import marker
 from service.render.views import CheckRunUpdate, CommentUpdate
@@ -47,6 +47,8 @@ MAX_PERMANENT_ATTEMPTS = 3  # a 4xx that will not change: tried this often, then
 Compose = Callable[[Session, ResultComment], CommentUpdate | None]
 # compose_check(session, job) -> the job's check run now (rendered when it is sent)
 ComposeCheck = Callable[[Session, Job], CheckRunUpdate]
+# compose_head(session, row) -> a head's aggregate check run now
+ComposeHead = Callable[[Session, HeadCheck], CheckRunUpdate]
 
 
 class OutboxWorker(Worker):
@@ -62,6 +64,7 @@ class OutboxWorker(Worker):
         policy: RetryPolicy,
         stopping: threading.Event,
         compose_check: ComposeCheck | None = None,
+        compose_head: ComposeHead | None = None,
         busy: Callable[[], bool] | None = None,
         reserve: float = 0.0,
     ) -> None:
@@ -72,6 +75,7 @@ class OutboxWorker(Worker):
         self.github = github
         self.compose = compose
         self.compose_check = compose_check
+        self.compose_head = compose_head
         self.policy = policy
         self.reserve = reserve
         self.items = LeasedRows(db, OutboxItem)
@@ -160,6 +164,8 @@ class OutboxWorker(Worker):
             return self._send_comment(gh, item)
         if item.kind == "check":
             return self._send_check(gh, item)
+        if item.kind == "head_check":
+            return self._send_head_check(gh, item)
         return f"unknown kind {item.kind}: dropped"
 
     def _send_comment(self, gh: GitHubClient, item: OutboxItem) -> str:
@@ -211,6 +217,45 @@ class OutboxWorker(Worker):
                 return "no job or no check runs"
             check = self.compose_check(session, job)
             run_id, last_sent = job.check_run_id, job.check_sent_digest
+
+        def store(run_id: int, sent: str) -> None:
+            with self.db.writes() as session, session.begin():
+                row = session.get(Job, job_id)
+                if row is not None:
+                    row.check_run_id, row.check_sent_digest = run_id, sent
+
+        return self._send_check_run(gh, item, job.repo, check, run_id, last_sent, store)
+
+    def _send_head_check(self, gh: GitHubClient, item: OutboxItem) -> str:
+        """Create a head's `ondemand` check run, or update it."""
+        head_id = int(item.payload["head_id"])
+        with self.db.reads() as session:
+            head = session.get(HeadCheck, head_id)
+            if head is None or self.compose_head is None:
+                return "no head or no check runs"
+            check = self.compose_head(session, head)
+            run_id, last_sent = head.check_run_id, head.sent_digest
+
+        def store(run_id: int, sent: str) -> None:
+            with self.db.writes() as session, session.begin():
+                row = session.get(HeadCheck, head_id)
+                if row is not None:
+                    row.check_run_id, row.sent_digest = run_id, sent
+
+        return self._send_check_run(gh, item, head.repo, check, run_id, last_sent, store)
+
+    def _send_check_run(
+        self,
+        gh: GitHubClient,
+        item: OutboxItem,
+        repo: str,
+        check: CheckRunUpdate,
+        run_id: int | None,
+        last_sent: str | None,
+        store: Callable[[int, str], None],
+    ) -> str:
+        """Create the check run `check`, or update run `run_id`; nothing when what it would
+        send is what was last sent. `store` keeps the run's id and what was sent."""
         output = {"title": check.title, "summary": check.summary, "text": check.text}
         body: dict[str, object] = {
             "name": check.name,
@@ -225,29 +270,23 @@ class OutboxWorker(Worker):
         if run_id is not None and last_sent == sent:
             return f"check run {run_id} unchanged: not sent"
         ended = check.status == "completed"
-        low = self._left_out("check", job.repo, exists=run_id is not None, ended=ended)
+        low = self._left_out("check", repo, exists=run_id is not None, ended=ended)
         if low is not None:
             return f"check run {run_id}: an update on the way left out ({low})"
         if run_id is None:
             head, name, external = check.head_sha, check.name, check.external_id
-            run_id = _made_before(item, lambda: gh.find_check_run(job.repo, head, name, external))
+            run_id = _made_before(item, lambda: gh.find_check_run(repo, head, name, external))
         if run_id is not None:
             try:
-                gh.update_check_run(job.repo, run_id, body)
-                self._store_check(job_id, run_id, sent)
+                gh.update_check_run(repo, run_id, body)
+                store(run_id, sent)
                 return f"updated check run {run_id} ({check.status})"
             except GitHubError as exc:
                 if exc.status != 404:
                     raise
-        created = gh.create_check_run(job.repo, {**body, "head_sha": check.head_sha})
-        self._store_check(job_id, created, sent)
+        created = gh.create_check_run(repo, {**body, "head_sha": check.head_sha})
+        store(created, sent)
         return f"created check run {created} ({check.status})"
-
-    def _store_check(self, job_id: int, run_id: int, sent: str) -> None:
-        with self.db.writes() as session, session.begin():
-            row = session.get(Job, job_id)
-            if row is not None:
-                row.check_run_id, row.check_sent_digest = run_id, sent
 
     def _store_comment_id(
         self, row_id: int, comment_id: int, sent: str | None = None, job_id: int | None = None
