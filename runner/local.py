@@ -303,6 +303,7 @@ def _run_op(
         clone_url=str(repo),
         pr_number=0,
         sha=sha,
+        base_ref=args.base if base_sha is not None else None,
         base_sha=base_sha,
         op=op,
         backend=backend,

@@ -10,8 +10,9 @@ re-runs classify) and with `failures.reruns: 0` (no re-run: today's red verdict)
 
     .venv/bin/python -m tools.failure_classes --jobs 30
 
-Prints, per class, how often each failing test got the class it should, and the median and
-worst extra seconds the re-runs cost a red verdict.
+Prints, per class, how often each failing test got the class it should, whether the gate
+predicate fails each job exactly when a failure of the gate's classes is present (for a few
+gates), and the median and worst extra seconds the re-runs cost a red verdict.
 """
 
 from __future__ import annotations
@@ -26,10 +27,20 @@ from pathlib import Path
 
 from runner.job.execute import JobContext, execute
 from runner.job.workspace import Workspaces
+from runner.local import job_view
+from service.render.failures import failures_fail_gate
+from service.render.views import JobView
 from tests.runner.failrepo import OP, FailRepo, make_fail_repo
-from workflows.models import FailureClass, JobResult, JobSpec, JobStatus
+from workflows.models import FailureClass, JobResult, JobSpec
+from workflows.repo_config import DEFAULTS
 from workflows.spec import load_workflows
 
+GATES: tuple[tuple[FailureClass, ...], ...] = (
+    (FailureClass.new,),  # the default
+    (FailureClass.flaky,),
+    (FailureClass.already_failing,),
+    (),
+)
 EXPECTED = {
     "test_flaky": FailureClass.flaky,
     "test_old": FailureClass.already_failing,
@@ -49,6 +60,13 @@ def _job(repo: FailRepo, base_sha: str, cache: Path, work: Path, n: int) -> tupl
     started = time.monotonic()
     result = execute(spec, load_workflows()["cpu"], ctx)
     return result, time.monotonic() - started
+
+
+def _view(result: JobResult) -> JobView:
+    """The job as the service's renderer sees it (the gate predicate's input)."""
+    spec = JobSpec(id=0, repo="o/failops", clone_url="x", pr_number=9, sha=result.sha, op=OP,
+                   backend="cpu")  # fmt: skip
+    return job_view(spec, result, Path("job.log"), DEFAULTS.for_op(OP))
 
 
 def _no_reruns_base(repo: FailRepo) -> str:
@@ -77,7 +95,7 @@ def main() -> int:
     cache = work / "cache"
     seen: dict[str, list[FailureClass]] = {name: [] for name in EXPECTED}
     extra: list[float] = []
-    gates: list[tuple[bool, JobStatus]] = []
+    gates: dict[tuple[FailureClass, ...], list[bool]] = {g: [] for g in GATES}
     _job(repo, repo.base_sha, cache, work, 0)  # the environments made once, as a runner's
     for n in range(1, args.jobs + 1):
         result, seconds = _job(repo, repo.base_sha, cache, work, 2 * n)
@@ -88,12 +106,13 @@ def main() -> int:
         for test in found.tests:
             name = test.test_id.rpartition("::")[2]
             seen[name].append(test.failure_class)
-        from runner.local import failures_pass_gate
-        from workflows.repo_config import DEFAULTS
-
-        gates.append((not failures_pass_gate(
-            JobSpec(id=0, repo="r", clone_url="x", pr_number=0, sha="a" * 40, op=OP,
-                    backend="cpu"), result, DEFAULTS.for_op(OP)), result.status))  # fmt: skip
+        for gate in GATES:
+            judged = result.model_copy(
+                update={"failures": found.model_copy(update={"gate": list(gate)})}
+            )
+            fails = failures_fail_gate(_view(judged))
+            present = {t.failure_class for t in found.tests}
+            gates[gate].append(fails == bool(present & set(gate)))
         print(
             f"job {n}: {seconds:.1f}s (without re-runs {plain_seconds:.1f}s): "
             + ", ".join(f"{t.test_id.rpartition('::')[2]} {t.failure_class}" for t in found.tests),
@@ -104,7 +123,10 @@ def main() -> int:
         got = seen[name]
         right = sum(c is want for c in got)
         print(f"{name}: {want.value} in {right} of {len(got)} jobs where it failed")
-    print(f"gate failed (new failure, default gate) in {sum(g for g, _ in gates)} of {len(gates)}")
+    for gate, right in gates.items():
+        names = ", ".join(g.value for g in gate) or "nothing"
+        print(f"gate [{names}]: fails exactly when a failure of its classes is present "
+              f"in {sum(right)} of {len(right)} jobs")  # fmt: skip
     print(
         f"re-runs cost a red verdict: median {statistics.median(extra):+.1f}s, "
         f"worst {max(extra):+.1f}s over {len(extra)} jobs"

@@ -48,7 +48,13 @@ from workflows.models import (
     StepResult,
     StepStatus,
 )
-from workflows.repo_config import CONFIG_PATH, DEFAULTS, RepoConfig, parse_repo_config
+from workflows.repo_config import (
+    CONFIG_PATH,
+    DEFAULTS,
+    FailuresSection,
+    RepoConfig,
+    parse_repo_config,
+)
 from workflows.spec import Step, WorkflowSpec
 
 _T = TypeVar("_T")
@@ -208,6 +214,9 @@ class _Job:
         without a base, a file, or with a problem in it."""
         if self._settings is None:
             self._settings = DEFAULTS
+            if self.ctx.trusted:  # a warm-up's verdict is nobody's: nothing is re-run
+                self._settings = RepoConfig(failures=FailuresSection(reruns=0))
+                return self._settings
             base = self.spec.base_sha
             if base and self.worktrees:
                 try:

@@ -5,14 +5,16 @@ the settings' `failures:` section, and the flaky tests kept when results arrive.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
+import httpx
 import pytest
 
 from service.queue.flaky import FlakyTests, known_flaky
 from service.render.comment import headline, render_check, render_comment, render_status
 from service.render.failures import failures_fail_gate
 from service.render.views import KnownFlaky
-from tests.service.helpers import new_job, open_queue
+from tests.service.helpers import live_service, new_job, open_queue, service_settings
 from tests.service.test_report import view
 from workflows.models import (
     AccuracyResult,
@@ -202,3 +204,23 @@ def test_flaky_tests_are_kept_when_results_arrive(db_url: str) -> None:
             marked = known_flaky(session, later, {FLAKY, OLD, NEW})
         assert marked == (KnownFlaky(FLAKY, 2, 3), KnownFlaky(OLD, 1, 3))
         assert FlakyTests(store.db).listed(hidden_repos={"octo/kernels"}) == []
+
+
+def test_a_result_posted_by_a_runner_lists_its_flaky_test_on_the_dashboard(tmp_path: Path) -> None:
+    settings = service_settings(f"sqlite:///{tmp_path / 'flaky.db'}", process_workers=False)
+    with live_service(settings) as live:
+        runner_id, token = live.register("runner-one", ["cpu"])
+        job, _ = live.service.jobs.create_job(new_job())
+        assert live.service.jobs.claim(runner_id, ["cpu"]) is not None
+        body = _flaky_result(FLAKY).model_dump(mode="json")
+        body["failures"]["from_a_newer_runner"] = 1  # left out, not refused
+        done = httpx.post(
+            f"{live.url}/api/v1/jobs/{job.id}/complete",
+            json=body,
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert done.status_code == 200, done.text
+        page = httpx.get(f"{live.url}/").text
+    flaky = page.split('<table id="flaky">')[1].split("</table>")[0]
+    assert FLAKY in flaky and "25 % of 4 re-runs" in flaky
+    assert f'href="/jobs/{job.id}"' in flaky

@@ -81,8 +81,9 @@ def run(step: Step, job: StepContext, tree: Tree) -> None:
     status = StepStatus.succeeded if code == 0 else StepStatus.failed
     summary = None if code == 0 else f"{acc.failed} failed, {acc.errors} errors"
     job.record(step_result(step.name, outcome, status, summary))
-    if code == 1 and acc.failures:
-        job.failures = classify_failures(step, job, tree, acc, job.settings().failures)
+    policy = job.settings().failures
+    if code == 1 and acc.failures and policy.reruns > 0:
+        job.failures = classify_failures(step, job, tree, acc, policy)
 
 
 def _no_verdict(job: StepContext, step: Step, why: str) -> None:

@@ -26,6 +26,7 @@ from workflows.spec import Step
 PLUGIN = "pytest_ondemand_rerun"
 IDS_FILE = "rerun-ids.json"
 MIN_ROUND_S = 2.0  # a round started with less of the budget left would only time out
+LOG_HEAD, LOG_TAIL = 4096, 12288  # bytes of a re-run's output the job's log keeps
 KEPT_OPTIONS = ("-p", "-o")  # the step's plugin switches and ini overrides, kept for re-runs
 
 
@@ -66,8 +67,6 @@ def classify_failures(
             continue
         if not rerunnable(failure.test_id, tree.path):
             skipped[failure.test_id] = "not a node id that can be re-run"
-        elif policy.reruns == 0:
-            skipped[failure.test_id] = "re-runs are off (`failures.reruns: 0`)"
         elif len(asked) >= policy.max_tests:
             skipped[failure.test_id] = f"past the {policy.max_tests} failing tests re-run"
         else:
@@ -196,15 +195,17 @@ def _round(
     }
     timeout = max(1, int(deadline - time.monotonic()))
     job.log(f"re-run {name}: {len(ids)} tests (at most {timeout}s)")
+    output = _Kept()
     outcome = run_step(
         job.confined(argv),
         cwd=tree.path,
         env=env,
         timeout_s=timeout,
-        on_output=job.on_output,
+        on_output=output.add,
         cancel=job.cancel,
         grace_s=job.grace_s,
     )
+    job.on_output(output.text())
     job.log(f"re-run {name}: exit {outcome.exit_code} in {outcome.duration_s:.1f}s")
     if outcome.timed_out or outcome.cancelled:
         return Round({}, out_of_time=True)
@@ -217,6 +218,32 @@ def _round(
     except (OSError, results.ResultsError):
         return Round({}, "no JUnit report", crashed=True)
     return Round({i: _outcome(said.get(i)) for i in ids}, "" if said else "not collected")
+
+
+class _Kept:
+    """A re-run's output as the job's log keeps it: its head and its end (pytest's summary),
+    at most LOG_HEAD + LOG_TAIL bytes a round, with what was cut said between."""
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.seen = 0
+
+    def add(self, data: bytes) -> None:
+        self.seen += len(data)
+        room = LOG_HEAD - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        self.tail += data
+        del self.tail[:-LOG_TAIL]
+
+    def text(self) -> bytes:
+        cut = self.seen - len(self.head) - len(self.tail)
+        if cut <= 0:
+            return bytes(self.head + self.tail)
+        note = f"\n[ondemand] … {cut} bytes of this re-run's output cut here …\n".encode()
+        return bytes(self.head) + note + bytes(self.tail)
 
 
 def _outcome(word: str | None) -> Outcome:
