@@ -1,29 +1,80 @@
-"""`ondemand runner` (the daemon) and `ondemand run` (one workflow here), as argv → exit status."""
+"""`ondemand runner` (the daemon) and `ondemand run` (one workflow here), as argv → exit status.
+
+The daemon's settings are its options (most with an environment variable too). `read_options`
+checks all of them before anything starts, as `ondemand doctor runner` does: each problem is
+one line naming the option or variable the operator typed, what is wrong and the fix; exit 2."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+import pwd
 import socket
 import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from ondemand.options import (
+    Number,
+    OneLineParser,
+    directory_problem,
+    one_line,
+    read_file,
+    url_problem,
+)
 from runner import local
 from runner.daemon.fitness import DEFAULT_DRAIN_AFTER, undrain
 from runner.daemon.loop import DaemonConfig, serve
 from runner.environment import interpreter
 from runner.environment.pyenv import PackageSources
 from runner.job.logstream import DEFAULT_LIMIT, MIN_LIMIT
-from workflows.spec import WorkflowError, backend_names, load_workflows
+from runner.link.credentials import CredentialFile
+from workflows.spec import WorkflowError, WorkflowSpec, backend_names, load_workflows
 
 REGISTRATION_TOKEN_ENV = "ONDEMAND_REGISTRATION_TOKEN"
 DEFAULT_JOB_USER = "ondemand-job"
+BACKENDS_ENV = "ONDEMAND_RUNNER_BACKENDS"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+@dataclass(frozen=True)
+class Value:
+    """What an option's value must be, checked after parsing whichever way it came (the option
+    or its environment variable), so that a problem names what was typed. The settings test
+    makes wrong values of each kind."""
+
+    kind: str  # url, directory, state (a directory it makes), workflows, program, token_file
+    env: str | None = None
+    fix: str = ""
+
+
+# Every option whose value is more than free text or a number (a `Number` type) or a choice.
+VALUES = {
+    "service": Value("url", "ONDEMAND_SERVICE_URL", "give the service's https://HOST[/PATH]"),
+    "index_url": Value("url", "ONDEMAND_INDEX_URL", "give the index's https://HOST/PATH"),
+    "state_dir": Value(
+        "state", "ONDEMAND_RUNNER_STATE", "name a directory the runner's user may make and write"
+    ),
+    "work_dir": Value("state", None, "name a directory the runner's user may make and write"),
+    "workflows": Value("workflows", None, "name a directory of workflow files, or leave it out"),
+    "wheelhouse": Value("directory", "ONDEMAND_WHEELHOUSE", "name a directory of wheels"),
+    "python": Value(
+        "program", interpreter.ENV, "name the Python with the vendor's torch ([BACKEND=]PATH)"
+    ),
+    "registration_token_file": Value(
+        "token_file", None, "put one of the service's ONDEMAND_REGISTRATION_TOKENS in it (0600)"
+    ),
+}
+# Free text (or checked against the workflows: backends): nothing to refuse by its form.
+TEXT = {"backends": BACKENDS_ENV, "labels": None, "name": "ONDEMAND_RUNNER_NAME",
+        "devices": None, "job_user": None}  # fmt: skip
 
 
 def daemon_parser() -> argparse.ArgumentParser:
     env = os.environ.get
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="ondemand runner",
         description="Claim jobs from the service and run them on this machine's devices.",
         epilog=f"The registration token comes from ${REGISTRATION_TOKEN_ENV} or "
@@ -42,7 +93,7 @@ def daemon_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--name", default=env("ONDEMAND_RUNNER_NAME") or socket.gethostname(), help="in reports"
     )
-    parser.add_argument("--slots", type=int, default=None, help="jobs at once (default 1)")
+    parser.add_argument("--slots", type=Number(int, 1), help="jobs at once (default 1)")
     parser.add_argument(
         "--devices",
         help="comma-separated device ids, one slot each, exported to the job as the backend's "
@@ -53,10 +104,11 @@ def daemon_parser() -> argparse.ArgumentParser:
     parser.add_argument("--work-dir", type=Path, default=None, help="default: STATE_DIR/work")
     parser.add_argument("--registration-token-file", type=Path)
     parser.add_argument("--workflows", type=Path, help="directory of workflow YAML files")
-    parser.add_argument("--poll-seconds", type=float, default=25.0, help="claim long-poll wait")
-    parser.add_argument("--check-interval", type=float, default=60.0, help="device check reuse")
-    parser.add_argument("--backoff-max", type=float, default=30.0)
-    parser.add_argument("--grace-seconds", type=float, default=10.0, help="SIGTERM → SIGKILL")
+    seconds, positive = Number(float, 0), Number(float, 0, above=True)
+    parser.add_argument("--poll-seconds", type=positive, default=25.0, help="claim long-poll wait")
+    parser.add_argument("--check-interval", type=seconds, default=60.0, help="device check reuse")
+    parser.add_argument("--backoff-max", type=positive, default=30.0)
+    parser.add_argument("--grace-seconds", type=seconds, default=10.0, help="SIGTERM → SIGKILL")
     parser.add_argument("--no-network-isolation", action="store_true")
     parser.add_argument(
         "--ephemeral",
@@ -84,14 +136,14 @@ def daemon_parser() -> argparse.ArgumentParser:
     PackageSources.add_arguments(parser)
     parser.add_argument(
         "--log-max-bytes",
-        type=int,
+        type=Number(int, MIN_LIMIT),
         default=DEFAULT_LIMIT,
         help="one job's log at most (its head and tail kept, the middle cut; keep it at most "
         "the service's ONDEMAND_LOG_MAX_BYTES)",
     )
     parser.add_argument(
         "--keep-log-bytes",
-        type=int,
+        type=Number(int, 0),
         default=1024**3,
         help="the job logs kept in WORK/logs, newest first, in all",
     )
@@ -108,14 +160,171 @@ def daemon_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="undrain the runner of --state-dir (running or not) and exit",
     )
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS)
     return parser
 
 
+@dataclass
+class Options:
+    """The daemon's options as it runs with them, and every problem found in them."""
+
+    problems: list[str] = field(default_factory=list)
+    backends: list[str] = field(default_factory=list)
+    workflows: Mapping[str, WorkflowSpec] = field(default_factory=dict)
+    pythons: dict[str, Path] = field(default_factory=dict)
+    devices: list[str | None] = field(default_factory=lambda: [None])
+    token: str | None = None
+
+
+def given(parser: argparse.ArgumentParser, dest: str, argv: Sequence[str]) -> str:
+    """What the operator typed for option `dest`: the option when it is on the command line,
+    else its environment variable when that is set, else the option (its default)."""
+    action = next(a for a in parser._actions if a.dest == dest)
+    flags = action.option_strings
+    if any(arg in flags or arg.split("=", 1)[0] in flags for arg in argv):
+        return flags[0]
+    env = (VALUES[dest].env if dest in VALUES else TEXT.get(dest)) or ""
+    return env if env and os.environ.get(env, "").strip() else flags[0]
+
+
+def read_options(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str]
+) -> Options:
+    """Check every option (and its variable) before anything starts. The registration token
+    is read only when it will be used: with no credentials in STATE_DIR/runner.json for this
+    service; a runner registered already starts whatever its token file says."""
+    out = Options()
+    say = out.problems.append
+    out.backends = args.backends or [
+        b.strip() for b in os.environ.get(BACKENDS_ENV, "").split(",") if b.strip()
+    ]
+    if not args.service:
+        say("--service (or ONDEMAND_SERVICE_URL) is not set: give the service's URL")
+    if not out.backends:
+        say(f"--backend (or {BACKENDS_ENV}) is not set: give the backends this runner serves")
+    if args.devices and args.slots:
+        say("--slots and --devices are both given: give one (--devices: a slot per device)")
+    out.devices = (
+        [d.strip() for d in args.devices.split(",") if d.strip()]
+        if args.devices
+        else [None] * (args.slots or 1)
+    )
+    if args.ephemeral and len(out.devices) != 1:
+        say("--ephemeral runs one job: give one slot (no --slots or --devices beyond one)")
+    for dest, value in VALUES.items():
+        raw = getattr(args, dest, None)
+        if raw in (None, []) or value.kind in ("token_file", "program"):
+            continue
+        problem = _value_problem(value.kind, Path(str(raw)), str(raw))
+        if problem:
+            say(f"{given(parser, dest, argv)}={str(raw)!r}: {problem}; {value.fix}")
+    try:
+        out.workflows = load_workflows(args.workflows) if args.workflows else load_workflows()
+    except WorkflowError as exc:
+        if not any(p.startswith("--workflows") for p in out.problems):
+            say(f"--workflows={str(args.workflows)!r}: {exc}; {VALUES['workflows'].fix}")
+        return out
+    if any(p.startswith("--workflows") for p in out.problems):
+        return out
+    if not out.workflows:
+        fix = VALUES["workflows"].fix
+        say(f"--workflows={str(args.workflows)!r}: holds no workflow file; {fix}")
+        return out
+    names = backend_names(out.workflows)
+    unknown = [b for b in out.backends if b.lower() not in names]
+    if unknown:
+        say(
+            f"{given(parser, 'backends', argv)}: unknown backend {', '.join(unknown)}; "
+            f"name those of {', '.join(sorted(names))}"
+        )
+        return out
+    out.backends = list(dict.fromkeys(names[b.lower()] for b in out.backends))
+    try:
+        out.pythons = interpreter.configured(args.python, out.backends)
+    except ValueError as exc:
+        say(f"{exc}; {VALUES['python'].fix}")
+    where = given(parser, "python", argv)
+    for backend, path in out.pythons.items():
+        why = _program_problem(path)
+        if why:
+            say(f"{where} for {backend}: {path}: cannot run it: {why}; {VALUES['python'].fix}")
+    if os.geteuid() == 0 and not args.no_job_user:
+        try:
+            pwd.getpwnam(args.job_user)
+        except KeyError:
+            say(
+                f"--job-user={args.job_user!r}: no such user; create it (useradd --system "
+                f"{args.job_user}), or give --no-job-user for a trial on a machine of your own"
+            )
+    if args.service and not out.problems:
+        out.token = _registration_token(args, out.problems)
+    return out
+
+
+def _value_problem(kind: str, path: Path, text: str) -> str | None:
+    if kind == "url":
+        return url_problem(text)
+    if kind == "state":
+        return directory_problem(path, create=True)
+    if kind in ("directory", "workflows"):
+        return directory_problem(path, create=False)
+    return None
+
+
+def _program_problem(path: Path) -> str | None:
+    if not path.exists():
+        return "no such file"
+    if path.is_dir():
+        return "a directory, not a program"
+    if not os.access(path, os.X_OK):
+        return "not executable"
+    return None
+
+
+def _registration_token(args: argparse.Namespace, problems: list[str]) -> str | None:
+    """The registration token (the environment's is then dropped from it, so no child process
+    inherits it), when the runner has no credentials for this service; a problem otherwise."""
+    token = os.environ.pop(REGISTRATION_TOKEN_ENV, None)
+    state = args.state_dir / "runner.json"
+    try:
+        needed = CredentialFile(state, args.service.rstrip("/")).load() is None
+    except ValueError as exc:
+        problems.append(
+            f"--state-dir: {state}: {exc}; delete it, and the runner registers again with its "
+            "registration token"
+        )
+        return None
+    path: Path | None = args.registration_token_file
+    if path is not None:
+        try:
+            token = read_file(path).strip()
+            if not token:
+                raise ValueError("empty")
+        except ValueError as exc:
+            if needed:
+                fix = VALUES["registration_token_file"].fix
+                problems.append(f"--registration-token-file={str(path)!r}: {exc}; {fix}")
+                return None
+            logging.getLogger("ondemand.runner").warning(
+                "--registration-token-file %s: %s; unused while %s holds this runner's token "
+                "(needed should the service forget it)",
+                path, exc, state,
+            )  # fmt: skip
+            return None
+    if needed and not token:
+        problems.append(
+            f"no runner token in {state} and no registration token: set "
+            f"{REGISTRATION_TOKEN_ENV} or --registration-token-file to one of the service's "
+            "ONDEMAND_REGISTRATION_TOKENS"
+        )
+    return token
+
+
 def daemon_main(argv: list[str]) -> int:
-    args = daemon_parser().parse_args(argv)
+    parser = daemon_parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(
-        level=args.log_level.upper(),
+        level=args.log_level,
         format="%(asctime)s %(levelname)s %(threadName)s %(message)s",
         stream=sys.stderr,
     )
@@ -126,50 +335,13 @@ def daemon_main(argv: list[str]) -> int:
     if args.drain_after < 0:
         print("ondemand runner: --drain-after must be 0 or more", file=sys.stderr)
         return 2
-    backends = args.backends or [
-        b for b in os.environ.get("ONDEMAND_RUNNER_BACKENDS", "").split(",") if b
-    ]
-    if not args.service or not backends:
-        print("ondemand runner: --service and at least one --backend are needed", file=sys.stderr)
+    options = read_options(parser, args, argv)
+    for problem in options.problems:
+        print(f"ondemand runner: {one_line(problem)}", file=sys.stderr)
+    if options.problems:
         return 2
-    if args.log_max_bytes < MIN_LIMIT:
-        print(f"ondemand runner: --log-max-bytes must be at least {MIN_LIMIT}", file=sys.stderr)
-        return 2
-    if args.devices and args.slots:
-        print("ondemand runner: give --slots or --devices, not both", file=sys.stderr)
-        return 2
-    devices: list[str | None] = (
-        [d.strip() for d in args.devices.split(",") if d.strip()]
-        if args.devices
-        else [None] * (args.slots or 1)
-    )
-    if args.ephemeral and len(devices) != 1:
-        print("ondemand runner: --ephemeral runs one job: give one slot", file=sys.stderr)
-        return 2
-    # Read once, then gone from the environment every child process inherits.
-    token = os.environ.pop(REGISTRATION_TOKEN_ENV, None)
-    if args.registration_token_file:
-        token = args.registration_token_file.read_text().strip()
-    try:
-        workflows = load_workflows(args.workflows) if args.workflows else load_workflows()
-    except WorkflowError as exc:
-        print(f"ondemand runner: {exc}", file=sys.stderr)
-        return 2
-    names = backend_names(workflows)
-    unknown = [b for b in backends if b.lower() not in names]
-    if unknown:
-        print(
-            f"ondemand runner: unknown backend(s) {', '.join(unknown)}; "
-            f"known: {', '.join(sorted(names))}",
-            file=sys.stderr,
-        )
-        return 2
-    backends = list(dict.fromkeys(names[b.lower()] for b in backends))
-    try:
-        pythons = interpreter.configured(args.python, backends)
-    except ValueError as exc:
-        print(f"ondemand runner: {exc}", file=sys.stderr)
-        return 2
+    backends, workflows, devices = options.backends, options.workflows, options.devices
+    pythons, token = options.pythons, options.token
     labels = args.labels or sorted({label for b in backends for label in workflows[b].labels})
     config = DaemonConfig(
         service_url=args.service.rstrip("/"),

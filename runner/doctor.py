@@ -16,7 +16,7 @@ import httpx
 
 from ondemand.doctor import Finding, exit_status, fail, ok, render, warn
 from ondemand.git import GitError, git
-from runner.cli import REGISTRATION_TOKEN_ENV, daemon_parser
+from runner.cli import REGISTRATION_TOKEN_ENV, daemon_parser, read_options
 from runner.daemon.fitness import DRAIN_FILE, read_drain
 from runner.daemon.health import run_device_check
 from runner.environment import interpreter
@@ -26,7 +26,7 @@ from runner.environment.pyenv import PackageSources
 from runner.job.sandboxing import JailError, check_jail, jail_for_host, visible_devices
 from runner.link.client import ServiceClient, ServiceUnavailable, Unauthorized
 from runner.link.credentials import CredentialFile
-from workflows.spec import WorkflowError, WorkflowSpec, backend_names, load_workflows
+from workflows.spec import WorkflowSpec
 
 GIT_TIMEOUT_S = 20
 # What git says when it reached the server and was asked who it is: reachable.
@@ -205,23 +205,14 @@ def main(argv: list[str]) -> int:
         "--git-url", action="append", default=[], help="a repository to check git reaches"
     )
     args = parser.parse_args(argv)
-    backends = args.backends or [
-        b for b in os.environ.get("ONDEMAND_RUNNER_BACKENDS", "").split(",") if b
-    ]
-    if not args.service or not backends:
-        print("ondemand doctor runner: --service and --backend are needed", file=sys.stderr)
+    # The daemon's own checks of its options: what it would refuse, it is told here the same way.
+    options = read_options(parser, args, argv)
+    for problem in options.problems:
+        print(f"ondemand doctor runner: {' '.join(problem.split())}", file=sys.stderr)
+    if options.problems:
         return 2
-    try:
-        workflows = load_workflows(args.workflows) if args.workflows else load_workflows()
-        names = backend_names(workflows)
-        chosen = [names[b.lower()] for b in backends]
-        pythons = interpreter.configured(args.python, chosen)
-    except (WorkflowError, KeyError, ValueError) as exc:
-        print(f"ondemand doctor runner: {exc}", file=sys.stderr)
-        return 2
-    token = os.environ.get(REGISTRATION_TOKEN_ENV)
-    if args.registration_token_file:
-        token = args.registration_token_file.read_text().strip()
+    workflows, chosen, pythons = options.workflows, options.backends, options.pythons
+    token = options.token
     url = args.service.rstrip("/")
     findings, repositories = service_findings(url, args.state_dir, token)
     findings += drain_findings(args.state_dir)

@@ -7,24 +7,23 @@ start-up too. The database and GitHub checks reach out, each bounded and never r
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
 from alembic.script import ScriptDirectory
-from pydantic import ValidationError
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from ondemand.doctor import Finding, exit_status, fail, ok, render, warn
+from ondemand.options import OneLineParser
 from service.db.engine import Database
 from service.db.migrate import alembic_config, current_revision
 from service.report.github import GitHubClient, GitHubError
 from service.report.installations import check_installations
-from service.settings import Settings
+from service.settings import Settings, read_settings
 from workflows.spec import WorkflowError, WorkflowSpec, load_workflows
 
 # Recent webhook deliveries looked at for a wrong secret.
@@ -52,6 +51,13 @@ def config_findings(settings: Settings, workflows: Mapping[str, WorkflowSpec]) -
         found.append(fail(
             "webhook secret", "none: every delivery is refused with 401",
             "set ONDEMAND_WEBHOOK_SECRETS to the App's webhook secret",
+        ))  # fmt: skip
+    if len(settings.webhook_secrets) > 1 and settings.link_secret is None:
+        found.append(warn(
+            "link secret", "unset while webhook secrets rotate: a private repository's job "
+            "links open while the secret that signed them is listed, and 404 once it is removed",
+            "before removing the old webhook secret, set ONDEMAND_LINK_SECRET to it "
+            "(docs/deploy.md, Rotating secrets)",
         ))  # fmt: skip
     if settings.github_app_id is not None:
         found.append(ok("credentials", f"GitHub App {settings.github_app_id}"))
@@ -178,8 +184,13 @@ def _permissions(settings: Settings, client: GitHubClient) -> list[Finding]:
     except GitHubError as exc:
         return [warn("permissions", f"GitHub did not list the App's installations: {exc}", "")]
     if count == 0:
-        return [warn("permissions", "the App is installed nowhere",
-                     "install it on the kernel repositories")]
+        return [
+            warn(
+                "permissions",
+                "the App is installed nowhere",
+                "install it on the kernel repositories",
+            )
+        ]
     found = [
         fail(
             "permissions",
@@ -242,25 +253,36 @@ def service_findings(settings: Settings) -> list[Finding]:
     except WorkflowError as exc:
         return [fail("workflows", str(exc), "fix the file, or ONDEMAND_WORKFLOWS_DIR")]
     found = config_findings(settings, workflows)
-    found += database_findings(settings)
+    found += _guarded("database", lambda: database_findings(settings))
     client = GitHubClient.from_settings(settings)
     if client is not None:
-        found += github_findings(settings, client)
+        found += _guarded("GitHub", lambda: github_findings(settings, client))
     return found
 
 
+def _guarded(check: str, findings: Callable[[], list[Finding]]) -> list[Finding]:
+    """A check's findings; one that fails unforeseen is a finding too, never a traceback."""
+    try:
+        return findings()
+    except Exception as exc:
+        return [fail(check, f"the check failed: {type(exc).__name__}: {exc}", "")]
+
+
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="ondemand doctor service",
         description="Check the service's settings (ONDEMAND_*), its database and its GitHub "
-        "App as `ondemand serve` would use them. Exit 1 when a check fails.",
+        "App as `ondemand serve` would use them. Exit 2 when `ondemand serve` would refuse a "
+        "setting (each one line on stderr, as it says them), else 1 when a check fails.",
     )
     parser.parse_args(argv)
-    try:
-        settings = Settings()
-    except ValidationError as exc:
-        print(f"ondemand doctor: bad settings:\n{exc}", file=sys.stderr)
-        return 2
-    findings = service_findings(settings)
+    settings, problems = read_settings()
+    for problem in problems:
+        print(f"ondemand doctor service: {problem.line}", file=sys.stderr)
+    # What the settings would refuse, then every other check on the rest (a variable with a
+    # problem read as unset).
+    findings = [fail("settings", problem.line, "") for problem in problems]
+    if settings is not None:
+        findings += service_findings(settings)
     print(render("ondemand doctor service", findings))
-    return exit_status(findings)
+    return 2 if problems else exit_status(findings)

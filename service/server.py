@@ -4,7 +4,6 @@ would hold it for up to half a minute)."""
 
 from __future__ import annotations
 
-import argparse
 import gc
 import logging
 import shutil
@@ -14,11 +13,11 @@ from types import FrameType
 
 import uvicorn
 from alembic.util.exc import CommandError
-from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from service.settings import Settings, settings_source
+from ondemand.options import Number, OneLineParser
+from service.settings import read_settings, settings_source
 
 # An idle connection is kept longer than a proxy keeps its own idle ones (60 s for nginx and
 # most load balancers), so the proxy closes it, never the service: a request the proxy sends
@@ -39,13 +38,15 @@ class Server(uvicorn.Server):
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="ondemand serve",
         description="Run the service: webhook, runner API, job pages. "
         "Configured by ONDEMAND_* environment variables (see the README).",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8000, help="port to listen on")
+    parser.add_argument(
+        "--port", type=Number(int, 0, maximum=65535), default=8000, help="port to listen on"
+    )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
     parser.add_argument(
         "--local-trial",
@@ -57,19 +58,21 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     # Alembic speaks at info when imported and for each revision; the service says what changed.
     logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))
-    try:
-        settings = Settings()
-    except ValidationError as exc:
-        print(f"ondemand serve: bad settings:\n{exc}", file=sys.stderr)
+    # Every setting is checked before anything starts: each problem one line, exit 2 (the
+    # unit does not restart a configuration it refuses).
+    settings, problems = read_settings()
+    for problem in problems:
+        print(f"ondemand serve: {problem.line}", file=sys.stderr)
+    if settings is None or problems:
         return 2
     missing = settings.missing_for_service()
     if missing and not (args.local_trial or settings.local_trial):
-        lines = "".join(f"\n  - {m}" for m in missing)
-        print(
-            f"ondemand serve: refusing to start without:{lines}\nSet them (the README says "
-            "how), or pass --local-trial (ONDEMAND_LOCAL_TRIAL=1) to try it here without.",
-            file=sys.stderr,
-        )
+        for item in missing:
+            print(
+                f"ondemand serve: refusing to start without {item} (docs/deploy.md; or "
+                "--local-trial, ONDEMAND_LOCAL_TRIAL=1, to try it here without)",
+                file=sys.stderr,
+            )
         return 2
     from service.app import create_app
     from service.doctor import config_findings

@@ -54,12 +54,17 @@ class CredentialFile:
         self.service_url = service_url
 
     def load(self) -> Credentials | None:
-        """The saved credentials, or None when there are none for this service."""
-        if not self.path.is_file():
+        """The saved credentials, or None when there are none for this service; ValueError
+        when the file is not credentials (or cannot be read), in a few words."""
+        if not self.path.exists():
             return None
-        data = json.loads(self.path.read_text())
-        if data.get("service_url") == self.service_url and data.get("token"):
-            return Credentials(int(data["runner_id"]), str(data["token"]))
+        try:
+            data = json.loads(self.path.read_text())
+            if data.get("service_url") == self.service_url and data.get("token"):
+                return Credentials(int(data["runner_id"]), str(data["token"]))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "not the runner's credentials"
+            raise ValueError(f"{why} ({type(exc).__name__})") from None
         return None
 
     def save(self, creds: Credentials) -> None:

@@ -31,7 +31,7 @@ def named(findings: list[Finding], check: str) -> Finding:
 def test_a_configured_service_passes_its_settings_checks(tmp_path: Path) -> None:
     settings = service_settings(
         f"sqlite:///{tmp_path / 'db'}", public_url="https://ondemand.example.org",
-        github_token="t", default_backends=["mthreads"],
+        github_token="t", default_backends=["mthreads"], link_secret="links",
     )  # fmt: skip
     findings = config_findings(settings, WORKFLOWS)
     assert [f.level for f in findings] == [Level.ok] * len(findings), findings

@@ -19,6 +19,7 @@ from service.db.models import Delivery
 from service.queue.jobs import NewJob
 from service.settings import Settings
 from tests.service.helpers import live_service, service_settings
+from tests.support.keys import rsa_keypair
 from tests.support.live import free_port
 from workflows.models import JobStatus
 
@@ -27,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     key = tmp_path / "app.pem"
-    key.write_text("PEM")
+    pem, _ = rsa_keypair()
+    key.write_text(pem)
     monkeypatch.setenv("ONDEMAND_WEBHOOK_SECRETS", "old, new")
     monkeypatch.setenv("ONDEMAND_DEFAULT_BACKENDS", '["mthreads", "cpu"]')
     monkeypatch.setenv("ONDEMAND_GITHUB_APP_ID", "42")
@@ -36,7 +38,7 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     settings = Settings()
     assert settings.webhook_secrets == ["old", "new"]
     assert settings.default_backends == ["mthreads", "cpu"]
-    assert settings.private_key() == "PEM" and settings.github_app_id == 42
+    assert settings.private_key() == pem and settings.github_app_id == 42
     assert settings.public_url == "https://ci.example.com"
     assert settings.database_url.startswith("sqlite:///")
 
