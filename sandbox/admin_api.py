@@ -21,7 +21,12 @@ from sandbox.state import (
     SandboxError,
     SandboxState,
 )
-from sandbox.webhooks import Deliverer, installation_payload, pull_request_payload
+from sandbox.webhooks import (
+    Deliverer,
+    installation_payload,
+    merge_group_payload,
+    pull_request_payload,
+)
 
 router = APIRouter(prefix="/_sandbox")
 Json = dict[str, Any]
@@ -315,6 +320,38 @@ def push_pull(owner: str, name: str, number: int, spec: PushIn, request: Request
     with state.lock:
         _emit_pull(deliverer, base, repo, pull, "synchronize", sender, before=before)
         return shapes.pull_json(base, state, repo, pull)
+
+
+@router.post("/repos/{owner}/{name}/pulls/{number:int}/merge-queue", status_code=201)
+def queue_pull(owner: str, name: str, number: int, spec: CloseIn, request: Request) -> Json:
+    """Add the pull request to the base branch's merge queue, as GitHub does: a merge commit
+    of its head onto the base's tip on a branch of its own
+    (`gh-readonly-queue/<base>/pr-<n>-<base sha>`), then `merge_group` `checks_requested`."""
+    state, deliverer, base = _parts(request)
+    repo = state.repo(owner, name)
+    pull = state.pull(repo, number)
+    base_sha = _resolve(repo, pull.base_ref)
+    message = f"Merge pull request #{number} into {pull.base_ref} (merge queue)"
+    try:
+        head_sha = git.merge_commit(repo.git_path, base_sha, pull.head_sha, message)
+        branch = f"gh-readonly-queue/{pull.base_ref}/pr-{number}-{base_sha}"
+        git.update_ref(repo.git_path, f"refs/heads/{branch}", head_sha)
+    except git.GitError as exc:
+        raise SandboxError(422, f"#{number} cannot be merged onto {pull.base_ref}: {exc}") from exc
+    group = {
+        "head_sha": head_sha,
+        "head_ref": f"refs/heads/{branch}",
+        "base_sha": base_sha,
+        "base_ref": f"refs/heads/{pull.base_ref}",
+        "head_commit": {"id": head_sha, "tree_id": git.commit_info(repo.git_path, head_sha).tree,
+                        "message": message},
+    }  # fmt: skip
+    with state.lock:
+        sender = spec.user or pull.user
+        state.user(sender)
+        payload = merge_group_payload(base, state, repo, group, "checks_requested", sender)
+        deliverer.emit("merge_group", payload, repo=repo)
+    return group
 
 
 @router.post("/repos/{owner}/{name}/pulls/{number:int}/close")

@@ -178,6 +178,11 @@ class SandboxAdmin:
         """Move the PR head to `sha` (branch or SHA); delivers `synchronize`."""
         return self._call("POST", f"/repos/{repo}/pulls/{number}/push", {"sha": sha, "user": user})
 
+    def merge_queue(self, repo: str, number: int, user: str | None = None) -> Json:
+        """Add the PR to its base's merge queue; delivers `merge_group` `checks_requested` and
+        answers the group (`head_sha`, `head_ref`, `base_sha`, `base_ref`)."""
+        return self._call("POST", f"/repos/{repo}/pulls/{number}/merge-queue", {"user": user})
+
     def close_pull(
         self, repo: str, number: int, user: str | None = None, merged: bool = False
     ) -> Json:

@@ -82,6 +82,16 @@ def update_ref(git_path: str | Path, ref: str, sha: str) -> None:
     _git(git_path, "update-ref", ref, sha)
 
 
+def merge_commit(git_path: str | Path, base: str, head: str, message: str) -> str:
+    """A merge commit of `head` onto `base` (a merge queue's group head), made without a work
+    tree; GitError when they conflict."""
+    if not (SHA_RE.match(base) and SHA_RE.match(head)):
+        raise GitError(f"refusing to merge {head!r} onto {base!r}")
+    tree = _git(git_path, "merge-tree", "--write-tree", base, head).split("\n")[0].strip()
+    out = _git(git_path, "commit-tree", tree, "-p", base, "-p", head, "-m", message)
+    return out.strip()
+
+
 def commit_info(git_path: str | Path, sha: str) -> CommitInfo:
     """Author, committer, parents, tree and message of one commit."""
     fmt = "%H%x00%T%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%B"

@@ -96,6 +96,20 @@ def pull_request_payload(
     return data
 
 
+def merge_group_payload(
+    base: str,
+    state: SandboxState,
+    repo: Repo,
+    group: dict[str, Any],
+    action: str,
+    sender: str,
+) -> dict[str, Any]:
+    """`merge_group` checks_requested (or destroyed): the group's head and base."""
+    data: dict[str, Any] = {"action": action, "merge_group": group}
+    data.update(_envelope(base, state, repo, sender))
+    return data
+
+
 def check_run_json(base: str, state: SandboxState, repo: Repo, run: CheckRun) -> dict[str, Any]:
     """A check run in GitHub's shape (the REST answer and the `check_run` event's object)."""
     app = state.apps.get(run.app_id)

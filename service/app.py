@@ -33,6 +33,7 @@ from service.receive.context import Services
 from service.receive.events.check_run import CheckRunHandler
 from service.receive.events.comment import CommentHandler
 from service.receive.events.installation import InstallationHandler
+from service.receive.events.merge_group import MergeGroupHandler
 from service.receive.events.pull_request import PullRequestHandler
 from service.receive.gate import Gate
 from service.receive.handle import DeliveryHandler
@@ -159,6 +160,7 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
             "pull_request": PullRequestHandler(receiving),
             "check_run": CheckRunHandler(receiving),
             "installation": InstallationHandler(receiving),
+            "merge_group": MergeGroupHandler(receiving),
         }
     )
     return Service(

@@ -21,6 +21,10 @@ failures:               # after a failing accuracy step, each failing test re-ru
   max_tests: 20         # at most this many failing tests re-run; the rest are unclassified
   gate: [new]           # the classes that fail the check: new, already_failing, flaky,
                         # infrastructure (a failure left unclassified counts as new)
+merge_queue:            # a merge queue's group (`merge_group`): what runs on its head
+  run: changed          # changed: the operators its pull request changes; none (default):
+                        # nothing, and the `ondemand` check says success at once
+  backends: [nvidia]
 ```
 
 The file is sections, each a strict model: an unknown key is a
@@ -205,6 +209,22 @@ class FailuresSection(_Section):
     )
 
 
+MergeQueueRun = Literal["none", "changed"]
+
+
+class MergeQueueSection(_Section):
+    """`merge_queue:`, what a merge queue's group runs on its head (read at the group's base);
+    its `ondemand` check stands for those jobs, or says success when nothing runs."""
+
+    run: MergeQueueRun = Field(
+        default="none",
+        description="changed: the operators the group's pull request changes; none: nothing",
+    )
+    backends: Annotated[list[BackendName], BeforeValidator(_one_is_a_list)] = Field(
+        default_factory=list, max_length=16, description="the backends they run on"
+    )
+
+
 class RepoConfig(_Section):
     """The whole file, one field per section (absent sections are their defaults)."""
 
@@ -216,6 +236,9 @@ class RepoConfig(_Section):
     )
     failures: Annotated[FailuresSection, BeforeValidator(_none_is_empty)] = Field(
         default_factory=FailuresSection
+    )
+    merge_queue: Annotated[MergeQueueSection, BeforeValidator(_none_is_empty)] = Field(
+        default_factory=MergeQueueSection
     )
 
     def for_op(self, op: str) -> ComparePolicy:

@@ -97,11 +97,28 @@ class InstallationPayload(_Model):
     installation: Installation
 
 
+class MergeGroup(_Model):
+    head_sha: str = Field(min_length=7, max_length=64)
+    head_ref: str = Field(max_length=1000)
+    base_sha: str = Field(min_length=7, max_length=64)
+    base_ref: str = Field(max_length=1000)
+
+
+class MergeGroupPayload(_Model):
+    """`merge_group` (checks_requested: a merge queue wants the required checks on the
+    group's head)."""
+
+    action: str
+    merge_group: MergeGroup
+    repository: Repository
+
+
 MODELS: dict[str, type[_Model]] = {
     "issue_comment": CommentPayload,
     "pull_request": PullRequestPayload,
     "check_run": CheckRunPayload,
     "installation": InstallationPayload,
+    "merge_group": MergeGroupPayload,
 }
 
 

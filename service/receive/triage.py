@@ -54,4 +54,8 @@ def triage(event: str, payload: dict[str, Any], bot_login: str | None) -> Triage
         if action == "rerequested":
             return Triage(True, "check_run rerequested: the Re-run button")
         return Triage(False, f"check_run {action}: not handled")
+    if event == "merge_group":
+        if action == "checks_requested":
+            return Triage(True, "merge_group checks_requested: the queue waits for `ondemand`")
+        return Triage(False, f"merge_group {action}: not handled")
     return Triage(False, f"event {event}: not handled")

@@ -69,6 +69,15 @@ PERMISSIONS: tuple[Permission, ...] = (
         cannot="read this repository's contents",
     ),
     Permission(
+        "merge_queues",
+        "read",
+        "repository",
+        "Merge queues",
+        used_for="the `merge_group` event, so a merge queue that requires `ondemand` gets it",
+        without="a merge queue that requires `ondemand` waits for it until its time-out",
+        cannot="hear of this repository's merge queue",
+    ),
+    Permission(
         "metadata",
         "read",
         "repository",
@@ -134,6 +143,12 @@ EVENTS: tuple[Event, ...] = (
         "pushes (an approval binds to the head it saw), closes (cancel), runs on push",
     ),
     Event("check_run", "Check run", "the Re-run button of a job's check run"),
+    Event(
+        "merge_group",
+        "Merge group",
+        "a merge queue's group: what `merge_queue` in the settings runs, and the `ondemand` "
+        "check on its head",
+    ),
 )
 
 # Sent to every App without a subscription: `new_permissions_accepted` retries what waited.

@@ -24,8 +24,8 @@ from service.report.app_permissions import (
 from service.report.github import missing_permission
 
 ROOT = Path(__file__).resolve().parents[2]
-EVERYTHING = {"contents": "read", "metadata": "read", "pull_requests": "read",
-              "issues": "write", "checks": "write"}  # fmt: skip
+EVERYTHING = {"contents": "read", "merge_queues": "read", "metadata": "read",
+              "pull_requests": "read", "issues": "write", "checks": "write"}  # fmt: skip
 
 
 def test_missing_names_what_is_absent_or_too_weak() -> None:
@@ -76,7 +76,7 @@ def test_the_manifest_asks_for_what_the_code_uses() -> None:
         "redirect_url": "https://ci.example.org/",
         "public": False,
         "default_permissions": EVERYTHING,
-        "default_events": ["issue_comment", "pull_request", "check_run"],
+        "default_events": ["issue_comment", "pull_request", "check_run", "merge_group"],
     }
     teams = manifest("x", "https://ci.example.org", teams=True)["default_permissions"]
     assert teams == {**EVERYTHING, "members": "read"}

@@ -142,14 +142,15 @@ def test_an_outbox_item_refused_for_checks_write_is_kept_not_given_up(tmp_path: 
             flow.wait_until(parked_again)
         item = check_item()
         assert item is not None and item.done_at is None and item.attempts >= 5
-        assert "<strong>Checks: write</strong> on acme/kernels: 1 update to GitHub" in _dashboard(
+        # The job's check run and its head's `ondemand` check wait.
+        assert "<strong>Checks: write</strong> on acme/kernels: 2 updates to GitHub" in _dashboard(
             flow
         )
         assert _bot_replies(flow, "Checks: write") == []  # a check run is no command's answer
 
         flow.admin.set_installation_permissions(installation, EVERYTHING)
         runs = f"{flow.admin.base_url}/repos/{REPO}/commits/{flow.head}/check-runs"
-        flow.wait_until(lambda: httpx.get(runs).json()["total_count"] == 1)
+        flow.wait_until(lambda: httpx.get(runs).json()["total_count"] == 2)  # the job's, the head's
         flow.wait_until(flow.quiet)
         assert "lacks permissions" not in _dashboard(flow)
 

@@ -13,7 +13,7 @@ import httpx
 
 from service.render.head_check import HEAD_CHECK, head_verdict
 from service.render.views import JobView
-from tests.service.test_changed import BASE
+from tests.service.test_changed import BASE, HEAD
 from tests.service.test_flow import REPO, Flow, auth, make_flow, seed_result
 from workflows.models import JobResult, JobStatus
 
@@ -109,3 +109,36 @@ def test_the_head_verdict_counts_each_targets_latest_job() -> None:
     assert head_verdict([], "no operator changed").title == "nothing to test: no operator changed"
     # Jobs decide over an idle reason.
     assert head_verdict([_view(1, "add", JobStatus.running)], "x").status == "in_progress"
+
+
+def test_a_merge_group_runs_what_the_settings_say_and_reports_on_its_head(tmp_path: Path) -> None:
+    """GitHub's merge queue makes a group's head (the pull request merged onto the base's
+    tip) and asks for the required checks there with `merge_group`; a queue waits for
+    `ondemand` until it comes."""
+    settings = "merge_queue:\n  run: changed\n  backends: [cpu]\n"
+    base = {**BASE, ".github/ondemand.yml": settings}
+    with make_flow(tmp_path, app=True, base_files=base, head_files=HEAD) as flow:
+        group = flow.admin.merge_queue(REPO, flow.pr)
+        assert group["head_ref"].endswith(f"/pr-{flow.pr}-{group['base_sha']}")
+        flow.wait_until(lambda: flow.jobs() and _heads(flow, group["head_sha"]))
+        (job,) = flow.jobs()
+        assert (job.op, job.backend, job.sha) == ("pool", "cpu", group["head_sha"])
+        assert (job.pr_number, job.base_sha, job.requested_by) == (
+            flow.pr,
+            group["base_sha"],
+            "merge-queue",
+        )
+        assert _head(flow, group["head_sha"])["status"] == "in_progress"
+        _, token = flow.svc.register("cpu-1", ["cpu"])
+        _complete(flow, token, seed_result(group["head_sha"]))
+        flow.wait_until(lambda: _head(flow, group["head_sha"])["conclusion"] == "success")
+        assert _heads(flow, flow.head) == []  # the pull request's own head ran nothing
+
+    # No `merge_queue` in the settings: nothing runs, and the group's check is green at once.
+    (tmp_path / "plain").mkdir()
+    with make_flow(tmp_path / "plain", app=True, base_files=BASE, head_files=HEAD) as flow:
+        group = flow.admin.merge_queue(REPO, flow.pr)
+        flow.wait_until(lambda: _heads(flow, group["head_sha"]))
+        run = _head(flow, group["head_sha"])
+        assert (run["conclusion"], flow.jobs()) == ("success", [])
+        assert run["output"]["title"].startswith("nothing to test: the merge queue runs nothing")
