@@ -434,6 +434,7 @@ class Problem:
         object.__setattr__(self, "line", one_line(self.line))
 
 
+PLACEHOLDER = re.compile(r"<[^<>]+>")
 # Values never shown in a problem's line (the database URL is shown without its password).
 SECRETS = frozenset({"webhook_secrets", "registration_tokens", "github_token", "link_secret",
                      "github_private_key"})  # fmt: skip
@@ -453,7 +454,15 @@ def read_settings(
         for name in Settings.model_fields
         if env.get(variable(name), "").strip()
     }
-    problems: list[Problem] = []
+    # A line of the example environment file copied and not filled in.
+    problems = [
+        Problem((name,), f"{variable(name)} holds the example's placeholder {found.group()}: "
+                "fill it in (docs/deploy.md)")
+        for name, value in raw.items()
+        if (found := PLACEHOLDER.search(value))
+    ]  # fmt: skip
+    for name in [p.fields[0] for p in problems]:
+        raw.pop(name)
     for attempt in range(len(raw) + 1):
         try:
             return Settings(**raw, _env_prefix=_NOWHERE), problems  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic_core import PydanticUndefined
 
-from service.settings import Settings
+from service.settings import Settings, read_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = (ROOT / "docs" / "deploy.md").read_text()
@@ -58,3 +58,27 @@ def test_every_variable_a_runner_reads_is_in_the_guide() -> None:
     assert read, "the runner reads its settings from ONDEMAND_* variables"
     missing = sorted(v for v in read if f"`{v}`" not in GUIDE)
     assert missing == []
+
+
+def _assignments(text: str, indent: str = "") -> dict[str, str]:
+    found = re.findall(rf"^{indent}(ONDEMAND_[A-Z0-9_]+)=(.*)$", text, re.M)
+    assert len(found) == len(dict(found)), "a variable set twice"
+    return dict(found)
+
+
+def test_the_example_environment_file_is_the_guides() -> None:
+    """`deploy/service.env.example` sets exactly the guide's variables to the guide's values,
+    and what is left to fill in is refused, naming the variable, until it is."""
+    [block] = re.findall(
+        r"`/etc/ondemand/service.env` for an App(?s:.*?)\n\n((?:    .*\n)+)", GUIDE
+    )
+    guide = _assignments(block, "    ")
+    example = _assignments((ROOT / "deploy" / "service.env.example").read_text())
+    assert example == guide
+    assert {"ONDEMAND_DATABASE_URL", "ONDEMAND_LINK_SECRET", "ONDEMAND_WEBHOOK_SECRETS"} <= set(
+        guide
+    )
+    _, problems = read_settings(example)
+    unfilled = sorted(name for name, value in example.items() if "<" in value)
+    placeholders = sorted(p.line.split()[0] for p in problems if "placeholder" in p.line)
+    assert len(unfilled) >= 4 and placeholders == unfilled
