@@ -210,10 +210,18 @@ def test_a_list_where_a_mapping_belongs() -> None:
         (3, 'compare.operators.op: expected a mapping of keys (threshold, gate), found "fail"')
     ]
     assert problems("\n- compare\n") == [
-        (2, "the file: expected a mapping of keys (compare, changes, failures, merge_queue), found a list")
+        (
+            2,
+            "the file: expected a mapping of keys (compare, changes, failures, merge_queue), "
+            "found a list",
+        )
     ]
     assert problems("just words\n") == [
-        (1, 'the file: expected a mapping of keys (compare, changes, failures, merge_queue), found "just words"')
+        (
+            1,
+            "the file: expected a mapping of keys (compare, changes, failures, merge_queue), "
+            'found "just words"',
+        )
     ]
 
 
