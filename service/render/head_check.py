@@ -140,7 +140,7 @@ def render_head_check(
     return CheckRunUpdate(
         name=HEAD_CHECK,
         head_sha=sha,
-        external_id=f"head:{short_sha(sha)}",
+        external_id=f"head:{sha}",
         details_url=details_url,
         status=verdict.status,
         conclusion=verdict.conclusion,

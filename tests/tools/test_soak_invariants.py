@@ -100,6 +100,8 @@ def clean_log() -> dict[str, Any]:
              "external_id": "1", "status": "completed", "conclusion": "success"},
             {"id": 301, "repo": REPO, "head_sha": HEAD, "name": "ondemand/beta:cpu",
              "external_id": "2", "status": "completed", "conclusion": "neutral"},
+            {"id": 302, "repo": REPO, "head_sha": HEAD, "name": "ondemand",
+             "external_id": f"head:{HEAD}", "status": "completed", "conclusion": "success"},
         ],
         "jobs": [
             {"id": 1, "repo": REPO, "pr": 1, "sha": HEAD, "op": "alpha", "backend": "cpu",
@@ -169,6 +171,21 @@ def test_a_duplicate_result_comment_is_caught() -> None:
     assert found["no duplicate comment, status, check run or 👀"] == (
         f"{REPO}#1: 2 comments <!-- ondemand:alpha:cpu -->",
     )
+
+
+def test_a_head_whose_one_check_is_missing_doubled_or_wrong_is_caught() -> None:
+    name = "one ondemand check per head, matching its jobs"
+    log = clean_log()
+    log["check_runs"][0]["conclusion"] = "failure"  # alpha's own check failed; the head's: green
+    assert failed(log)[name] == (
+        f"{REPO}@{HEAD[:7]}: `ondemand` says success; its jobs (#1 failure) say failure",
+    )
+    log = clean_log()
+    log["check_runs"].append({**log["check_runs"][2], "id": 303})
+    assert failed(log)[name] == (f"{REPO}@{HEAD[:7]}: 2 `ondemand` check runs, not one",)
+    log = clean_log()
+    del log["check_runs"][2]
+    assert failed(log)[name] == (f"{REPO}@{HEAD[:7]}: 0 `ondemand` check runs, not one",)
 
 
 def test_a_lost_delivery_is_caught() -> None:
@@ -302,9 +319,27 @@ def test_a_verdict_on_a_head_the_pull_request_left_is_caught() -> None:
     )
     log["comments"][4]["body"] = _result("alpha", "✅", "passed", 4)
     log["check_runs"] += [
-        {"id": 400 + job, "repo": REPO, "head_sha": HEAD, "name": "n", "external_id": str(job),
-         "status": "completed", "conclusion": "success"} for job in (3, 4)
-    ]  # fmt: skip
+        {
+            "id": 400 + job,
+            "repo": REPO,
+            "head_sha": HEAD,
+            "name": "n",
+            "external_id": str(job),
+            "status": "completed",
+            "conclusion": "success",
+        }
+        for job in (3, 4)
+    ] + [
+        {
+            "id": 410,
+            "repo": REPO,
+            "head_sha": NEXT,
+            "name": "ondemand",
+            "external_id": f"head:{NEXT}",
+            "status": "completed",
+            "conclusion": "success",
+        }
+    ]
     found = failed(log)
     assert found == {
         "no verdict on a head the pull request left": (

@@ -337,6 +337,47 @@ def no_verdict_on_a_head_left(r: Record) -> Check:
     return Check("no verdict on a head the pull request left", len(judged), tuple(bad))
 
 
+HEAD_CHECK = "ondemand"
+# A job's check conclusion → the worst first: the head's one check is its jobs' worst.
+SEVERITY = ("failure", "timed_out", "cancelled", "neutral", "success")
+
+
+def one_head_check(r: Record) -> Check:
+    """As an App, every head that ran a job carries exactly one `ondemand` check run, and
+    what it says is what its jobs' own check runs say, read from GitHub: each target's latest
+    job there (superseded ones left out) — completed, with the worst of their conclusions."""
+    if r.mode != "app":
+        return Check("one ondemand check per head, matching its jobs", 0, ())
+    heads: dict[tuple[str, str], list[str]] = defaultdict(list)
+    job_runs: dict[tuple[str, str], str | None] = {}
+    for run in r.check_runs:
+        if run.name == HEAD_CHECK:
+            heads[(run.repo, run.head_sha)].append(run.conclusion or run.status)
+        else:
+            job_runs[(run.repo, run.external_id)] = run.conclusion
+    latest: dict[tuple[str, str], dict[tuple[str, str], JobRec]] = defaultdict(dict)
+    for job in sorted(r.jobs, key=lambda j: j.id):
+        latest[(job.repo, job.sha)][(job.op, job.backend)] = job
+    bad = []
+    for (repo, sha), targets in latest.items():
+        where = f"{repo}@{sha[:7]}"
+        found = heads.get((repo, sha), [])
+        if len(found) != 1:
+            bad.append(f"{where}: {len(found)} `ondemand` check runs, not one")
+            continue
+        current = [j for j in targets.values() if j.status != "superseded"]
+        if not current:
+            continue  # every job superseded: the pull request moved on (neutral)
+        said = [job_runs.get((repo, str(j.id))) for j in current]
+        if any(c is None for c in said):
+            continue  # a job's own check never completed: `all_terminal` says so
+        worst = min((c for c in said if c is not None), key=SEVERITY.index)
+        if found[0] != worst:
+            jobs = ", ".join(f"#{j.id} {c}" for j, c in zip(current, said, strict=True))
+            bad.append(f"{where}: `ondemand` says {found[0]}; its jobs ({jobs}) say {worst}")
+    return Check("one ondemand check per head, matching its jobs", len(latest), tuple(bad))
+
+
 def verdicts_match_the_code(r: Record) -> Check:
     """Each job that ran to a verdict has its code's (the soak's operators pass or fail by
     design): a verdict on the wrong job would show here."""
@@ -437,6 +478,7 @@ INVARIANTS: tuple[Callable[[Record], Check], ...] = (
     no_verdict_on_a_head_left,
     no_lost_deliveries,
     verdicts_match_the_code,
+    one_head_check,
     broken_runners_drained,
     no_internal_errors,
     no_deadlocks,
