@@ -9,8 +9,9 @@ operator removes, or `ondemand runner --undrain` does, to undrain) and the perio
 What a job's error says of whom:
 
 - a crash of the runner's own code (the step `runner`) is the runner's;
-- a checkout that fails because the commit is not there (a force-pushed pull request) is the
-  job's; any other failed checkout (a worktree that cannot be made or removed, a mirror that
+- a checkout that fails because the commit could not be fetched (gone from a force-pushed pull
+  request, or a remote no runner reaches now: git says "not found" for both) is the job's;
+  any other failed checkout (a worktree that cannot be made or removed, a mirror that
   cannot be written) is the runner's;
 - any other error (the environment, a step that could not start) is the runner's when its
   environment check fails right after (its job Python does not run, its directories cannot
@@ -77,6 +78,16 @@ class Drain:
         return f"drained: its last {len(self.jobs)} jobs ended in infrastructure errors: " + (
             "; ".join(o.describe() for o in self.jobs)
         )
+
+    @property
+    def summary(self) -> str:
+        """The reason without the errors, which may name a private repository: what the
+        service is told as the runner's health (the errors go in `to_json`, which it shows
+        where the job is public)."""
+        if not self.jobs:
+            return self.reason
+        ids = ", ".join(str(o.job_id) for o in self.jobs)
+        return f"drained: its last {len(self.jobs)} jobs ended in infrastructure errors ({ids})"
 
     def to_json(self) -> dict[str, object]:
         return {

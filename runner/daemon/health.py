@@ -112,7 +112,7 @@ class Health:
             drain = self.drain()
             if drain is not None:
                 healthy = []
-                sick.insert(0, drain.reason)
+                sick.insert(0, drain.summary)
             state: State = (not sick, "; ".join(sick) or None, drain and drain.to_json())
             stale = now - self._reported_at > self.keepalive_s
             if state != self._reported or (sick and stale):

@@ -75,6 +75,8 @@ def test_drained_after_the_limit_of_the_runners_faults_in_a_row() -> None:
     assert [o.job_id for o in drain.jobs] == [2, 4, 5]
     assert "its last 3 jobs ended in infrastructure errors" in drain.reason
     assert "job 2 (environment: gone)" in drain.reason
+    # What the service hears names no error (one may name a private repository).
+    assert drain.summary == "drained: its last 3 jobs ended in infrastructure errors (2, 4, 5)"
     # A job that ran breaks the streak; a limit of 0 never drains.
     assert drained([_o(1, R), _o(2, R), _o(3, OK), _o(4, R)], 3) is None
     assert drained([_o(1, R)] * 5, 0) is None
