@@ -203,7 +203,7 @@ def read_options(
     if not out.backends:
         say(f"--backend (or {BACKENDS_ENV}) is not set: give the backends this runner serves")
     if args.devices and args.slots:
-        say("--slots and --devices are both given: give one (--devices: a slot per device)")
+        say("--slots and --devices: give --slots or --devices, not both (a slot per device)")
     out.devices = (
         [d.strip() for d in args.devices.split(",") if d.strip()]
         if args.devices

@@ -10,9 +10,13 @@ import hmac
 from pathlib import Path
 
 import httpx
+from pydantic import SecretStr
 
+from ondemand.doctor import Level
+from service.doctor import config_findings
 from service.links import Links
 from tests.service.helpers import live_service, new_job, service_settings
+from workflows.spec import load_workflows
 
 
 def _opens(url: str, link: str, public_url: str) -> int:
@@ -58,8 +62,14 @@ def test_which_keys_open_a_link(tmp_path: Path) -> None:
     assert links(webhook_secrets=["new", "old"], link_secret="old").key(7) == key
     assert links(webhook_secrets=["new"], link_secret="old").opens(7, True, key)
     assert links(webhook_secrets=["new", "old"]).opens(7, True, key)
-    # Dropping the old secret without the pin loses its links (the doctor warns of it).
+    # Dropping the old secret without the pin loses its links: the doctor (and the start-up)
+    # warn while a rotation runs without one, naming the setting.
     assert not links(webhook_secrets=["new"]).opens(7, True, key)
+    rotating = service_settings(database, webhook_secrets=["new", "old"])
+    [warned] = [f for f in config_findings(rotating, load_workflows()) if f.check == "link secret"]
+    assert warned.level is Level.warn and "ONDEMAND_LINK_SECRET" in warned.fix
+    pinned = rotating.model_copy(update={"link_secret": SecretStr("old")})
+    assert not [f for f in config_findings(pinned, load_workflows()) if f.check == "link secret"]
     # A link secret was once the key itself: those links still open.
     raw = hmac.new(b"pinned", b"job:7", hashlib.sha256).hexdigest()[:32]
     assert links(webhook_secrets=["s"], link_secret="pinned").opens(7, True, raw)
