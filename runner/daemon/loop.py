@@ -437,7 +437,7 @@ class Daemon:
         beat: Heartbeat | None = None
         context: JobContext | None = None
         try:
-            result, beat, context = self.execute(slot, spec, workflow)
+            result, beat, context = self.execute_job(slot, spec, workflow)
         except Exception as exc:  # the runner's own code: the job is not the PR's to lose
             log.exception("slot %d: job %s: the runner failed", slot, spec.id)
             result = JobResult(
@@ -476,7 +476,7 @@ class Daemon:
         if context is not None and judged.blame is not Blame.runner:
             self.warm(context, spec, workflow)
 
-    def execute(
+    def execute_job(
         self, slot: int, spec: JobSpec, workflow: WorkflowSpec
     ) -> tuple[JobResult, Heartbeat, JobContext]:
         """Run a claimed job with heartbeats and log streaming: its result, its heartbeat

@@ -66,6 +66,10 @@ class FakeService:
     def complete(self, job_id: int, result: JobResult) -> str:
         return self._next(self.completes, "complete")  # type: ignore[no-any-return]
 
+    def interrupt(self, job_id: int, reason: str) -> str:
+        self.calls.append(f"interrupt {job_id}: {reason}")
+        return "queued"
+
 
 def _daemon(tmp_path: Path, service: FakeService, token: str | None = "reg") -> Daemon:
     config = DaemonConfig(
@@ -204,3 +208,26 @@ def test_after_a_crash_every_process_group_of_a_job_is_killed(tmp_path: Path) ->
         for proc in [*groups, elsewhere]:
             proc.kill()
             proc.wait()
+
+
+def test_a_crash_of_the_runners_own_code_hands_the_job_back_and_counts_towards_a_drain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever of the runner's own code fails around a job, the job is not the pull
+    request's to lose: it goes back to the queue for another runner, and the crash counts."""
+    service = FakeService()
+    daemon = _daemon(tmp_path, service)
+    daemon.fitness.limit = 1
+
+    def crash(*_: object) -> None:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(daemon, "execute_job", crash)
+    daemon.run_job(0, SPEC)
+    assert service.calls == [
+        "interrupt 3: could not run it (runner: OSError: No space left on device)"
+    ]
+    assert daemon.fitness.handed_back == [3]
+    drain = daemon.fitness.drain
+    assert drain is not None and drain.jobs[0].step == "runner"
+    assert (tmp_path / "state" / "drained.json").exists()
