@@ -199,6 +199,14 @@ def test_a_pull_request_that_breaks_the_kernel_gets_a_red_verdict_with_failing_t
 ) -> None:
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    git = ["git", "-c", "user.name=author", "-c", "user.email=author@example.org"]
+    # The base's settings: one re-run each way, enough to tell the break is new (the failure
+    # classes' own tests re-run more).
+    (clone / ".github").mkdir(exist_ok=True)
+    (clone / ".github" / "ondemand.yml").write_text("failures:\n  reruns: 1\n")
+    subprocess.run([*git, "add", ".github/ondemand.yml"], cwd=clone, check=True)
+    subprocess.run([*git, "commit", "-qm", "Settings"], cwd=clone, check=True)
+    subprocess.run([*git, "checkout", "-qb", "broken"], cwd=clone, check=True)
     # Break the public function, not a kernel detail: the kernels may be rewritten any day.
     kernel = clone / "kernels" / "ops" / "adaptive_max_pool3d_backward" / "__init__.py"
     with kernel.open("a") as source:
@@ -222,11 +230,17 @@ def test_a_pull_request_that_breaks_the_kernel_gets_a_red_verdict_with_failing_t
         check=True,
     )
     # Accuracy only: the failing tests are what this shows, not the benchmark that follows them.
-    rc, outcome, log = run_demo(clone, tmp_path / "demo", small_workflows, "--flags=--no-bench")
+    # The pull request is the break itself, on `main`.
+    rc, outcome, log = run_demo(
+        clone, tmp_path / "demo", small_workflows, "--ref", "broken", "--no-change",
+        "--flags=--no-bench",
+    )  # fmt: skip
     assert rc == 1, log
     assert outcome["verdict"] == "failure", log
     comment = outcome["comment"]
     assert "❌" in comment
+    # Re-run on the merge base, where they pass: the failures are this pull request's.
+    assert re.search(r"\d+ new failures? · ", comment), comment
     failed = re.search(r"(\d+) failed", comment)
     assert failed and int(failed.group(1)) > 0, comment
     assert "test_upstream_shapes[" in comment, comment

@@ -185,7 +185,7 @@ def _round(
     report = job.artifacts / f"rerun-{name}.xml"
     files = sorted({test_id.partition("::")[0] for test_id in ids})
     argv = [
-        str(tree.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *options,
+        str(tree.python), "-m", "pytest", "-q", "--tb=no", "-p", "no:cacheprovider", *options,
         "-p", PLUGIN, f"--junitxml={report}", "--", *files,
     ]  # fmt: skip
     env = {
