@@ -161,9 +161,12 @@ def drained(outcomes: Sequence[Outcome], limit: int, now: float = 0.0) -> Drain 
     return None
 
 
-def environment_check(pythons: Iterable[Path], directories: Iterable[Path]) -> str | None:
+def environment_check(
+    pythons: Iterable[Path], directories: Iterable[Path], sources: Iterable[Path] = ()
+) -> str | None:
     """The runner's own environment: each job Python runs, each working directory takes a
-    file. None when all is well, else what is not."""
+    file, each directory jobs install from (the wheelhouse) is there. None when all is well,
+    else what is not."""
     for python in pythons:
         try:
             proc = subprocess.run(
@@ -178,6 +181,9 @@ def environment_check(pythons: Iterable[Path], directories: Iterable[Path]) -> s
         if proc.returncode != 0:
             tail = " ".join(proc.stderr.split())[-200:]
             return f"job Python {python} exited {proc.returncode}: {tail}"
+    for source in sources:
+        if not source.is_dir():
+            return f"{source} is not a directory any more"
     for directory in directories:
         probe = directory / f".ondemand-check-{os.getpid()}"
         try:

@@ -187,12 +187,14 @@ class Daemon:
 
     def environment_check(self) -> str | None:
         """The runner's own environment: its job Pythons run, its working directories take a
-        file. None when all is well, else what is not."""
+        file, its wheelhouse is there. None when all is well, else what is not."""
         work = self.config.work_dir
         slots = [self.slot_dir(i) for i in range(len(self.config.devices))]
+        wheelhouse = self.config.packages.wheelhouse
         return environment_check(
             [i.executable for i in self.interpreters.values()],
             [*slots, work / "cache", work / "envs", work / "logs"],
+            [wheelhouse] if wheelhouse is not None else [],
         )
 
     def drain_changed(self, drain: Drain | None, why: str) -> None:

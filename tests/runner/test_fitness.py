@@ -146,7 +146,7 @@ def test_an_operator_undrains_by_removing_the_record(tmp_path: Path) -> None:
     assert undrain(tmp_path / "elsewhere") is None
 
 
-def test_the_environment_check_finds_a_missing_python_and_a_broken_directory(
+def test_the_environment_check_finds_a_missing_python_a_broken_directory_and_no_wheelhouse(
     tmp_path: Path,
 ) -> None:
     assert environment_check([Path(sys.executable)], [tmp_path]) is None
@@ -155,3 +155,5 @@ def test_the_environment_check_finds_a_missing_python_and_a_broken_directory(
     blocked = tmp_path / "slot-0"
     blocked.write_text("a file where the slot's directory was")
     assert f"{blocked} cannot be written" in (environment_check([], [blocked]) or "")
+    wheelhouse = tmp_path / "wheels"  # where the jobs' missing packages come from: gone
+    assert environment_check([], [], [wheelhouse]) == f"{wheelhouse} is not a directory any more"
