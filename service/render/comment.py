@@ -345,22 +345,28 @@ MAX_CHECK_TITLE = 200
 MAX_CHECK_OUTPUT = 65535  # GitHub's limit on a check run's summary and on its text
 
 
+def check_state(view: JobView) -> tuple[str, str | None]:
+    """A job's check run: its status (`queued`, `in_progress`, `completed`) and, once
+    completed, its conclusion; a cancel or a supersede is `cancelled` / `neutral`."""
+    if view.status is JobStatus.queued:
+        return "queued", None
+    if view.status is JobStatus.running:
+        return "in_progress", None
+    conclusion = CHECK_CONCLUSION[view.status]
+    if view.status is JobStatus.failed and not failures_fail_gate(view):
+        conclusion = "neutral"  # failures of classes the repository does not gate on
+    if gate_failed(view):
+        conclusion = "failure"
+    elif regression_accepted(view):
+        conclusion = "neutral"
+    return "completed", conclusion
+
+
 def render_check(view: JobView) -> CheckRunUpdate:
     """The check run of a job when the service is a GitHub App: named like the commit
     status, its output the report (the headline and facts as the summary, the whole report
-    with its table as the text); a cancel or a supersede is `cancelled` / `neutral`."""
-    if view.status is JobStatus.queued:
-        status, conclusion = "queued", None
-    elif view.status is JobStatus.running:
-        status, conclusion = "in_progress", None
-    else:
-        status, conclusion = "completed", CHECK_CONCLUSION[view.status]
-        if view.status is JobStatus.failed and not failures_fail_gate(view):
-            conclusion = "neutral"  # failures of classes the repository does not gate on
-        if gate_failed(view):
-            conclusion = "failure"
-        elif regression_accepted(view):
-            conclusion = "neutral"
+    with its table as the text)."""
+    status, conclusion = check_state(view)
     report = render_comment(view)
     body = report.split("\n", 1)[1].lstrip("\n")  # without the hidden marker
     summary_parts = [f"### {headline(view)}", _facts(view)]

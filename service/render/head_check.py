@@ -16,14 +16,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from service.render.comment import (
-    CHECK_CONCLUSION,
-    failures_fail_gate,
-    gate_failed,
-    regression_accepted,
-    summary,
-)
-from service.render.markdown import escape_text, link, one_line, plural, short_sha
+from service.render.comment import check_state, summary
+from service.render.markdown import escape_text, link, one_line, plural
 from service.render.views import CheckRunUpdate, JobView
 from workflows.models import JobStatus
 
@@ -31,23 +25,6 @@ HEAD_CHECK = "ondemand"
 MAX_LISTED = 100  # jobs listed in the check's summary; the rest are counted
 # A job's check conclusion → the worst first, for the head's verdict.
 SEVERITY = ("failure", "timed_out", "cancelled", "neutral", "success")
-
-
-def job_check(view: JobView) -> tuple[str, str | None]:
-    """A job's own check run: its status (`queued`, `in_progress`, `completed`) and, once
-    completed, its conclusion."""
-    if view.status is JobStatus.queued:
-        return "queued", None
-    if view.status is JobStatus.running:
-        return "in_progress", None
-    conclusion = CHECK_CONCLUSION[view.status]
-    if view.status is JobStatus.failed and not failures_fail_gate(view):
-        conclusion = "neutral"  # failures of classes the repository does not gate on
-    if gate_failed(view):
-        conclusion = "failure"
-    elif regression_accepted(view):
-        conclusion = "neutral"
-    return "completed", conclusion
 
 
 @dataclass(frozen=True)
@@ -79,7 +56,7 @@ def head_verdict(jobs: Sequence[JobView], nothing: str | None = None) -> HeadVer
             return HeadVerdict("completed", "neutral", title, title + ".\n")
         why = nothing or "nothing was asked to run on this commit"
         return HeadVerdict("completed", "success", f"nothing to test: {why}", f"{why}.\n")
-    checks = [(job, *job_check(job)) for job in current]
+    checks = [(job, *check_state(job)) for job in current]
     waiting = [job for job, status, _ in checks if status != "completed"]
     counts = Counter(conclusion for _, _, conclusion in checks if conclusion is not None)
     words = _counts(len(waiting), counts)
