@@ -26,8 +26,8 @@ CLASS_ORDER = (
     FailureClass.new,
     FailureClass.unclassified,
     FailureClass.infrastructure,
-    FailureClass.already_failing,
     FailureClass.flaky,
+    FailureClass.already_failing,
 )
 LABEL = {
     FailureClass.new: "new",

@@ -236,6 +236,9 @@ def test_step_timeout_kills_and_reports(
     assert result.status is JobStatus.timed_out
     assert result.error_step == "accuracy"
     assert "timed out after 4s" in (result.error_message or "")
+    # The step gave no verdict: the job's, not a test's (infrastructure), nothing re-run.
+    assert result.failures is not None and not result.failures.tests
+    assert result.failures.infrastructure == "the step timed out after 4s"
     step = result.steps[-1]
     assert step.status is StepStatus.timed_out
     assert step.exit_code is not None and step.exit_code < 0

@@ -73,15 +73,15 @@ def test_headline_check_and_lines_say_each_class() -> None:
     assert failures_fail_gate(v)
     line = headline(v)
     assert line.startswith("❌")
-    assert "1 new failure · 1 already failing on main · 1 flaky · 3 failed, 60 passed" in line
+    assert "1 new failure · 1 flaky · 1 already failing on main · 3 failed, 60 passed" in line
     text = render_comment(v)
     assert "— **new**: failed 3 of 3 re-runs; passes on the merge base 0123456" in text
     assert "— **flaky**: passed 2 of 3 re-runs" in text
     assert "— **already failing**: fails on the merge base 0123456 too" in text
-    assert text.index("test_new`") < text.index("test_old`") < text.index("test_flaky`")
+    assert text.index("test_new`") < text.index("test_flaky`") < text.index("test_old`")
     check = render_check(v)
     assert check.conclusion == "failure"
-    assert check.title.startswith("1 new failure · 1 already failing on main · 1 flaky")
+    assert check.title.startswith("1 new failure · 1 flaky · 1 already failing on main")
     assert render_status(v).state == "failure"
 
 
