@@ -21,6 +21,7 @@ from workflows.models import (
     StepStatus,
 )
 
+MAX_NODE_ID = 1000  # as `ClassifiedFailure.test_id` keeps it
 # The order the report lists failures in: what fails a pull request first.
 CLASS_ORDER = (
     FailureClass.new,
@@ -68,6 +69,10 @@ def failures_fail_gate(view: JobView) -> bool:
     if any(s.status is StepStatus.failed and s.name != found.step for s in result.steps):
         return True
     gate = gating(found)
+    if result.accuracy is not None and FailureClass.unclassified in gate:
+        listed = {t.test_id for t in found.tests}
+        if any(f.test_id[:MAX_NODE_ID] not in listed for f in result.accuracy.failures):
+            return True  # a failure past the list is not classified: taken as new
     return any(t.failure_class in gate for t in found.tests)
 
 

@@ -119,6 +119,11 @@ def test_unclassified_failures_count_as_new_and_other_failed_steps_still_fail() 
     unclassified = dataclasses.replace(v, result=v.result.model_copy(update={"failures": found}))
     assert failures_fail_gate(unclassified)
     assert "1 failure not classified" in headline(unclassified)
+    assert v.result.accuracy is not None
+    more = [*v.result.accuracy.failures, TestFailure(test_id=OLD, message="past the list")]
+    acc = v.result.accuracy.model_copy(update={"failures": more})
+    unlisted = dataclasses.replace(v, result=v.result.model_copy(update={"accuracy": acc}))
+    assert failures_fail_gate(unlisted)
     steps = [*v.result.steps, StepResult(name="lint", status=StepStatus.failed)]
     other = dataclasses.replace(v, result=v.result.model_copy(update={"steps": steps}))
     assert failures_fail_gate(other)

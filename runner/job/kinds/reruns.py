@@ -25,6 +25,7 @@ from workflows.spec import Step
 
 PLUGIN = "pytest_ondemand_rerun"
 IDS_FILE = "rerun-ids.json"
+MAX_LISTED = 1000  # failures classified at most (`FailureClasses.tests`)
 MIN_ROUND_S = 2.0  # a round started with less of the budget left would only time out
 LOG_HEAD, LOG_TAIL = 4096, 12288  # bytes of a re-run's output the job's log keeps
 KEPT_OPTIONS = ("-p", "-o")  # the step's plugin switches and ini overrides, kept for re-runs
@@ -63,6 +64,8 @@ def classify_failures(
     asked: list[_Asked] = []
     skipped: dict[str, str] = {}  # test id → why it is not re-run
     for failure in acc.failures:
+        if len(asked) + len(skipped) >= MAX_LISTED:
+            break  # the rest are not listed: the gate counts them as not classified
         if failure.test_id in skipped or any(a.test_id == failure.test_id for a in asked):
             continue
         if not rerunnable(failure.test_id, tree.path):
