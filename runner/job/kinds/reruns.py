@@ -19,7 +19,14 @@ from runner.job.steps import run_step
 from runner.plugins import PLUGINS
 from runner.report import results
 from runner.report.failures import Evidence, Outcome, classify, counts, rerunnable
-from workflows.models import AccuracyResult, FailureClass, FailureClasses, StepResult, StepStatus
+from workflows.models import (
+    AccuracyResult,
+    FailureClass,
+    FailureClasses,
+    Progress,
+    StepResult,
+    StepStatus,
+)
 from workflows.repo_config import FailuresSection
 from workflows.spec import Step
 
@@ -60,6 +67,7 @@ def classify_failures(
     (`accuracy (re-runs)`). Never raises for what a re-run did."""
     started = time.monotonic()
     deadline = started + policy.budget_s
+    job.on_progress(Progress(step=f"{step.name} (re-runs)"))  # the comment shows it live
     gate = [FailureClass(g) for g in policy.gate]
     asked: list[_Asked] = []
     skipped: dict[str, str] = {}  # test id → why it is not re-run
