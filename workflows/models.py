@@ -63,10 +63,13 @@ def known_part(model: type[M], data: Any) -> tuple[M, list[str]]:
 
 
 class JobOptions(_Model):
-    """Switches from the command line: `--no-bench`, `--no-compare`."""
+    """Switches from the command line: `--no-bench`, `--no-compare`, `vs REF`."""
 
     bench: bool = True
     compare: bool = True
+    # Compare with `base_sha` itself (`/test ... vs REF`: a release, any commit), not with the
+    # merge base of the head and it.
+    exact_base: bool = False
 
 
 class JobSpec(_Model):
@@ -181,6 +184,7 @@ class Change(_Model):
 
 
 MAX_SAMPLES = 1000  # per-round latencies kept per side of a row
+MAX_PROCESSES = 100  # per-process host times kept per side of a row
 
 
 class BenchmarkRow(_Model):
@@ -223,7 +227,16 @@ class BenchmarkRow(_Model):
     before_kernel_host_us: float | None = None
     kernel_host_samples_us: list[float] | None = Field(default=None, max_length=MAX_SAMPLES)
     before_kernel_host_samples_us: list[float] | None = Field(default=None, max_length=MAX_SAMPLES)
-    host_change: Change | None = None
+    host_change: Change | None = None  # paired by round: one process a side, shown only
+    # Where several processes per tree timed the kernel's host time (`compare.host_processes`):
+    # each process's median host time per call (µs; the worker's first), and the change over
+    # processes (its `rounds`: the processes of the side with fewer), which the report judges
+    # for a host-bound row. An older runner sends none.
+    kernel_host_process_us: list[float] | None = Field(default=None, max_length=MAX_PROCESSES)
+    before_kernel_host_process_us: list[float] | None = Field(
+        default=None, max_length=MAX_PROCESSES
+    )
+    host_process_change: Change | None = None
 
 
 class BenchmarkResult(_Model):

@@ -121,7 +121,8 @@ class Compare(BaseModel):
     tree it cannot load), and the rounds then alternate processes of each tree, as they always
     do without `argv` (ABBA: each round's order the reverse of the last). With `workers`, each
     tree's process stays alive and times round after round when asked (a pytest harness
-    timed with `triton.testing.do_bench`: runner/job/bench_workers.py)."""
+    timed with `triton.testing.do_bench`: runner/job/bench_workers.py); a host-bound row's
+    host time is then also judged over `host_processes` processes per tree."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -142,6 +143,29 @@ class Compare(BaseModel):
         default=False,
         description="without `argv`: keep one process per tree and interleave rounds in it "
         "(a pytest harness; its timer is the runner's), instead of a process per round",
+    )
+    host_processes: int = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description="with `workers`: the processes per tree whose host time per call judges a "
+        "host-bound row (processes as samples: two processes of one tree differ in host time "
+        "for their whole lives); the worker and this many less one more, started with it and "
+        "timed after the rounds; 1: a host change is shown, never judged",
+    )
+    host_rounds: int = Field(
+        default=1,
+        ge=1,
+        le=20,
+        description="the rounds each further host process times (host time needs far fewer "
+        "than device time: each process is one sample)",
+    )
+    host_budget_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=600,
+        description="the time the further host processes' rounds may take, after the rounds; "
+        "`verdict_s` keeps it for them",
     )
 
     @field_validator("argv")

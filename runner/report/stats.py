@@ -7,6 +7,11 @@ not normal: a process's state makes a row bimodal, a stray round makes a tail. F
 rounds bound no median at 95 %; those intervals are left open (None) and the report calls
 the row too noisy to judge. Ratios are taken per round (after_i / before_i) so what moved both
 sides in one round, a slow spell of the host or the device, cancels.
+
+A host time is judged with processes as samples (`process_change`): each process's median
+host time per call is one value, and the interval is a t-interval over them, since a
+process's host time stays off its tree's for its whole life and rounds within it cannot say
+by how much.
 """
 
 from __future__ import annotations
@@ -53,6 +58,42 @@ def change(before: Sequence[float], after: Sequence[float]) -> Change | None:
     return Change(rounds=len(ratios), ratio=float(np.median(ratios)), low=low, high=high)
 
 
+def process_change(before: Sequence[float], after: Sequence[float]) -> Change | None:
+    """After over before across processes (each value one process's median host time per
+    call): the ratio of the sides' geometric means and its 95 % interval, a Welch t-interval
+    on the logs; open (None) with fewer than two processes a side. None without a positive
+    value a side.
+
+    Why this interval: a process is the sample (two processes of one tree differ in host time
+    for their whole lives, by a factor that multiplies every call: a log-normal-ish spread),
+    so the interval must come from the spread between processes, not from rounds within one.
+    With three processes a side no distribution-free interval reaches 95 % (a rank test's
+    smallest two-sided p is 2/20) and a bootstrap of three values is no interval at all; the
+    t-interval is the one that does, and its few degrees of freedom (Welch's, so a side whose
+    processes spread more widens it) make it wide where the processes disagree, which the
+    report then calls too noisy. `rounds` is the processes of the side with fewer."""
+    a = np.log(np.asarray([v for v in after if v > 0], dtype=float))
+    b = np.log(np.asarray([v for v in before if v > 0], dtype=float))
+    if not len(a) or not len(b):
+        return None
+    shift = float(a.mean() - b.mean())
+    count = min(len(a), len(b))
+    if count < 2:
+        return Change(rounds=count, ratio=math.exp(shift), low=None, high=None)
+    va, vb = float(a.var(ddof=1)) / len(a), float(b.var(ddof=1)) / len(b)
+    se = math.sqrt(va + vb)
+    ratio = math.exp(shift)
+    if se == 0:
+        return Change(rounds=count, ratio=ratio, low=ratio, high=ratio)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    from scipy import stats  # here: scipy.stats takes most of a second to import
+
+    t = float(stats.t.ppf(0.5 + CONFIDENCE / 2, df))
+    return Change(
+        rounds=count, ratio=ratio, low=math.exp(shift - t * se), high=math.exp(shift + t * se)
+    )
+
+
 def half_width(change: Change) -> float | None:
     """The change's noise band: half its interval's width on a log scale, as a fraction
     (0.03 is ±3 %); None where the interval is open."""
@@ -88,17 +129,22 @@ def _geomean_rounds(rows: Sequence[BenchmarkRow], side: str) -> Rounds | None:
 def judged(bench: BenchmarkResult) -> BenchmarkResult:
     """The benchmark with what its rounds say filled in: each side's summary and each row's
     change (and its host time's, where the rounds measured it) from its samples (recomputed:
-    the samples are what was measured), the geometric means' rounds, and the medians as the
+    the samples are what was measured; across processes where several per tree timed the host
+    time), the geometric means' rounds, and the medians as the
     rows' latencies."""
     rows = []
     for row in bench.rows:
         after, before = row.kernel_samples_ms, row.before_kernel_samples_ms
         host_after, host_before = row.kernel_host_samples_us, row.before_kernel_host_samples_us
+        proc_after, proc_before = row.kernel_host_process_us, row.before_kernel_host_process_us
         update = {  # what the harness wrote of these is never taken on trust
             "kernel_rounds": summarize(after) if after else None,
             "before_rounds": summarize(before) if before else None,
             "change": change(before, after) if after and before else None,
             "host_change": change(host_before, host_after) if host_after and host_before else None,
+            "host_process_change": process_change(proc_before, proc_after)
+            if proc_after and proc_before
+            else None,
         }
         rows.append(row.model_copy(update=update))
     compared = [r for r in rows if r.before_kernel_samples_ms]

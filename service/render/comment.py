@@ -40,6 +40,8 @@ from service.render.verdicts import (
     Judged,
     Verdict,
     band_text,
+    detectable,
+    host_judged,
     is_host_bound,
     judged_rows,
     of,
@@ -268,19 +270,26 @@ def _change_words(judged: Sequence[Judged]) -> str | None:
         worst = slower[0]
         words.append(
             f"{SLOWER} {plural(len(slower), 'row')} slower beyond noise (worst "
-            f"{_row_label(worst.row)}: {percent(worst.change)} {band_text(worst.change)})"
+            f"{_row_label(worst.row)}: {_deciding_text(worst)})"
         )
     if faster:
         best = faster[0]
         words.append(
             f"{FASTER} {plural(len(faster), 'row')} faster (best {_row_label(best.row)}: "
-            f"{percent(best.change)} {band_text(best.change)})"
+            f"{_deciding_text(best)})"
         )
     if not slower and not faster:
         words.append("no significant change" if len(noisy) < len(judged) else "")
     if noisy:
         words.append(f"{len(noisy)} of {plural(len(judged), 'row')} too noisy to judge")
     return " · ".join(w for w in words if w)
+
+
+def _deciding_text(judged: Judged) -> str:
+    """`+25.0 % ±2.0 %`, or `host +21.0 % ±6.0 %` where the host time alone gave the verdict."""
+    change = judged.deciding
+    text = f"{percent(change)} {band_text(change)}"
+    return f"host {text}" if judged.on_host else text
 
 
 def _progress_words(view: JobView) -> str:
@@ -725,6 +734,9 @@ def _comparison_note(view: JobView, bench: BenchmarkResult, judged: Sequence[Jud
             f"stopped first (its time, `compare.budget_s`, or its rounds, `compare.max_rounds`, "
             f"in the workflow), not for the code's noise."
         )
+    host = _host_judged_note(view, judged)
+    if host:
+        lines.append(host)
     if gate_failed(view):
         lines.append(
             f"**Regression gate: failed.** This repository's gate fails a significant "
@@ -734,6 +746,48 @@ def _comparison_note(view: JobView, bench: BenchmarkResult, judged: Sequence[Jud
         who = escape_text(view.accepted_by or "", 40)
         lines.append(f"Regression gate: the regression was accepted by @{who}.")
     return "\n\n".join(lines)
+
+
+def _host_judged_note(view: JobView, judged: Sequence[Judged]) -> str | None:
+    """Which rows were judged on their host time too, how, and what it found: the rows
+    flagged on it, those too noisy, and the smallest host change each could detect."""
+    on_host = host_judged(judged)
+    if not on_host:
+        return None
+    processes = sorted({j.host_change.rounds for j in on_host if j.host_change is not None})
+    span = f"{processes[0]}" if processes[0] == processes[-1] else f"{processes[0]}–{processes[-1]}"
+    threshold = f"{view.threshold * 100:g} %"
+    text = (
+        f"**Host time:** {plural(len(on_host), 'host-bound row')} (host time per call above "
+        f"{HOST_BOUND:g}× the device time) {'was' if len(on_host) == 1 else 'were'} also judged "
+        f"on {'its' if len(on_host) == 1 else 'their'} host time, timed in {span} processes "
+        f"per tree: each process is one sample, since two processes of the same code differ "
+        f"in host time for their whole lives, so the interval spans that spread. A host change "
+        f"flags its row when its whole 95 % interval lies beyond ±{threshold}."
+    )
+    flagged = [j for j in on_host if j.host_verdict in (Verdict.slower, Verdict.faster)]
+    noisy = [j for j in on_host if j.host_verdict is Verdict.noisy]
+    found = []
+    if flagged:
+        found.append(f"{len(flagged)} flagged on host time")
+    if noisy:
+        found.append(
+            f"{len(noisy)} host too noisy to judge (the processes disagreed by more than "
+            f"±{threshold})"
+        )
+    detect = [
+        d for j in on_host if j.host_change and (d := detectable(j.host_change, view.threshold))
+    ]
+    if detect:
+        low, high = min(detect), max(detect)
+        each = (
+            f"+{low * 100:.1f} %" if low == high else f"+{low * 100:.1f} % to +{high * 100:.1f} %"
+        )
+        found.append(f"smallest detectable host slowdown {each}")
+    if found:
+        said = "; ".join(found)
+        text += f" {said[:1].upper()}{said[1:]}."
+    return text
 
 
 def _table(
@@ -796,19 +850,23 @@ _MARK = {Verdict.slower: f" {SLOWER}", Verdict.faster: f" {FASTER}", Verdict.sam
 
 def _change_cell(judged: Judged | None) -> str:
     """`+23.1 % ±2.0 % 📉`, `-0.4 % ±1.1 %`, `+8.0 % ±31.0 % 〰️ too noisy`; a host-bound
-    row's host change beside its device change, which alone is judged:
-    `device +23.1 % ±2.0 % 📉 · host +9.5 % ±14.0 %`."""
+    row's host change beside its device change, each with its own mark where processes
+    judged the host (`device +0.2 % ±0.9 % · host +21.0 % ±6.0 % 📉`, `… · host +3.0 %
+    ±24.0 % 〰️ host too noisy`), bare where it is only shown (one process a side)."""
     if judged is None:
         return "–"
-    text = f"{percent(judged.change)} {band_text(judged.change)}"
-    if judged.verdict is Verdict.noisy:
-        text += f" {NOISY} too noisy"
-    else:
-        text += _MARK[judged.verdict]
+    text = f"{percent(judged.change)} {band_text(judged.change)}" + _mark(judged.device_verdict)
     if judged.host_change is None:
         return text
     host = judged.host_change
-    return f"device {text} · host {percent(host)} {band_text(host)}"
+    shown = f"device {text} · host {percent(host)} {band_text(host)}"
+    if judged.host_verdict is Verdict.noisy:
+        return f"{shown} {NOISY} host too noisy"
+    return shown + (_mark(judged.host_verdict) if judged.host_verdict is not None else "")
+
+
+def _mark(verdict: Verdict) -> str:
+    return f" {NOISY} too noisy" if verdict is Verdict.noisy else _MARK[verdict]
 
 
 def _speedup_cell(row: BenchmarkRow) -> str:
@@ -844,7 +902,12 @@ def _host_bound_note(bench: BenchmarkResult) -> str | None:
     more = len(bound) - len(shown)
     tail = f"; {ELLIPSIS} {more} more" if more > 0 else ""
     note = "Host-bound rows (host time per call above device time): " + "; ".join(shown) + tail
-    if any(row.host_change is not None for row in bound):
+    if any(row.host_process_change is not None for row in bound):
+        note += (
+            ". Their change shows the host time's beside the device time's, and both are"
+            " judged: the host time's over processes (above)."
+        )
+    elif any(row.host_change is not None for row in bound):
         note += (
             ". Their change shows the host time's beside the device time's, and only the"
             " device's is judged: each side's host time comes from one process, and two"

@@ -7,10 +7,15 @@ flagged; anything else is no significant change. The smallest change a row can d
 threshold plus its noise band.
 
 A host-bound row (its kernel's host time per call clearly above its device time, on either
-side) shows its host time's change beside the device's, but only the device time is
-judged: each side's host time comes from one process, and processes of one tree differ in
-host time for long stretches (FlagGems A/A jobs on an H100 read host changes of up to +117 %
-where the device read ±1 %), so a host verdict would flag processes, not code.
+side) is judged on both: its device time's change as any row's, and its host time's change
+the same way where several processes per tree timed it (`host_process_change`: processes as
+samples, so its interval spans the spread between processes, which is what moves host time:
+FlagGems A/A jobs on an H100 read host changes of up to +117 % between one process a side
+where the device read ±1 %). Either one beyond the threshold flags the row; a host change
+whose band is wider than the threshold is "host too noisy" and flags nothing. Where each side
+had one process (an older runner, `compare.host_processes: 1`), the host change is paired by
+round within those two processes: shown, never judged, since it would judge the processes,
+not the code.
 """
 
 from __future__ import annotations
@@ -38,17 +43,47 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class Judged:
-    """A compared row, its change and what it says (for a host-bound row, with its host
-    time's change, shown and never weighed in `verdict`)."""
+    """A compared row, its device change and what it says; for a host-bound row, its host
+    change and, where processes judged it, what that says (`host_verdict`). `verdict` is the
+    row's: slower where either is slower, else faster where either is faster, else the
+    device's."""
 
     row: BenchmarkRow
     change: Change
-    verdict: Verdict
+    device_verdict: Verdict
     host_change: Change | None = None
+    host_verdict: Verdict | None = None  # None: the host change is shown, not judged
+
+    @property
+    def verdict(self) -> Verdict:
+        both = (self.device_verdict, self.host_verdict)
+        for flagged in (Verdict.slower, Verdict.faster):
+            if flagged in both:
+                return flagged
+        return self.device_verdict
+
+    @property
+    def on_host(self) -> bool:
+        """Whether the row's verdict is its host time's alone (a host change flagged it and
+        the device change did not)."""
+        return self.host_verdict is self.verdict and self.device_verdict is not self.verdict
+
+    @property
+    def deciding(self) -> Change:
+        """The change that gave the verdict: the host's where it alone did, else the
+        device's."""
+        return self.host_change if self.on_host and self.host_change is not None else self.change
 
     @property
     def band(self) -> float | None:
         return noise_band(self.change)
+
+    @property
+    def host_band(self) -> float | None:
+        """The judged host change's noise band; None where it is not judged or is open."""
+        if self.host_verdict is None or self.host_change is None:
+            return None
+        return noise_band(self.host_change)
 
 
 def row_change(row: BenchmarkRow) -> Change | None:
@@ -98,22 +133,34 @@ def host_bound_row(row: BenchmarkRow, ratio: float = HOST_BOUND) -> bool:
 
 
 def judged_rows(bench: BenchmarkResult, threshold: float) -> list[Judged]:
-    """Every compared row with its verdict, in the table's order."""
+    """Every compared row with its verdict, in the table's order: a host-bound row's host
+    change judged where processes measured it, else shown."""
     out = []
     for row in bench.rows:
         change = row_change(row)
         if change is None:
             continue
-        host = row.host_change if host_bound_row(row) else None
-        out.append(Judged(row, change, judge(change, threshold), host))
+        device = judge(change, threshold)
+        if not host_bound_row(row):
+            out.append(Judged(row, change, device))
+        elif row.host_process_change is not None:
+            host = row.host_process_change
+            out.append(Judged(row, change, device, host, judge(host, threshold)))
+        else:
+            out.append(Judged(row, change, device, row.host_change))
     return out
 
 
 def of(judged: Sequence[Judged], verdict: Verdict) -> list[Judged]:
     """The rows with `verdict`, the largest change first (slowest for slower, fastest for
-    faster)."""
+    faster), by the change that gave it (`Judged.deciding`)."""
     rows = [j for j in judged if j.verdict is verdict]
-    return sorted(rows, key=lambda j: j.change.ratio, reverse=verdict is not Verdict.faster)
+    return sorted(rows, key=lambda j: j.deciding.ratio, reverse=verdict is not Verdict.faster)
+
+
+def host_judged(judged: Sequence[Judged]) -> list[Judged]:
+    """The rows whose host change was judged (host-bound, timed in several processes)."""
+    return [j for j in judged if j.host_verdict is not None]
 
 
 def detectable(change: Change, threshold: float) -> float | None:
