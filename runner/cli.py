@@ -257,7 +257,7 @@ def read_options(
                 f"{args.job_user}), or give --no-job-user for a trial on a machine of your own"
             )
     if args.service and not out.problems:
-        out.token = _registration_token(args, out.problems)
+        out.token = _registration_token(args, out.problems, given(parser, "state_dir", argv))
     return out
 
 
@@ -281,16 +281,19 @@ def _program_problem(path: Path) -> str | None:
     return None
 
 
-def _registration_token(args: argparse.Namespace, problems: list[str]) -> str | None:
+def _registration_token(
+    args: argparse.Namespace, problems: list[str], state_dir: str
+) -> str | None:
     """The registration token (the environment's is then dropped from it, so no child process
-    inherits it), when the runner has no credentials for this service; a problem otherwise."""
+    inherits it), when the runner has no credentials for this service; a problem otherwise.
+    `state_dir`: what the operator typed for the state directory."""
     token = os.environ.pop(REGISTRATION_TOKEN_ENV, None)
     state = args.state_dir / "runner.json"
     try:
         needed = CredentialFile(state, args.service.rstrip("/")).load() is None
     except ValueError as exc:
         problems.append(
-            f"--state-dir: {state}: {exc}; delete it, and the runner registers again with its "
+            f"{state_dir}: {state}: {exc}; delete it, and the runner registers again with its "
             "registration token"
         )
         return None
