@@ -594,13 +594,10 @@ def test_a_runner_whose_job_python_vanishes_is_drained_and_its_jobs_succeed_else
         "runner-py", "--python", f"cpu={pyhost}/bin/python", "--drain-after", "2",
         workflows_dir=roomy_workflows,
     )  # fmt: skip
-    _wait_registered(broken)
+    _wait_output(broken, "device checks pass for cpu")  # checked with it: cached a while
     pyhost.unlink()  # the job Python vanishes
     jobs = [service.enqueue(tiny_repo, op, bench=False) for op in ("good_op", "bad_op")]
-    deadline = time.monotonic() + 60
-    while "drained: its last 2 jobs" not in broken.output():
-        assert time.monotonic() < deadline, broken.output()[-3000:]
-        time.sleep(0.1)
+    _wait_output(broken, "drained: its last 2 jobs")
     for job_id in jobs:
         handed = service.parts.jobs.get_job(job_id)
         assert handed is not None and handed.attempt == 2, broken.output()[-3000:]
@@ -615,33 +612,44 @@ def test_a_runner_whose_job_python_vanishes_is_drained_and_its_jobs_succeed_else
     assert "runner-py: drained: its last 2 jobs" in " ".join(
         service.parts.runners.unhealthy_reasons("cpu")
     )
-    other = start("runner-ok", workflows_dir=roomy_workflows)
-    for job_id, verdict in zip(jobs, (JobStatus.succeeded, JobStatus.failed), strict=True):
-        final = service.wait(job_id, JobStatus.succeeded, JobStatus.failed, JobStatus.errored)
-        assert final is verdict, other.output()[-3000:]  # each its own verdict
-        done = service.parts.jobs.get_job(job_id)
-        assert done is not None and done.runner_name == "runner-ok"
-    other.signal(signal.SIGTERM)
-    assert other.wait(timeout=40) == 0
-    # Drained, it claims nothing; undrained by an operator once its Python is back, it does.
-    waiting = service.enqueue(tiny_repo, "good_op", bench=False)
+    # Drained, it claims nothing: not the jobs it handed back, nor a new one.
+    waiting = _enqueue(service, tiny_repo, "good_op", pr=8)
     time.sleep(2)
-    assert service.status(waiting) is JobStatus.queued
+    assert [service.status(j) for j in (*jobs, waiting)] == [JobStatus.queued] * 3
+    # Undrained by an operator once its Python is back, it takes the new job; another runner
+    # takes those it handed back, each to its own verdict.
     pyhost.symlink_to(Path(sys.prefix), target_is_directory=True)
     undrain = subprocess.run(
         [sys.executable, "-m", "ondemand", "runner", "--undrain", "--state-dir", str(broken.state)],
         capture_output=True, text=True, check=True, cwd=ROOT,
     )  # fmt: skip
     assert "undrained (was drained: its last 2 jobs" in undrain.stdout
-    final = service.wait(waiting, JobStatus.succeeded, JobStatus.failed, JobStatus.errored)
-    assert final is JobStatus.succeeded, broken.output()[-3000:]
+    service.wait(waiting, JobStatus.running, JobStatus.succeeded, timeout=30)
+    other = start("runner-ok", workflows_dir=roomy_workflows)
+    ok, failed = JobStatus.succeeded, JobStatus.failed
+    verdicts = {waiting: ok, jobs[0]: ok, jobs[1]: failed}
+    for job_id, verdict in verdicts.items():
+        final = service.wait(job_id, JobStatus.succeeded, JobStatus.failed, JobStatus.errored)
+        assert final is verdict, (broken.output()[-2000:], other.output()[-2000:])
+        done = service.parts.jobs.get_job(job_id)
+        assert done is not None
+        assert done.runner_name == ("runner-py" if job_id == waiting else "runner-ok")
     assert "undrained by an operator" in broken.output()
     assert _runner(service, "runner-py").healthy
 
 
-def _wait_registered(daemon: Daemon, timeout: float = 30) -> None:
+def _enqueue(service: Service, repo: TinyRepo, op: str, pr: int) -> int:
+    job, created = service.parts.jobs.create_job(
+        NewJob(repo="octo/tinyops", clone_url=str(repo.path), pr_number=pr, sha=repo.head_sha,
+               op=op, backend="cpu", base_ref="main", bench=False)
+    )  # fmt: skip
+    assert created
+    return job.id
+
+
+def _wait_output(daemon: Daemon, text: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
-    while not (daemon.state / "runner.json").exists():
+    while text not in daemon.output():
         assert time.monotonic() < deadline, daemon.output()[-3000:]
         time.sleep(0.1)
 
