@@ -391,7 +391,10 @@ class _Job:
         try:
             mirror = self.worktrees[0][0]
             self.fetch_base()
-            merge_base = self.ctx.workspaces.merge_base(mirror, spec.sha, base)
+            if spec.options.exact_base and spec.base_sha:
+                merge_base: str | None = spec.base_sha  # `vs REF`: that commit itself
+            else:
+                merge_base = self.ctx.workspaces.merge_base(mirror, spec.sha, base)
             if merge_base is None or merge_base == spec.sha:
                 self.log(f"no merge base with {base} to compare with")
                 return None

@@ -122,6 +122,8 @@ class Job(Base):
     backend: Mapped[str] = mapped_column(String(64))
     bench: Mapped[bool] = mapped_column(Boolean, default=True)
     compare: Mapped[bool] = mapped_column(Boolean, default=True)
+    # `/test ... vs REF`: compared with base_sha itself, not the merge base (migration 0017)
+    exact_base: Mapped[bool] = mapped_column(Boolean, default=False)
     status: Mapped[str] = mapped_column(String(20), default="queued")
     attempt: Mapped[int] = mapped_column(Integer, default=1)
     requested_by: Mapped[str | None] = mapped_column(String(200))

@@ -62,6 +62,7 @@ class NewJob:
     backend: str
     bench: bool = True
     compare: bool = True
+    exact_base: bool = False  # compare with base_sha itself, not the merge base
     base_ref: str | None = None
     base_sha: str | None = None
     requested_by: str | None = None
@@ -109,7 +110,7 @@ def job_spec(job: Job, lease_seconds: int, git_token: str | None = None) -> JobS
         base_sha=job.base_sha,
         op=job.op,
         backend=job.backend,
-        options=JobOptions(bench=job.bench, compare=job.compare),
+        options=JobOptions(bench=job.bench, compare=job.compare, exact_base=job.exact_base),
         lease_seconds=lease_seconds,
         attempt=job.attempt,
         git_token=git_token,
@@ -187,6 +188,7 @@ class JobQueue:
                     backend=new.backend,
                     bench=new.bench,
                     compare=new.compare,
+                    exact_base=new.exact_base,
                     base_ref=new.base_ref,
                     base_sha=new.base_sha,
                     requested_by=new.requested_by,

@@ -27,10 +27,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Run:
-    """How a target runs: with its benchmark, and compared with the merge base."""
+    """How a target runs: with its benchmark, and compared with the merge base, or with a
+    commit of its own (`against`: the ref as written and its SHA)."""
 
     bench: bool = True
     compare: bool = True
+    against: tuple[str, str] | None = None
 
 
 def queue_target(
@@ -45,6 +47,7 @@ def queue_target(
     """The job of `target`, created now or already queued or running; True when it is this
     request's: new, or made by this very comment processed again."""
     policy = settings.config.for_op(target.op)
+    base_ref, base_sha = run.against or (pull.base_ref, pull.base_sha)
     job, new = services.jobs.create_job(
         NewJob(
             repo=origin.repo,
@@ -55,8 +58,9 @@ def queue_target(
             backend=target.backend,
             bench=run.bench,
             compare=run.compare,
-            base_ref=pull.base_ref,
-            base_sha=pull.base_sha,
+            exact_base=run.against is not None,
+            base_ref=base_ref,
+            base_sha=base_sha,
             requested_by=origin.login,
             command_comment_id=origin.comment_id,
             private=origin.private,

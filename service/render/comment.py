@@ -706,6 +706,13 @@ def _performance(bench: BenchmarkResult | None, view: JobView, limits: Limits) -
     return parts
 
 
+def _before(view: JobView) -> str:
+    """What "before" is: the merge base, or the commit `/test ... vs REF` named."""
+    if view.exact_base and view.base_ref and view.base_sha:
+        return f"{code_span(view.base_ref, 100)} ({code_span(short_sha(view.base_sha), 40)})"
+    return "the merge base"
+
+
 def _comparison_note(view: JobView, bench: BenchmarkResult, judged: Sequence[Judged]) -> str:
     """How before → after was measured and judged, what it found, and the gate."""
     rounds = sorted(j.change.rounds for j in judged)
@@ -717,7 +724,7 @@ def _comparison_note(view: JobView, bench: BenchmarkResult, judged: Sequence[Jud
     }.get(bench.compare_mode or "", "once each, in separate processes")
     threshold = f"{view.threshold * 100:g} %"
     lines = [
-        f"**Before → after:** the merge base and this commit timed {how} ({span} rounds a "
+        f"**Before → after:** {_before(view)} and this commit timed {how} ({span} rounds a "
         f"row). A row is slower or faster only when the whole 95 % interval of its change "
         f"lies beyond ±{threshold}; a row whose interval is wider than that is too noisy to "
         f"judge."

@@ -193,6 +193,14 @@ def render_unknown_operator(op: str, backend: str, close: Sequence[str], sha: st
     )
 
 
+def render_unknown_ref(ref: str) -> str:
+    """`/test ... vs REF` where GitHub knows no such commit: nothing was queued."""
+    return (
+        f"⚠️ {code_span(ref, 100)} names no branch, tag or commit of this repository, so "
+        "nothing was queued. Name a tag (a release), a branch or a commit's SHA.\n"
+    )
+
+
 def render_not_approved(command: str, head: str, why: str) -> str:
     """A test or retest that runs nothing because the pull request changed after it was
     written: an approval is for the code that was there, not for what came after."""

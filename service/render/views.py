@@ -63,6 +63,9 @@ class JobView:
     # which of its failing tests are known flaky here (`service/queue/flaky.py`).
     base_ref: str | None = None
     known_flaky: tuple[KnownFlaky, ...] = ()
+    # `/test ... vs REF`: compared with that commit (`base_sha`) itself, not the merge base.
+    exact_base: bool = False
+    base_sha: str | None = None
 
 
 @dataclass(frozen=True)

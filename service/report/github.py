@@ -591,6 +591,19 @@ class GitHubClient:
             )
         return base64.b64decode(str(data.get("content") or "")).decode("utf-8", "replace")
 
+    def commit_sha(self, repo: str, ref: str) -> str | None:
+        """The commit `ref` (a branch, tag or SHA) names, or None when GitHub knows none (404,
+        or 422 for a malformed one)."""
+        try:
+            data = self._request(repo, "GET", f"/repos/{repo}/commits/{quote(ref, safe='')}",
+                                 need="contents:read")  # fmt: skip
+        except GitHubError as exc:
+            if exc.status in (404, 422):
+                return None
+            raise
+        sha = data.get("sha") if isinstance(data, dict) else None
+        return str(sha) if sha else None
+
     def add_reaction(self, repo: str, comment_id: int, content: str) -> None:
         path = f"/repos/{repo}/issues/comments/{comment_id}/reactions"
         self._request(repo, "POST", path, {"content": content}, need="issues:write")

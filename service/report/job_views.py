@@ -66,6 +66,8 @@ class JobViews:
             accepted_by=job.accepted_by,
             base_ref=job.base_ref,
             known_flaky=_known_flaky(session, job, result),
+            exact_base=job.exact_base,
+            base_sha=job.base_sha,
             **_running(session, job),
         )
 

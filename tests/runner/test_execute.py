@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import textwrap
 import threading
 import time
 from collections.abc import Callable
@@ -18,7 +19,8 @@ from runner.job.sandboxing import Jail, jail_for_host
 from runner.job.workspace import Workspaces
 from sandbox.app import create_app
 from sandbox.client import SandboxAdmin
-from tests.runner.tinyrepo import TinyRepo
+from tests.runner.tinyrepo import BENCH, TinyRepo, make_tiny_repo
+from tests.support.git import git
 from tests.support.live import live_server
 from workflows.models import JobResult, JobSpec, JobStatus, StepStatus
 from workflows.spec import ProofLog, Step, StepKind, WorkflowSpec, load_workflows
@@ -306,3 +308,25 @@ def test_steps_see_a_scrubbed_environment_and_no_network(
     assert seen["KERNELS_VENDOR"] == "cpu" and seen["TRITON_INTERPRET"] == "1"
     if jail is not None:
         assert json.loads((artifacts / "net.json").read_text()) == {"reached": False}
+
+
+def test_vs_a_ref_compares_with_that_commit_not_the_merge_base(
+    runner_cache: Path, tmp_path: Path
+) -> None:
+    """`/test OP vs REF`: a release on a branch the pull request never forked from (its
+    kernel 1.0x) is what "before" means, not the merge base (1.5x)."""
+    repo = make_tiny_repo(tmp_path / "repo")
+    git(repo.path, "checkout", "-q", "-b", "release", repo.base_sha)
+    (repo.path / "kernels" / "benchmark" / "__main__.py").write_text(
+        textwrap.dedent(BENCH.format(speedup=1.0))
+    )
+    git(repo.path, "commit", "-q", "-am", "release: a 1.0x kernel")
+    release = git(repo.path, "rev-parse", "HEAD")
+    git(repo.path, "checkout", "-q", "main")
+    options = {"exact_base": True}
+    result, log = _run(repo, runner_cache, tmp_path, "good_op", base_sha=release, options=options)
+    assert result.status is JobStatus.succeeded, log
+    bench = result.benchmark
+    assert bench is not None and bench.merge_base == release
+    assert bench.before_arithmetic_mean_speedup == pytest.approx(1.0)
+    assert bench.arithmetic_mean_speedup == pytest.approx(2.0)

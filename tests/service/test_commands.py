@@ -405,6 +405,21 @@ def test_format_command_is_canonical() -> None:
     assert format_command(error("/test add:tpu")) == "/test add:tpu"
 
 
+def test_vs_names_the_commit_to_compare_with() -> None:
+    cmd = one("/test add:cuda VS v1.0 --new-op")
+    assert cmd == TestCommand((Target("add", "nvidia"),), new_op=True, against="v1.0")
+    assert format_command(cmd) == "/test add:nvidia vs v1.0 --new-op"
+    assert one("/test vs release/2.1 add:cpu").against == "release/2.1"  # type: ignore[union-attr]
+    assert "names no commit" in error("/test add:cpu vs").message
+    assert "names no commit" in error("/test add:cpu vs --no-bench").message
+    assert "stands once" in error("/test add:cpu vs a vs b").message
+    assert "not a branch, tag or commit" in error("/test add:cpu vs main..evil").message
+    assert "not a branch, tag or commit" in error("/test add:cpu vs a:b").message
+    assert one("/test add:cpu vs changed").against == "changed"  # type: ignore[union-attr]
+    assert "`--no-compare` says not to" in error("/test add:cpu vs v1 --no-compare").message
+    assert one("/test vs:cpu").targets == (Target("vs", "cpu"),)  # type: ignore[union-attr]
+
+
 def test_command_lines_keeps_the_stripped_command_lines() -> None:
     assert command_lines("x\n  /test a  \n> /test b\n\n/retest") == ["/test a", "/retest"]
 
@@ -477,6 +492,12 @@ SELECTORS = st.lists(
 )
 VALID = st.one_of(
     st.builds(TestCommand, TARGETS.map(tuple), st.booleans(), st.booleans(), st.booleans()),
+    st.builds(
+        TestCommand,
+        TARGETS.map(tuple),
+        new_op=st.booleans(),
+        against=st.from_regex(re.compile(r"[A-Za-z0-9][A-Za-z0-9_]{0,20}"), fullmatch=True),
+    ),
     st.builds(CancelCommand, SELECTORS.map(tuple)),
     st.builds(AcceptCommand, SELECTORS.map(tuple)),
     st.builds(
@@ -572,11 +593,25 @@ class _RenderedText(HTMLParser):
         self.lines.extend(rest)
 
 
+def _comments_closed(html: str) -> str:
+    """The HTML a browser shows: a comment never closed hides everything after it (the
+    standard parser's rule), where Python's parser would wait for more input."""
+    start = html.find("<!--")
+    while start >= 0:
+        end = html.find("-->", start + 4)
+        if end < 0:
+            return html[:start]
+        start = html.find("<!--", end + 3)
+    return html
+
+
 def _shown_commands(body: str) -> list[str]:
     """Rendered lines of text that start with a command and were written as a line that does
     (a heading's `#` or a list's `-` makes a line that is not a command)."""
     parser = _RenderedText()
-    parser.feed(MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(body))
+    parser.feed(
+        _comments_closed(MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(body))
+    )
     written = [line.strip() for line in body.split("\n")]
     shown = [line.strip() for line in parser.lines]
     return [

@@ -16,6 +16,7 @@ from service.receive.commands.words import (
     flags_of,
     is_flag,
     items,
+    without_refs,
 )
 from service.receive.context import CommandContext
 from service.receive.enqueue import ChangedRequest, Run, run_changed
@@ -37,8 +38,8 @@ def _names_changed(word: str) -> bool:
 
 
 def claims(words: list[str]) -> bool:
-    """`/test` with no operator, or any word naming `changed`."""
-    specs = [w for w in words if not is_flag(w)]
+    """`/test` with no operator, or any word naming `changed` (not a `vs` commit's name)."""
+    specs = [w for w in without_refs(words) if not is_flag(w)]
     return not specs or any(_names_changed(w) for w in specs)
 
 

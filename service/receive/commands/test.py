@@ -1,15 +1,19 @@
-"""`/test SPEC... [--no-bench] [--no-compare] [--new-op]`: run the named operators on the named
-backends (the default backends where a SPEC names none), one job per (operator, backend)."""
+"""`/test SPEC... [vs REF] [--no-bench] [--no-compare] [--new-op]`: run the named operators on
+the named backends (the default backends where a SPEC names none), one job per (operator,
+backend); compared with the pull request's merge base, or with `REF` itself (a tag such as a
+release, a branch, or a commit)."""
 
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 
 from service.receive.commands.registry import Answer, CommandSpec, Needs
 from service.receive.commands.words import (
     CHANGED,
     MAX_TARGETS,
+    VS,
     BackendTable,
     Invalid,
     Target,
@@ -23,7 +27,10 @@ from service.receive.commands.words import (
 )
 from service.receive.context import CommandContext
 from service.receive.enqueue import Run, queue_target
-from service.render.replies import render_duplicate, render_unknown_operator
+from service.render.replies import render_duplicate, render_unknown_operator, render_unknown_ref
+
+# A branch, a tag or a SHA as git allows them, conservatively: no option, no range, no `..`.
+REF_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/+-]{0,99}")
 
 
 @dataclass(frozen=True)
@@ -36,12 +43,41 @@ class TestCommand:
     bench: bool = True
     compare: bool = True
     new_op: bool = False  # an operator the service does not know yet: run it anyway
+    against: str | None = None  # `vs REF`: compare with that commit, not the merge base
+
+
+def _ref(word: str) -> str:
+    bad = ".." in word or word.endswith((".", "/", ".lock")) or "//" in word
+    if REF_PATTERN.fullmatch(word) and not bad:
+        return word
+    raise Invalid(
+        f"`{clip(word)}` is not a branch, tag or commit to compare with: `/test OP:BACKEND "
+        f"{VS} REF` takes one name such as `v1.0`, `main` or a commit's SHA."
+    )
+
+
+def _against(words: list[str]) -> tuple[list[str], str | None]:
+    """The words less `vs REF`, and REF (None without `vs`)."""
+    lowered = [w.lower() for w in words]
+    if VS not in lowered:
+        return words, None
+    i = lowered.index(VS)
+    if i + 1 >= len(words) or is_flag(words[i + 1]):
+        raise Invalid(
+            f"`{VS}` names no commit: write `/test OP:BACKEND {VS} REF`, with REF a tag "
+            "(a release), a branch or a commit's SHA."
+        )
+    rest = words[:i] + words[i + 2 :]
+    if VS in (w.lower() for w in rest):
+        raise Invalid(f"`{VS}` stands once in a command: one commit to compare with.")
+    return rest, _ref(words[i + 1])
 
 
 def parse(words: list[str], table: BackendTable) -> TestCommand:
     bench = compare = True
     new_op = False
     targets: list[Target] = []
+    words, against = _against(words)
     for word in words:
         if is_flag(word):
             name = flag(word)
@@ -71,7 +107,10 @@ def parse(words: list[str], table: BackendTable) -> TestCommand:
             f"too many jobs: at most {MAX_TARGETS} (operator, backend) pairs "
             "per command. Split it into several comments.",
         )
-    return TestCommand(targets=tuple(targets), bench=bench, compare=compare, new_op=new_op)
+    if against is not None and not (bench and compare):
+        off = "--no-bench" if not bench else "--no-compare"
+        raise Invalid(f"`{VS} {clip(against)}` compares benchmarks, and `{off}` says not to.")
+    return TestCommand(tuple(targets), bench, compare, new_op, against)
 
 
 def _reject_backend_as_op(ops: list[str], targets: list[Target], table: BackendTable) -> None:
@@ -87,6 +126,8 @@ def _reject_backend_as_op(ops: list[str], targets: list[Target], table: BackendT
 
 def format_test(cmd: TestCommand) -> str:
     words = ["/test", *format_specs([(t.op, t.backend) for t in cmd.targets])]
+    if cmd.against is not None:
+        words += [VS, cmd.against]
     if not cmd.bench:
         words.append("--no-bench")
     if not cmd.compare:
@@ -101,12 +142,17 @@ def handle(ctx: CommandContext, cmd: TestCommand) -> Answer:
     services, ev = ctx.services, ctx.event
     answers: list[str] = []
     created = 0
+    run = Run(cmd.bench, cmd.compare)
+    if cmd.against is not None:
+        base = services.github.commit_sha(ev.repo, cmd.against)
+        if base is None:
+            return render_unknown_ref(cmd.against), "unknown ref: nothing queued"
+        run = Run(cmd.bench, cmd.compare, (cmd.against, base))
     for target in cmd.targets:
         unknown = _unknown_operator(ctx, sha, target, cmd.new_op)
         if unknown is not None:
             answers.append(unknown)
             continue
-        run = Run(cmd.bench, cmd.compare)
         job, mine = queue_target(services, ev.origin, pull, sha, target, run, settings)
         if mine:
             created += 1
@@ -140,7 +186,8 @@ SPEC = CommandSpec(
     kind=TestCommand,
     parse=parse,
     format=format_test,
-    usage="`/test OP[,OP...][:BACKEND[,BACKEND...]] ... [--no-bench] [--no-compare] [--new-op]`",
+    usage="`/test OP[,OP...][:BACKEND[,BACKEND...]] ... [vs REF] [--no-bench] [--no-compare] "
+    "[--new-op]`",
     help=(
         ("`/test OP:BACKEND`", "test operator `OP` on `BACKEND`"),
         ("`/test OP`", "test `OP` on the default backends ({defaults})"),
@@ -148,6 +195,11 @@ SPEC = CommandSpec(
         ("`/test OP:BACKEND --no-bench`", "accuracy only, no benchmark"),
         ("`/test OP:BACKEND --no-compare`", "no benchmark of the base branch to compare with"),
         ("`/test OP:BACKEND --new-op`", "an operator this pull request adds (not known yet)"),
+        (
+            f"`/test OP:BACKEND {VS} REF`",
+            "compare with `REF` (a tag such as a release, a branch, a commit) instead of the "
+            "merge base",
+        ),
     ),
     handle=handle,
     needs=Needs(pull=True),

@@ -24,6 +24,23 @@ MAX_TARGETS = 16  # jobs one command may start (after fan-out and deduplication)
 OP_PATTERN = re.compile(r"[a-z_][a-z0-9_]*")
 FLAGS = ("--no-bench", "--no-compare", "--new-op", "--all")
 CHANGED = "changed"
+VS = "vs"  # `/test OP vs REF`: the word after it is a commit, never an operator
+
+
+def without_refs(words: Sequence[str]) -> list[str]:
+    """The words less each `vs` and the word after it (a grammar reading operators skips
+    them)."""
+    kept: list[str] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word.lower() == VS:
+            skip = True
+        else:
+            kept.append(word)
+    return kept
+
 
 _AROUND_PUNCT = re.compile(r"\s*([:,])\s*")
 _DASH_FLAG = re.compile(r"^[\u2012\u2013\u2014\u2015]")  # a phone's "—no-bench" means "--no-bench"

@@ -1,0 +1,32 @@
+"""`/test OP:BACKEND vs REF`: the job compares with the commit `REF` names (a tag such as a
+release, a branch, a SHA) itself, resolved through GitHub when the command is handled; a name
+GitHub knows no commit by is answered at once and queues nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from tests.service.test_flow import BOT, REPO, auth, make_flow
+from tests.support.git import git
+
+
+def test_vs_a_tag_compares_with_it_and_an_unknown_ref_is_answered(tmp_path: Path) -> None:
+    with make_flow(tmp_path) as flow:
+        repo = tmp_path / "kernels"
+        release = git(repo, "rev-parse", "main")
+        git(repo, "tag", "v1.0", release)
+        flow.comment("/test add:cpu vs v1.0")
+        flow.wait_until(lambda: len(flow.jobs()) == 1)
+        (job,) = flow.jobs()
+        assert (job.base_ref, job.base_sha, job.exact_base) == ("v1.0", release, True)
+        _, token = flow.svc.register("cpu-1", ["cpu"])
+        claim = f"{flow.svc.url}/api/v1/jobs/claim"
+        spec = httpx.post(claim, json={}, headers=auth(token)).json()
+        assert (spec["base_sha"], spec["options"]["exact_base"]) == (release, True)
+
+        flow.comment("/test mul:cpu vs v9.9")
+        reply = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="v9.9")
+        assert "`v9.9` names no branch, tag or commit of this repository" in reply["body"]
+        assert "nothing was queued" in reply["body"] and len(flow.jobs()) == 1
