@@ -4,6 +4,7 @@ the line whose held memory grew."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -50,3 +51,20 @@ def test_without_the_directory_set_nothing_is_traced(tmp_path: Path) -> None:
     code = "import tracemalloc; print(tracemalloc.is_tracing())"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.stdout.strip() == "False"
+
+
+def test_the_probe_writes_what_the_process_holds_each_period(tmp_path: Path) -> None:
+    """The witness's light probe: one JSON line a period, the kernel's, glibc's and Python's
+    views of its memory."""
+    probe = tmp_path / "probe.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(MEMTRACE), "SOAK_PROBE_FILE": str(probe),
+           "SOAK_PROBE_EVERY_S": "0.1"}  # fmt: skip
+    code = "import time; held = [bytearray(2**20) for _ in range(8)]; time.sleep(0.35)"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=30)
+    lines = [json.loads(line) for line in probe.read_text().splitlines()]
+    assert len(lines) >= 2
+    last = lines[-1]
+    assert last["rss_kib"] > 8 * 1024 and last["threads"] == 2 and last["fds"] >= 3
+    assert last["py_threads"] == {"MainThread": 1, "soak-probe": 1}
+    assert last["m_hblkhd_kib"] >= 8 * 1024  # the 1 MiB buffers: glibc's mmapped chunks
+    assert last["ob_arenas"] >= 1 and last["py_blocks"] > 0 and last["arenas_kib"]

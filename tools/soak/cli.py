@@ -140,7 +140,7 @@ def soak(world: World, args: argparse.Namespace, interval: tuple[float, float]) 
     generator.open_pulls()
     witness = world.replicas[0].name if args.witness and len(world.replicas) > 1 else None
     injector = faults.Faults(world, random.Random(args.seed * 7919 + 1), interval, witness)
-    sampler = collect.Sampler(world.replicas, world.postgres.conninfo())
+    sampler = collect.Sampler(world.replicas, world.postgres.conninfo(), world.probe_file)
     until = time.time() + args.minutes * 60
     threads = [
         threading.Thread(target=generator.run, args=(until, stop_load), name="load", daemon=True),
@@ -226,6 +226,7 @@ def soak(world: World, args: argparse.Namespace, interval: tuple[float, float]) 
         "witness": witness,
         "memory": sampler.memory(),
         "database_mib": sampler.database(),
+        "witness_curve": witness_curve(sampler.samples),
         "samples": sampler.samples,
         "replica_lives": {r.name: r.lives for r in world.replicas},
         "logged_errors": collect.log_findings(world.directory),
@@ -297,12 +298,50 @@ def _figures_text(f: dict[str, Any]) -> str:
                 f"{m['from_minute']:.0f}–{m['to_minute']:.0f})"
                 for n, m in f["memory"].items() if m["change"] is not None),
             f"database MiB {f['database_mib']}",
+            *_curve_text(f.get("witness_curve") or []),
             f"load errors {f['load_errors']}" if f["load_errors"] else "",
             "errors logged (not invariants):",
             *(f"  {kind}: {n} × {text}" for kind, counts in f["logged_errors"].items()
               for text, n in sorted(counts.items(), key=lambda kv: -kv[1])[:8]),
         ]
     )  # fmt: skip
+
+
+def witness_curve(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first replica's memory each minute as its probe saw it: RSS, what glibc's arenas
+    hold in use and free, its arenas, threads and open files, Python's allocated blocks."""
+    curve = []
+    for s in samples:
+        p = s.get("probe")
+        if not p:
+            continue
+        curve.append({
+            "minute": s["minute"],
+            "rss_mib": round(p["rss_kib"] / 1024, 1),
+            "malloc_used_mib": round(p.get("m_uordblks_kib", 0) / 1024, 1),
+            "malloc_free_mib": round(p.get("m_fordblks_kib", 0) / 1024, 1),
+            "malloc_mmapped_mib": round(p.get("m_hblkhd_kib", 0) / 1024, 1),
+            "arenas": len(p.get("arenas_kib", [])),
+            "threads": p["threads"],
+            "fds": p["fds"],
+            "py_blocks": p["py_blocks"],
+            "py_arenas": p.get("ob_arenas"),
+        })  # fmt: skip
+    return curve
+
+
+def _curve_text(curve: list[dict[str, Any]]) -> list[str]:
+    if not curve:
+        return []
+    lines = ["witness by minute: RSS MiB | malloc in use / free / mmapped MiB | arenas | "
+             "threads | fds | Python blocks, 1 MiB arenas"]  # fmt: skip
+    lines += [
+        f"  {c['minute']:6.1f}: {c['rss_mib']:6.1f} | {c['malloc_used_mib']:5.1f} / "
+        f"{c['malloc_free_mib']:5.1f} / {c['malloc_mmapped_mib']:5.1f} | {c['arenas']:2d} | "
+        f"{c['threads']:3d} | {c['fds']:3d} | {c['py_blocks']}, {c['py_arenas']}"
+        for c in curve
+    ]
+    return lines
 
 
 def _calls_text(calls: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ jobs as the database has them (read only), and each runner's job starts and ends
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from datetime import UTC, datetime
@@ -258,14 +259,27 @@ class Sampler:
     """Once a minute while the load runs: each replica's resident memory (with its life, so
     a restarted replica starts a new series) and the database's size, for the leak bars."""
 
-    def __init__(self, replicas: list[Any], conninfo: str) -> None:
+    def __init__(self, replicas: list[Any], conninfo: str, probe: Path | None = None) -> None:
         self.replicas = replicas
         self.conninfo = conninfo
+        self.probe = probe  # the first replica's own look at its memory (memtrace/probe.py)
         self.samples: list[dict[str, Any]] = []
 
     def sample(self, minute: float) -> None:
         rss = {r.name: {"life": r.lives, "mib": r.rss_mib()} for r in self.replicas}
-        self.samples.append({"minute": minute, "rss": rss, **self._database()})
+        self.samples.append(
+            {"minute": minute, "rss": rss, **self._database(), "probe": self._probe()}
+        )
+
+    def _probe(self) -> dict[str, Any] | None:
+        """The probe's latest line, if it wrote one."""
+        if self.probe is None:
+            return None
+        try:
+            lines = self.probe.read_text().splitlines()
+            return json.loads(lines[-1]) if lines else None
+        except (OSError, ValueError):
+            return None
 
     def _database(self) -> dict[str, Any]:
         try:

@@ -376,7 +376,7 @@ class World:
                 "ONDEMAND_GITHUB_SECONDARY_WAIT_S": "10",
                 **auth,
             }
-            if i == 0 and self.options.trace_memory is not None:  # the witness, if any
+            if i == 0:  # the witness, if any: its memory looked at from inside, each minute
                 env.update(self._memtrace_env())
             child = Child(
                 f"replica-{i + 1}",
@@ -388,15 +388,21 @@ class World:
             # One at a time: each migrates (or finds migrated) the schema before the next.
             wait_http(child, f"http://127.0.0.1:{port}/healthz")
 
+    @property
+    def probe_file(self) -> Path:
+        """Where the first replica's probe appends a look at its memory each minute."""
+        return self.directory / "replica-1-probe.jsonl"
+
     def _memtrace_env(self) -> dict[str, str]:
-        """What makes a replica's Python trace its allocations (tools/soak/memtrace)."""
+        """What makes a replica's Python probe its memory each minute and, with
+        `trace_memory`, trace its allocations (tools/soak/memtrace)."""
         trace = Path(__file__).parent / "memtrace"
         path = os.pathsep.join(filter(None, [str(trace), os.environ.get("PYTHONPATH")]))
-        return {
-            "PYTHONPATH": path,
-            "SOAK_TRACE_MEMORY_DIR": str(self.options.trace_memory),
-            "SOAK_TRACE_EVERY_S": f"{self.options.trace_every_s:g}",
-        }
+        env = {"PYTHONPATH": path, "SOAK_PROBE_FILE": str(self.probe_file)}
+        if self.options.trace_memory is not None:
+            env["SOAK_TRACE_MEMORY_DIR"] = str(self.options.trace_memory)
+            env["SOAK_TRACE_EVERY_S"] = f"{self.options.trace_every_s:g}"
+        return env
 
     def replica_url(self, index: int) -> str:
         return f"http://127.0.0.1:{self.replica_ports[index]}"
