@@ -158,7 +158,9 @@ class WorldOptions:
     versions: int = 30  # commits per branch to push through
     trace_memory: Path | None = None  # the first replica's allocation snapshots go here
     trace_every_s: float = 300.0
-    drain_after: int = 3  # a runner's jobs lost to its own faults in a row before it is drained
+    # A runner's jobs lost to its own faults in a row before it is drained: fewer than the
+    # default 3, so that a short run's broken runner (a few jobs a minute each) is drained.
+    drain_after: int = 2
 
 
 class Postgres:
