@@ -25,7 +25,7 @@ from ondemand.options import (
     url_problem,
 )
 from runner import local
-from runner.daemon.fitness import DEFAULT_DRAIN_AFTER, undrain
+from runner.daemon.fitness import DEFAULT_DRAIN_AFTER, MAX_DRAIN_AFTER, undrain
 from runner.daemon.loop import DaemonConfig, serve
 from runner.environment import interpreter
 from runner.environment.pyenv import PackageSources
@@ -335,8 +335,8 @@ def daemon_main(argv: list[str]) -> int:
         drain = undrain(args.state_dir)
         print(f"undrained (was {drain.reason})" if drain else "not drained")
         return 0
-    if args.drain_after < 0:
-        print("ondemand runner: --drain-after must be 0 or more", file=sys.stderr)
+    if not 0 <= args.drain_after <= MAX_DRAIN_AFTER:
+        print(f"ondemand runner: --drain-after must be 0 to {MAX_DRAIN_AFTER}", file=sys.stderr)
         return 2
     options = read_options(parser, args, argv)
     for problem in options.problems:

@@ -37,6 +37,7 @@ from workflows.models import JobResult, JobStatus
 
 log = logging.getLogger("ondemand.runner")
 DEFAULT_DRAIN_AFTER = 3  # consecutive jobs lost to the runner's own faults
+MAX_DRAIN_AFTER = 100  # the most jobs a drain's report names (the service's bound)
 DRAIN_FILE = "drained.json"
 KEPT = 20  # outcomes remembered (and jobs handed back that this runner will not claim again)
 ERROR_CHARS = 300  # of a job's error, in the drain's record and the hand-back's reason
