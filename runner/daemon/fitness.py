@@ -15,7 +15,9 @@ What a job's error says of whom:
   cannot be written) is the runner's;
 - any other error (the environment, a step that could not start) is the runner's when its
   environment check fails right after (its job Python does not run, its directories cannot
-  be written), else the tree's (a pull request whose own build is broken);
+  be written, its wheelhouse is gone), else the tree's (a pull request whose own build is
+  broken). A job lost to the runner is handed back for another runner (the daemon's
+  `interrupt`), whose claims then skip it (`handed_back`);
 - a job that ran its steps (passed, failed, timed out) shows the runner works; a cancel says
   nothing either way.
 """
