@@ -13,7 +13,10 @@ input: read without following links, sizes capped, the schema checked.
 
 A round's rows are the harness's records written since the last round, paired in order with
 the plugin timer's readings: two per row (the reference, then the kernel), which give each
-row's host time per call.
+row's host time per call. A tree's further host processes (`compare.host_processes`) run the
+same step beside its worker; their rounds give only the kernel's host times, in the rows'
+order (`Worker.host_round`), and no round is asked of the worker until they have collected
+(`wait_ready`), since their harness opens the same record files.
 """
 
 from __future__ import annotations
@@ -200,6 +203,33 @@ class Worker:
         self.pids.add(answer.pid)
         return answer
 
+    def ready(self) -> bool:
+        """Whether the worker has collected its tests (and so opened whatever its harness
+        opens at start), by its `ready.json`; a worker that ended counts as ready: it will
+        open nothing more."""
+        return (
+            self.process is None
+            or not self.process.running()
+            or os.path.lexists(self.answers / "ready.json")
+        )
+
+    def host_round(self, cancel: threading.Event, rows: int) -> list[float] | None:
+        """One round of a further host process: each of the tree's `rows` kernel host times
+        per call (µs), from the timer's readings alone, in row order (the same harness in the
+        same tree gives its rows in the same order as the tree's worker, whose records name
+        them); None (`failure` says why) where the round failed or its readings are not two
+        a row. Its harness's records are not read: they are the worker's."""
+        answer = self.ask(cancel)
+        if answer is None:
+            return None
+        if len(answer.timings) != READINGS_PER_ROW * rows:
+            self.failure = (
+                f"round {answer.round}: {len(answer.timings)} timings for {rows} rows (not "
+                f"{READINGS_PER_ROW} a row)"
+            )
+            return None
+        return [answer.timings[READINGS_PER_ROW * i + 1].host_ms * 1000 for i in range(rows)]
+
     def new_rows(self) -> BenchmarkResult:
         """The rows of the records the harness wrote since the last call (whole lines only)."""
         lines: list[str] = []
@@ -264,11 +294,22 @@ def prepare(job_dir: Path, artifacts: Path, name: str) -> tuple[Path, Path]:
     return requests, answers
 
 
+HOST_POLL_S = 0.05  # how often a further host process looks for a request: it waits long
+
+
 def worker_env(
-    env: Mapping[str, str], plugins: Path, requests: Path, answers: Path, idle_s: float
+    env: Mapping[str, str],
+    plugins: Path,
+    requests: Path,
+    answers: Path,
+    idle_s: float,
+    poll_s: float | None = None,
 ) -> dict[str, str]:
-    """`env` with the rounds plugin loaded from `plugins` and told its directories."""
+    """`env` with the rounds plugin loaded from `plugins` and told its directories (and how
+    often to look for a request, where not the plugin's default)."""
+    polled = {"BENCH_ROUNDS_POLL_S": f"{poll_s:g}"} if poll_s else {}
     return {
+        **polled,
         **env,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(plugins), env.get("PYTHONPATH")])),
         "PYTEST_ADDOPTS": " ".join(filter(None, [env.get("PYTEST_ADDOPTS"), f"-p {PLUGIN}"])),
@@ -276,6 +317,21 @@ def worker_env(
         ENV_ANSWERS: str(answers),
         "BENCH_ROUNDS_IDLE_S": f"{idle_s:g}",
     }
+
+
+def wait_ready(
+    workers: Sequence[Worker], cancel: threading.Event, timeout_s: float, poll_s: float = POLL_S
+) -> list[Worker]:
+    """Wait until every worker is ready (`Worker.ready`), at most `timeout_s`; those that are
+    not by then. A tree's further host processes run its harness too, which may open (and
+    truncate) the records its worker's rounds append to: no round is asked of the worker
+    before they have."""
+    deadline = time.monotonic() + timeout_s
+    waiting = [w for w in workers if not w.ready()]
+    while waiting and not cancel.is_set() and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        waiting = [w for w in waiting if not w.ready()]
+    return waiting
 
 
 def round_timeout(first_s: float, longest_s: float, rounds: int) -> float:

@@ -8,14 +8,15 @@ return its rows (or None when it could not); `merged` pairs the runs by round in
 rows' samples, which `runner.report.stats.judged` then reads. Where there is nothing to
 compare with (an operator new in the pull request, `--no-compare`), `solo_rounds` and
 `merged_solo` still give each row's latencies and its speedup against the reference as
-medians over rounds, so the table does not move with one process's luck.
+medians over rounds, so the table does not move with one process's luck. `with_host_processes`
+adds, where a tree's host time was timed in several processes, each process's median.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from runner.report import stats
@@ -219,6 +220,39 @@ def merged(runs: Runs, mode: str = "processes") -> BenchmarkResult:
             "compare_mode": mode,
         }
     )
+
+
+def with_host_processes(
+    bench: BenchmarkResult,
+    runs: Runs,
+    after: Sequence[Mapping[RowKey, float]],
+    before: Sequence[Mapping[RowKey, float]],
+) -> BenchmarkResult:
+    """A merged comparison with each row's host time per process (`kernel_host_process_us`,
+    `before_kernel_host_process_us`): the worker's median over its rounds first, then each
+    further process's (`after`, `before`: per process, each row's median, by row), where both
+    sides then have at least two; other rows, and a comparison without further processes, as
+    they were. `runs` are the workers' rounds the medians come from."""
+    if not after or not before:
+        return bench
+    rows = []
+    for row in bench.rows:
+        key = row_key(row)
+        own_after = _median(_host_of(runs.after, key))
+        own_before = _median(_host_of(runs.before, key))
+        ours = [v for v in [own_after, *(p.get(key) for p in after)] if v is not None]
+        theirs = [v for v in [own_before, *(p.get(key) for p in before)] if v is not None]
+        if len(ours) < 2 or len(theirs) < 2:
+            rows.append(row)
+            continue
+        update = {"kernel_host_process_us": ours, "before_kernel_host_process_us": theirs}
+        rows.append(row.model_copy(update=update))
+    return bench.model_copy(update={"rows": rows})
+
+
+def _host_of(results: Sequence[BenchmarkResult], key: RowKey) -> list[float | None]:
+    """The row's kernel host time per call in each of a worker's rounds."""
+    return [r.kernel_host_us for result in results for r in result.rows if row_key(r) == key]
 
 
 def _median(values: Sequence[float | None]) -> float | None:

@@ -11,18 +11,21 @@ It acts only where `$BENCH_ROUNDS_DIR` is set:
   the job may only read), runs every selected test through pytest's own protocol (fixtures,
   reports and the terminal as in a plain run), then writes `round-<n>.json` into
   `$BENCH_ROUNDS_OUT` (tmp + rename): `{"round": n, "pid": ..., "failed": bool, "tests": k,
-  "device": "cuda" | "none", "timings": [{"host_ms": ..., "device_ms": ...}, ...]}`. A `stop`
+  "device": "cuda" | "none", "timings": [{"host_ms": ..., "device_ms": ...}, ...]}`. Once
+  collected it writes `ready.json` there (the runner starts a tree's further host processes
+  beside its worker and asks the worker for nothing until they are ready). A `stop`
   file, the request directory vanishing, or no request for `$BENCH_ROUNDS_IDLE_S` (default
-  600) ends the session normally.
+  600) ends the session normally. It looks for requests every `$BENCH_ROUNDS_POLL_S`
+  (default 0.005; a host process, which waits through the rounds, looks less often).
 - **The timer.** `triton.testing.do_bench` (which a harness looks up when it times) is
   replaced by `bench`: for the `fn` it is given it measures the host time per call (N calls
-  back to back, one synchronization at the end, divided by N) and the device time per call,
-  returns the device time (ms) to the harness, so the harness's own records carry it, and
-  appends both to the round's timings. `$BENCH_ROUNDS_TIMER_MS` (default 30) is the time one
-  measurement may take, split between the two readings: rounds repeat, so each is short. A
-  kernel autotuner choosing its configuration (Triton's, or a library's subclass of it) looks
-  the timer up in the same place: its calls go to the timer that was there, and are not the
-  round's (the harness's readings stay two a row).
+  back to back, one synchronization at the end, divided by N; the median of up to three) and
+  the device time per call, returns the device time (ms) to the harness, so the harness's
+  own records carry it, and appends both to the round's timings. `$BENCH_ROUNDS_TIMER_MS`
+  (default 30) is the time one measurement may take, split between the two readings: rounds
+  repeat, so each is short. A kernel autotuner choosing its configuration (Triton's, or a
+  library's subclass of it) looks the timer up in the same place: its calls go to the timer
+  that was there, and are not the round's (the harness's readings stay two a row).
 
 It imports only pytest and the standard library at import; torch and triton, which the job's
 own Python has, are imported when the rounds start. The runner reads its answers as hostile.
@@ -45,6 +48,7 @@ DEFAULT_TIMER_MS = 30.0
 DEFAULT_IDLE_S = 600.0
 MAX_CALLS = 10_000  # back-to-back calls of one host reading, at most
 MIN_HOST_CALLS = 4  # ...and at least: a cost paid every few calls is averaged in, not hit or missed
+HOST_READINGS = 3  # a host time is the median of this many readings, the budget split among them
 FLUSH_BYTES = 256 * 1024 * 1024  # more than any L2 cache: each device call starts cold
 
 _timings: list[dict[str, float]] = []  # the current round's readings, in call order
@@ -84,15 +88,22 @@ def _synchronize(torch: Any) -> None:
 
 
 def _host_ms(fn: Callable[[], Any], torch: Any, budget_ms: float, estimate_ms: float) -> float:
-    """Host time per call: N calls back to back (at least MIN_HOST_CALLS), synchronized once,
-    divided by N."""
-    calls = int(max(MIN_HOST_CALLS, min(MAX_CALLS, budget_ms / max(estimate_ms, 1e-3))))
-    _synchronize(torch)
-    started = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    _synchronize(torch)
-    return (time.perf_counter() - started) * 1000 / calls
+    """Host time per call: the median of up to HOST_READINGS readings, each N calls back to
+    back (at least MIN_HOST_CALLS), synchronized once, divided by N; the median, so one
+    reading that met a collection or an interrupt does not stand for the row. The budget is
+    split among them only where each still gets MIN_HOST_CALLS calls (slow calls: one)."""
+    estimate_ms = max(estimate_ms, 1e-3)
+    count = int(max(1, min(HOST_READINGS, budget_ms // (MIN_HOST_CALLS * estimate_ms))))
+    calls = int(max(MIN_HOST_CALLS, min(MAX_CALLS, budget_ms / count / estimate_ms)))
+    readings = []
+    for _ in range(count):
+        _synchronize(torch)
+        started = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        _synchronize(torch)
+        readings.append((time.perf_counter() - started) * 1000 / calls)
+    return statistics.median(readings)
 
 
 def _single_ms(fn: Callable[[], Any], torch: Any) -> float:
@@ -247,12 +258,13 @@ class _Rounds:
         deadline = time.monotonic() + self.idle_s
         request = os.path.join(self.requests, f"round-{number}.request")
         stop = os.path.join(self.requests, "stop")
+        poll_s = _env_float("BENCH_ROUNDS_POLL_S", POLL_S)
         while time.monotonic() < deadline:
             if os.path.exists(stop) or not os.path.isdir(self.requests):
                 return False
             if os.path.exists(request):
                 return True
-            time.sleep(POLL_S)
+            time.sleep(poll_s)
         return False
 
     @pytest.hookimpl(tryfirst=True)
@@ -264,6 +276,8 @@ class _Rounds:
         _patch_do_bench()
         device = "cuda" if _cuda(_torch()) else "none"
         items = list(session.items)
+        # Collected and configured (whatever the harness opens, it has opened): ready.
+        _write_json(self.answers, "ready.json", {"pid": os.getpid(), "tests": len(items)})
         number = 1
         while self.next_request(number):
             _timings.clear()

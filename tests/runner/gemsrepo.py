@@ -5,9 +5,11 @@ lines through a logger opened once a session, and whose `Benchmark.run()` times 
 with `triton.testing.do_bench` twice (the reference first, then the op under `use_gems`).
 
 Both kernels sleep on the host for a small input, the pull request's twice as long (so that
-row is slower, by a ratio the interpreter's noise cannot blur); the pull request's also sleeps
-on every fourth call for a large one (so its host time per call rises above its median single
-call: a host-bound row)."""
+row is slower, by a ratio the interpreter's noise cannot blur). Larger inputs take a cheap op
+(no kernel) that sleeps on every fourth call: the large one's twice as long in the pull
+request (its host time per call, above its median single call, got slower alone, as a
+wrapper's added Python does on a GPU), the middle one's alike in both (a host-bound row that
+did not change: an A/A row of host time)."""
 
 from __future__ import annotations
 
@@ -16,9 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 OP = "scale"
-SMALL, LARGE = [64], [4096]
+SMALL, MIDDLE, LARGE = [64], [1024], [4096]
 SLEEP_BASE_S, SLEEP_EVERY_CALL_S = 0.010, 0.020  # a small input's sleep: merge base, PR
-SLEEP_EVERY_FOURTH_S = 0.030  # well above a loaded CPU's interpreted call (~6 ms)
+# The larger rows call a cheap op (tens of µs) with a sleep every fourth call: the large row's
+# merge base and PR, a host time per call of about 1 and 2 ms, so a loaded CPU's spread in
+# the op's own time stays well inside the threshold and the host change is unmistakable.
+SLEEP_BASE_FOURTH_S, SLEEP_EVERY_FOURTH_S = 0.004, 0.008
+SLEEP_MIDDLE_S = 0.004  # the middle row's, every fourth call, in both trees
 
 INIT = '''\
 """A FlagGems-like library: ops by name, used inside `use_gems()`."""
@@ -44,7 +50,7 @@ def lookup(name, default):
 '''
 
 KERNEL = '''\
-"""Twice its input, by a Triton kernel."""
+"""Twice its input: by a Triton kernel, or past 64 elements a cheap op behind host work."""
 import time
 
 import torch
@@ -53,6 +59,7 @@ import triton.language as tl
 
 SLEEP_EVERY_CALL_S = {every}
 SLEEP_EVERY_FOURTH_S = {fourth}
+SLEEP_MIDDLE_S = {middle}
 _calls = [0]
 
 
@@ -65,10 +72,14 @@ def _scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 def scale(x):
     _calls[0] += 1
-    if x.numel() <= 64 and SLEEP_EVERY_CALL_S:
-        time.sleep(SLEEP_EVERY_CALL_S)
-    elif _calls[0] % 4 == 0 and SLEEP_EVERY_FOURTH_S:
-        time.sleep(SLEEP_EVERY_FOURTH_S)
+    if x.numel() > 64:
+        # A wrapper's host work around a cheap op: a sleep every fourth call, which the
+        # median call (the device time without a device) never holds and the host time per
+        # call averages in.
+        if _calls[0] % 4 == 0:
+            time.sleep(SLEEP_MIDDLE_S if x.numel() <= 1024 else SLEEP_EVERY_FOURTH_S)
+        return x * 2
+    time.sleep(SLEEP_EVERY_CALL_S)
     out = torch.empty_like(x)
     n = x.numel()
     block = min(triton.next_power_of_2(n), 4096)
@@ -157,8 +168,8 @@ def test_scale():
 @dataclass(frozen=True)
 class GemsRepo:
     path: Path
-    base_sha: str  # `main`: the kernel with no host cost
-    head_sha: str  # `pr`: the kernel that sleeps on the host
+    base_sha: str  # `main`: the kernel with the smaller host cost
+    head_sha: str  # `pr`: the kernel that sleeps longer on the host
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -170,7 +181,7 @@ def _git(repo: Path, *args: str) -> str:
 
 def _write_kernel(repo: Path, every: float, fourth: float) -> None:
     path = repo / "src" / "flag_gems" / "ops" / "scale.py"
-    path.write_text(KERNEL.format(every=every, fourth=fourth))
+    path.write_text(KERNEL.format(every=every, fourth=fourth, middle=SLEEP_MIDDLE_S))
 
 
 def make_gems_repo(path: Path, new_op: bool = False) -> GemsRepo:
@@ -185,11 +196,11 @@ def make_gems_repo(path: Path, new_op: bool = False) -> GemsRepo:
     )
     (path / "src" / "flag_gems" / "__init__.py").write_text(INIT)
     (path / "src" / "flag_gems" / "ops" / "__init__.py").write_text("")
-    _write_kernel(path, SLEEP_BASE_S, 0)
+    _write_kernel(path, SLEEP_BASE_S, SLEEP_BASE_FOURTH_S)
     (path / "tests" / "test_scale.py").write_text(ACCURACY)
     (path / "benchmark" / "conftest.py").write_text(CONFTEST)
     (path / "benchmark" / "performance_utils.py").write_text(
-        BENCHMARK.format(shapes=[SMALL, LARGE])
+        BENCHMARK.format(shapes=[SMALL, MIDDLE, LARGE])
     )
     if not new_op:
         (path / "benchmark" / f"test_{OP}.py").write_text(BENCH_TEST)

@@ -15,9 +15,17 @@ import pytest
 from runner.job import bench_workers
 from runner.job.execute import execute
 from runner.local import job_view
-from service.render.comment import render_comment
+from service.render.comment import SLOWER, render_comment, render_status
 from service.render.verdicts import Verdict, judged_rows
-from tests.runner.gemsrepo import LARGE, OP, SLEEP_EVERY_CALL_S, SMALL, GemsRepo, make_gems_repo
+from tests.runner.gemsrepo import (
+    LARGE,
+    MIDDLE,
+    OP,
+    SLEEP_EVERY_CALL_S,
+    SMALL,
+    GemsRepo,
+    make_gems_repo,
+)
 from tests.runner.jobs import job_context
 from workflows.models import JobResult, JobSpec, JobStatus
 from workflows.repo_config import ComparePolicy
@@ -29,12 +37,16 @@ THRESHOLD = 0.25
 MAX_ROUNDS = 9  # the fewest whose median's 95 % interval leaves out each side's extreme
 
 
-def _workflow(max_rounds: int, timer_ms: int, benchmark_only: bool = False) -> WorkflowSpec:
-    """The cpu workflow's FlagGems-style layout (it compares in workers) with `max_rounds`
-    and the rounds timer's budget; only its benchmark step with `benchmark_only`."""
+def _workflow(
+    max_rounds: int, timer_ms: int, benchmark_only: bool = False, host_processes: int = 1
+) -> WorkflowSpec:
+    """The cpu workflow's FlagGems-style layout (it compares in workers) with `max_rounds`,
+    the processes per tree that time host time and the rounds timer's budget; only its
+    benchmark step with `benchmark_only`."""
     workflow = load_workflows()["cpu"]
+    compare = {"max_rounds": max_rounds, "host_processes": host_processes, "host_budget_s": 120}
     steps = [
-        s.model_copy(update={"compare": s.compare.model_copy(update={"max_rounds": max_rounds})})
+        s.model_copy(update={"compare": s.compare.model_copy(update=compare)})
         for s in workflow.layouts["flaggems"]
         if not benchmark_only or s.kind == "benchmark"
     ]
@@ -65,55 +77,76 @@ def _compare(
 def test_a_flaggems_style_comparison_in_a_worker_per_tree(tmp_path: Path) -> None:
     """Each tree's benchmark process serves every round (one pid per tree), each row is
     compared over at least six rounds with host times per call, the row whose kernel sleeps
-    on every call is judged slower, and the report shows the speedup's spread and names the
-    row whose kernel sleeps on every fourth call as host-bound."""
-    workflow = _workflow(MAX_ROUNDS, timer_ms=20, benchmark_only=True)  # accuracy: test_layouts
-    repo, spec, result, text = _compare(tmp_path, workflow)
+    on every call is judged slower; the host-bound rows' host time is timed in three
+    processes per tree (the worker and two more, one round each), so the row whose pull
+    request's kernel alone sleeps on every fourth call is flagged slower on its host time
+    (its device time, the median call, unchanged), the gate fails on it too, and the row whose
+    kernels sleep alike in both trees (an A/A row of host time) is flagged on nothing."""
+    # A 4 ms timer: each host reading of the cheap rows holds tens of calls, not hundreds.
+    workflow = _workflow(MAX_ROUNDS, timer_ms=4, benchmark_only=True, host_processes=3)
+    repo, spec, result, text = _compare(tmp_path, workflow)  # accuracy: test_layouts
     assert result.status is JobStatus.succeeded, text
     bench = result.benchmark
     assert bench is not None and bench.compare_mode == "workers", text
     assert bench.merge_base == repo.base_sha
     (step,) = [s for s in result.steps if s.name == "benchmark (merge base)"]
     assert "a worker per tree" in (step.message or ""), step
+    assert "host time in 3 and 3 processes per tree" in (step.message or ""), step
 
-    # One process per tree answered every round.
+    # One process per tree answered every round; each further host process one round.
     artifacts = tmp_path / "job" / "artifacts"
-    for side in ("after", "base"):
-        answers = [json.loads(p.read_text()) for p in artifacts.glob(f"bench-rounds-{side}/*.json")]
-        assert len(answers) >= 6, side
+    pids: set[int] = set()
+    for side in ("after", "base", "after-2", "base-2", "after-3", "base-3"):
+        answers = [
+            json.loads(p.read_text()) for p in artifacts.glob(f"bench-rounds-{side}/round-*.json")
+        ]
+        assert len(answers) == 1 if "-" in side else len(answers) >= 6, side
         assert len({a["pid"] for a in answers}) == 1, answers
-        assert all(len(a["timings"]) == 4 for a in answers)  # two rows, two readings each
+        assert all(len(a["timings"]) == 6 for a in answers)  # three rows, two readings each
+        pids.add(answers[0]["pid"])
+    assert len(pids) == 6  # six processes
 
-    small, large = bench.rows
-    assert (small.size, large.size) == (SMALL, LARGE)
+    small, middle, large = bench.rows
+    assert (small.size, middle.size, large.size) == (SMALL, MIDDLE, LARGE)
     for row in bench.rows:
         assert row.change is not None and row.change.rounds >= 6
         assert len(row.kernel_samples_ms or []) >= 6
         assert row.reference_host_us is not None and row.kernel_host_us is not None
         assert row.speedup_low is not None and row.speedup_high is not None
         assert row.speedup_low <= row.speedup <= row.speedup_high
+        assert len(row.kernel_host_process_us or []) == 3, row
+        assert len(row.before_kernel_host_process_us or []) == 3, row
     # The pull request's kernel sleeps on every call for the small row: on the host, and
     # (no device here) in its device time too.
     assert small.kernel_host_us >= SLEEP_EVERY_CALL_S * 1e6
     assert small.kernel_ms >= SLEEP_EVERY_CALL_S * 1e3
     judged = {id(j.row): j for j in judged_rows(bench, THRESHOLD)}
     assert judged[id(small)].verdict is Verdict.slower, small.change
-    # The large row is host-bound: its host time's change is shown (the pull request's kernel
-    # sleeps on every fourth call there, so that time rose), its device time's is judged.
-    assert judged[id(large)].host_change is not None
-    assert judged[id(large)].host_change.ratio > 1
-    slower = sum(j.verdict is Verdict.slower for j in judged.values())
-    # Every fourth call of the large row sleeps: the median call does not, the host's
-    # average does.
+    # Every fourth call of the large and middle rows sleeps: the median call does not, the
+    # host's average does, so both are host-bound.
     assert large.kernel_host_us / 1000 > 1.2 * large.kernel_ms
+    assert middle.kernel_host_us / 1000 > 1.2 * middle.kernel_ms
+    big = judged[id(large)]
+    assert big.host_verdict is Verdict.slower and big.on_host, big
+    assert big.device_verdict is not Verdict.slower, big
+    assert big.host_change is not None and big.host_change.rounds == 3
+    aa = judged[id(middle)]
+    assert aa.host_verdict in (Verdict.same, Verdict.noisy), aa
+    assert aa.verdict in (Verdict.same, Verdict.noisy), aa
 
-    view = job_view(spec, result, tmp_path / "job.log", ComparePolicy(THRESHOLD, "inform"))
+    view = job_view(spec, result, tmp_path / "job.log", ComparePolicy(THRESHOLD, "fail"))
     report = render_comment(view)
     assert "in one process per tree kept across rounds, taken in turn" in report
-    assert f"📉 {slower} row{'s' if slower > 1 else ''} slower beyond noise" in report
+    assert "📉 2 rows slower beyond noise" in report
     assert f"{small.speedup:.3f}x ({small.speedup_low:.2f}–{small.speedup_high:.2f})" in report
     (note,) = [line for line in report.split("\n") if line.startswith("Host-bound rows")]
     assert "float32 4096: host" in note and "float32 64:" not in note
+    (host,) = [line for line in report.split("\n") if line.startswith("**Host time:**")]
+    assert "2 host-bound rows" in host and "timed in 3 processes per tree" in host
+    assert "1 flagged on host time" in host
+    (line,) = [r for r in report.split("\n") if r.startswith("| float32 | 4096 ")]
+    assert "· host +" in line and line.index("· host") < line.index(SLOWER), line
+    assert render_status(view).state == "failure"
 
 
 def test_with_nothing_to_compare_the_table_is_still_medians_over_rounds(tmp_path: Path) -> None:
@@ -129,7 +162,7 @@ def test_with_nothing_to_compare_the_table_is_still_medians_over_rounds(tmp_path
     (rounds,) = [s for s in result.steps if s.name == "benchmark (rounds)"]
     assert (rounds.message or "").startswith("6 rounds alone"), rounds
     answers = [json.loads(p.read_text()) for p in (tmp_path / "job" / "artifacts").glob(
-        "bench-rounds-after/*.json")]  # fmt: skip
+        "bench-rounds-after/round-*.json")]  # fmt: skip
     assert len(answers) == 6 and len({a["pid"] for a in answers}) == 1
     for row in bench.rows:
         assert len(row.kernel_samples_ms or []) == 6 and row.before_kernel_ms is None
