@@ -10,6 +10,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Generic, TypeVar
 
@@ -24,6 +25,17 @@ MAX_TEXT = 4000
 LOCK_S = 15.0
 
 
+@dataclass(frozen=True, slots=True)
+class Due:
+    """A pending row as a worker's round sees it: `key` orders it (the outbox's key; the id
+    where a table has none)."""
+
+    id: int
+    next_attempt_at: datetime
+    locked_until: datetime | None
+    key: str
+
+
 class LeasedRows(Generic[R]):
     """The pending rows of one table, taken one at a time for `lock_s` seconds."""
 
@@ -32,14 +44,24 @@ class LeasedRows(Generic[R]):
         self.model = model
         self.lock_s = lock_s
 
-    def pending(self) -> list[R]:
-        """Every row not done yet, oldest first (detached: read-only snapshots)."""
+    def pending(self) -> list[Due]:
+        """Every row not done yet, oldest first: what a round needs to choose the next one
+        (its id, order key, retry time and lock), never its payload. A round reads this each
+        time a delivery kicks it; while GitHub's budget is spent, hundreds of rows wait, and
+        reading them whole took the backlog's size in memory each round, which the allocator
+        kept (`take` reads the one row a try needs)."""
+        m = self.model
+        key = getattr(m, "key", None)  # outbox items go out in order per key
         with self.db.reads() as session:
-            m = self.model
-            return list(session.scalars(select(m).where(m.done_at.is_(None)).order_by(m.id)))
+            found = session.execute(
+                select(m.id, m.next_attempt_at, m.locked_until, key if key is not None else m.id)
+                .where(m.done_at.is_(None))
+                .order_by(m.id)
+            )
+            return [Due(i, n, lock, str(k)) for i, n, lock, k in found]
 
     @staticmethod
-    def due_at(row: R) -> datetime:
+    def due_at(row: Due | R) -> datetime:
         """When `row` may next be tried: its retry time, or after its current lock."""
         if row.locked_until is not None and row.locked_until > row.next_attempt_at:
             return row.locked_until

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from ondemand.retry import RetryPolicy
 from service.db.engine import Database, utcnow
-from service.db.leases import LeasedRows
+from service.db.leases import Due, LeasedRows
 from service.db.models import HeadCheck, Job, OutboxItem, ResultComment
 from service.db.outage import is_transient
 from service.render.comment import marker
@@ -89,7 +89,7 @@ class OutboxWorker(Worker):
         paused = self.github.paused_for()
         if paused > 0:
             return paused
-        heads: dict[str, OutboxItem] = {}
+        heads: dict[str, Due] = {}
         for item in self.items.pending():
             heads.setdefault(item.key, item)
         next_due: float | None = None
