@@ -58,7 +58,9 @@ def change(before: Sequence[float], after: Sequence[float]) -> Change | None:
     return Change(rounds=len(ratios), ratio=float(np.median(ratios)), low=low, high=high)
 
 
-def process_change(before: Sequence[float], after: Sequence[float]) -> Change | None:
+def process_change(
+    before: Sequence[float], after: Sequence[float], floor: float = 0.0
+) -> Change | None:
     """After over before across processes (each value one process's median host time per
     call): the ratio of the sides' geometric means and its 95 % interval, a Welch t-interval
     on the logs; open (None) with fewer than two processes a side. None without a positive
@@ -71,7 +73,9 @@ def process_change(before: Sequence[float], after: Sequence[float]) -> Change | 
     smallest two-sided p is 2/20) and a bootstrap of three values is no interval at all; the
     t-interval is the one that does, and its few degrees of freedom (Welch's, so a side whose
     processes spread more widens it) make it wide where the processes disagree, which the
-    report then calls too noisy. `rounds` is the processes of the side with fewer."""
+    report then calls too noisy. `floor`: the least variance of one process's log host time
+    to assume (`spread_floor`), so three processes that agree by chance do not narrow it.
+    `rounds` is the processes of the side with fewer."""
     a = np.log(np.asarray([v for v in after if v > 0], dtype=float))
     b = np.log(np.asarray([v for v in before if v > 0], dtype=float))
     if not len(a) or not len(b):
@@ -80,7 +84,8 @@ def process_change(before: Sequence[float], after: Sequence[float]) -> Change | 
     count = min(len(a), len(b))
     if count < 2:
         return Change(rounds=count, ratio=math.exp(shift), low=None, high=None)
-    va, vb = float(a.var(ddof=1)) / len(a), float(b.var(ddof=1)) / len(b)
+    va = max(float(a.var(ddof=1)), floor) / len(a)
+    vb = max(float(b.var(ddof=1)), floor) / len(b)
     se = math.sqrt(va + vb)
     ratio = math.exp(shift)
     if se == 0:
@@ -92,6 +97,20 @@ def process_change(before: Sequence[float], after: Sequence[float]) -> Change | 
     return Change(
         rounds=count, ratio=ratio, low=math.exp(shift - t * se), high=math.exp(shift + t * se)
     )
+
+
+def spread_floor(rows: Sequence[BenchmarkRow]) -> float:
+    """The median, over the rows timed in at least two processes a side, of the variance of
+    one process's log host time (the two sides' mean): the least a row's own is taken to be.
+    A process's state moves every row's host time, so the job's rows say how far its
+    processes spread better than one row's three processes can; 0 without such rows."""
+    found = []
+    for row in rows:
+        sides = [row.kernel_host_process_us or [], row.before_kernel_host_process_us or []]
+        logs = [np.log([v for v in side if v > 0]) for side in sides]
+        if all(len(side) >= 2 for side in logs):
+            found.append(float(np.mean([side.var(ddof=1) for side in logs])))
+    return float(np.median(found)) if found else 0.0
 
 
 def half_width(change: Change) -> float | None:
@@ -133,6 +152,7 @@ def judged(bench: BenchmarkResult) -> BenchmarkResult:
     time), the geometric means' rounds, and the medians as the
     rows' latencies."""
     rows = []
+    floor = spread_floor(bench.rows)
     for row in bench.rows:
         after, before = row.kernel_samples_ms, row.before_kernel_samples_ms
         host_after, host_before = row.kernel_host_samples_us, row.before_kernel_host_samples_us
@@ -142,7 +162,7 @@ def judged(bench: BenchmarkResult) -> BenchmarkResult:
             "before_rounds": summarize(before) if before else None,
             "change": change(before, after) if after and before else None,
             "host_change": change(host_before, host_after) if host_after and host_before else None,
-            "host_process_change": process_change(proc_before, proc_after)
+            "host_process_change": process_change(proc_before, proc_after, floor)
             if proc_after and proc_before
             else None,
         }
