@@ -1,9 +1,9 @@
 """The before → after comparison's bars on a real FlagGems checkout: driver, patchers, reader.
 
     python -m tools.flaggems_bars OUT [OUT...] [--threshold 0.10] [--json FILE]
-    python -m tools.flaggems_bars patch {comment,twice,quarter} FILE --func NAME [--index I]
+    python -m tools.flaggems_bars patch {comment,twice,quarter,host} FILE --func NAME [--index I]
     python -m tools.flaggems_bars workflows SRC FULL BENCH [--workers auto|on|off]
-    python -m tools.flaggems_bars drive --steps "aa power others cost" --out OUT ...
+    python -m tools.flaggems_bars drive --steps "aa power others cost host" --out OUT ...
 
 `tools/gpu_flaggems_bars.sh` runs `drive` on a CUDA host: every job is the product's own
 path, `ondemand run OP:nvidia --ref PR --base main --json ...`, on FlagGems with a settings
@@ -23,8 +23,13 @@ The bars, per operator (a row's verdict and band are the report's: `service.rend
   band is under the threshold flagged slower.
 - cost: every FlagGems job on a warm runner (not the first of its call) at most 150 s to its
   verdict; this repository's warm job at most 45 s.
+- host (the host step's operator, `gelu`: its wrapper spends `--host-us` more µs of Python a
+  call): its A/A runs flag no host row (nor any other); every host-bound row of the host pull
+  request is flagged slower on its host time, and the gate fails the job.
 
-Each row's smallest detectable change is the threshold plus its band (the A/A runs' median).
+Each row's smallest detectable change is the threshold plus its band (the A/A runs' median);
+a host-judged row's host band, smallest detectable host change and the spread of its
+processes' host times are printed beside it.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import ast
 import fnmatch
 import io
 import json
+import math
 import os
 import shutil
 import statistics
@@ -50,7 +56,9 @@ from typing import Any
 
 MAIN_OP = "adaptive_max_pool3d_backward"
 OTHER_OPS = ("exp", "vdot")  # bandwidth-bound with 1 Gi-element rows; host-bound 64–65536
-PATCH_KINDS = ("comment", "twice", "quarter")
+HOST_OP = "gelu"  # the host step's: host ~150 µs a call on its small rows, no autotuner
+HOST_US = 30.0  # the Python the host edit adds to each call (µs)
+PATCH_KINDS = ("comment", "twice", "quarter", "host")
 AA_NOISY_MAX = 0.10
 AA_BIAS_MAX = 0.02
 TWICE_SHARE = 0.95
@@ -91,7 +99,7 @@ def comment_edit(text: str, index: int) -> str:
 
 
 def _check_function(text: str, func: str) -> None:
-    if f"_ondemand_once_{func} =" in text or f"_ondemand_exact_{func} =" in text:
+    if any(f"_ondemand_{kind}_{func} =" in text for kind in ("once", "exact", "host")):
         raise PatchError(f"{func} is already patched")
     tree = ast.parse(text)
     if not any(isinstance(node, ast.FunctionDef) and node.name == func for node in tree.body):
@@ -131,7 +139,25 @@ def quarter_edit(text: str, func: str) -> str:
     return edited
 
 
-def patch_file(path: Path, kind: str, func: str, index: int = 1) -> None:
+def host_edit(text: str, func: str, us: float = HOST_US) -> str:
+    """Rebind `func` to spend `us` µs of Python (a loop on the clock) before calling the
+    original: host work added to every call, as a contributor's extra argument checks or
+    bookkeeping in an operator's wrapper would, none on the device, the output unchanged."""
+    _check_function(text, func)
+    edited = text.rstrip("\n") + (
+        f"\n\n\nimport time as _ondemand_time  # noqa: E402 ({MARK})\n\n"
+        f"_ondemand_host_{func} = {func}\n\n\n"
+        f"def {func}(*args, **kwargs):  # noqa: F811 ({MARK}: {us:g} µs more Python a call)\n"
+        f"    end = _ondemand_time.perf_counter() + {us / 1e6!r}\n"
+        "    while _ondemand_time.perf_counter() < end:\n"
+        "        pass\n"
+        f"    return _ondemand_host_{func}(*args, **kwargs)\n"
+    )
+    ast.parse(edited)
+    return edited
+
+
+def patch_file(path: Path, kind: str, func: str, index: int = 1, us: float = HOST_US) -> None:
     """Apply one patch in place; PatchError (the file untouched) when it cannot."""
     text = path.read_text()
     if kind == "comment":
@@ -140,6 +166,8 @@ def patch_file(path: Path, kind: str, func: str, index: int = 1) -> None:
         edited = twice_edit(text, func)
     elif kind == "quarter":
         edited = quarter_edit(text, func)
+    elif kind == "host":
+        edited = host_edit(text, func, us)
     else:
         raise PatchError(f"unknown patch {kind!r}; known: {', '.join(PATCH_KINDS)}")
     path.write_text(edited)
@@ -149,11 +177,15 @@ def patch_file(path: Path, kind: str, func: str, index: int = 1) -> None:
 # Workflow copies: no extra installed (the GPU image is offline), and one without accuracy.
 
 
-def write_workflows(src: Path, full: Path, bench: Path, workers: str = "auto") -> bool:
+def write_workflows(
+    src: Path, full: Path, bench: Path, workers: str = "auto", host: dict[str, float] | None = None
+) -> bool:
     """Copy every workflow of `src` into `full` (no extras) and `bench` (no accuracy step
     either). `workers`: set `compare.workers: true` on the flaggems layout's benchmark step
     where the runner knows that field (auto), always (on: an error where it does not), or
-    leave the copy as it is (off). Returns whether the copies set it."""
+    leave the copy as it is (off). `host`: `compare` fields of that step to set (e.g.
+    `host_processes`; an error where the runner does not know one). Returns whether the
+    copies set `workers`."""
     import yaml
 
     from workflows.spec import Compare, load_workflows
@@ -161,6 +193,9 @@ def write_workflows(src: Path, full: Path, bench: Path, workers: str = "auto") -
     known = "workers" in Compare.model_fields
     if workers == "on" and not known:
         raise SystemExit("compare.workers: this runner's workflow schema has no such field")
+    unknown = sorted(set(host or {}) - set(Compare.model_fields))
+    if unknown:
+        raise SystemExit(f"compare.{unknown[0]}: this runner's workflow schema has no such field")
     set_workers = known and workers != "off"
     for out in (full, bench):
         out.mkdir(parents=True, exist_ok=True)
@@ -170,6 +205,8 @@ def write_workflows(src: Path, full: Path, bench: Path, workers: str = "auto") -
         for step in doc.get("layouts", {}).get("flaggems", []):
             if set_workers and step.get("kind") == "benchmark":
                 step.setdefault("compare", {})["workers"] = True
+            if host and step.get("kind") == "benchmark":
+                step.setdefault("compare", {}).update(host)
         (full / path.name).write_text(yaml.safe_dump(doc, sort_keys=False))
         doc["steps"] = [s for s in doc["steps"] if s.get("kind") != "accuracy"]
         for name, steps in doc.get("layouts", {}).items():
@@ -235,11 +272,13 @@ def tree_files(top: Path) -> list[str]:
     )
 
 
-def make_branch(repo: Path, name: str, path: str, kind: str, func: str, index: int = 1) -> None:
+def make_branch(
+    repo: Path, name: str, path: str, kind: str, func: str, index: int = 1, us: float = HOST_US
+) -> None:
     """A pull request `name` off main: one patch of `path`, committed."""
     git(repo, "checkout", "-q", "-b", name, "main")
     try:
-        patch_file(repo / path, kind, func, index)
+        patch_file(repo / path, kind, func, index, us)
         git(repo, "commit", "-qam", f"{name}: {kind} edit of {path}")
     finally:
         git(repo, "checkout", "-q", "-f", "main")
@@ -348,19 +387,25 @@ def drive(args: argparse.Namespace, run: Callable[..., Any] = subprocess.run) ->
     deadline = Deadline(args.deadline_s)
     driver = Driver(out, deadline, job_s=args.job_s, skip=tuple(args.skip.split()), run=run)
     steps = args.steps.split()
-    unknown = set(steps) - {"aa", "power", "others", "cost"}
+    unknown = set(steps) - {"aa", "power", "others", "cost", "host"}
     if unknown:
         raise SystemExit(f"unknown steps: {', '.join(sorted(unknown))}")
+    host: dict[str, float] = {}
+    if args.host_processes:
+        host["host_processes"] = args.host_processes
+    if args.host_budget_s:
+        host["host_budget_s"] = args.host_budget_s
     workers = write_workflows(Path(args.workflows_src), work / "wf-full", work / "wf-bench",
-                              args.workers)  # fmt: skip
+                              args.workers, host)  # fmt: skip
     print(f"workflow copies: compare.workers {'set' if workers else 'not set'}")
     fg = work / "flaggems"
     others = args.others.split()
     fg_extra: list[str] = ["--wheelhouse", str(args.wheelhouse)]
     if not args.compile_cache:
         fg_extra.append("--no-compile-cache")
-    if any(s in steps for s in ("aa", "power", "others")):
+    if any(s in steps for s in ("aa", "power", "others", "host")):
         init_checkout(fg, tarball=args.tarball)
+    if any(s in steps for s in ("aa", "power", "others")):
         for op in (args.op, *others):
             for i in range(1, (args.aa if op == args.op else args.other_aa) + 1):
                 make_branch(fg, f"{op}-aa{i}", op_path(op), "comment", op, i)
@@ -368,6 +413,14 @@ def drive(args: argparse.Namespace, run: Callable[..., Any] = subprocess.run) ->
         make_branch(fg, f"{args.op}-quarter", op_path(args.op), "quarter", args.op)
         for op in others if args.other_quarter else ():
             make_branch(fg, f"{op}-quarter", op_path(op), "quarter", op)
+    if "host" in steps:
+        if args.host_op in (args.op, *others) and any(s in steps for s in ("aa", "others")):
+            raise SystemExit(f"--host-op {args.host_op}: an operator of the other steps too")
+        for i in range(1, args.host_aa + 1):
+            make_branch(fg, f"{args.host_op}-aa{i}", op_path(args.host_op), "comment",
+                        args.host_op, i)  # fmt: skip
+        make_branch(fg, f"{args.host_op}-host", op_path(args.host_op), "host", args.host_op,
+                    us=args.host_us)  # fmt: skip
     os.environ["XDG_CACHE_HOME"] = str(work / "cache-fg")
 
     def fg_job(op: str, kind: str, full: bool = False) -> bool:
@@ -398,6 +451,13 @@ def drive(args: argparse.Namespace, run: Callable[..., Any] = subprocess.run) ->
             for i in range(2, args.other_aa + 1):
                 for op in others:
                     fg_job(op, f"aa{i}")
+        elif step == "host":
+            # The first A/A on the fresh runner, then the host pull request and the other
+            # A/A runs warm; with --full-warm the last A/A runs the accuracy tests too.
+            fg_job(args.host_op, "aa1")
+            fg_job(args.host_op, "host")
+            for i in range(2, args.host_aa + 1):
+                fg_job(args.host_op, f"aa{i}", full=args.full_warm and i == args.host_aa)
         elif step == "cost":
             own = work / "self"
             init_checkout(own, files=Path(args.self_repo))
@@ -475,13 +535,13 @@ def _pct(x: float) -> str:
 
 def op_bars(op: str, runs: Sequence[Run], threshold: float) -> tuple[list[Bar], list[str]]:
     """The A/A, twice and quarter bars of one operator's runs, and its per-row lines."""
-    from service.render.verdicts import Verdict, detectable
+    from service.render.verdicts import Verdict, detectable, host_judged
     from tools.compare_bars import Run as CompareRun
     from tools.compare_bars import status_with_gate
 
     bars: list[Bar] = []
     lines: list[str] = []
-    of = {k: [r for r in runs if r.meta["kind"] == k] for k in ("aa", "twice", "quarter")}
+    of = {k: [r for r in runs if r.meta["kind"] == k] for k in ("aa", "twice", "quarter", "host")}
     flagged_kinds = (Verdict.slower, Verdict.faster)
 
     aa = [(r, j) for r in of["aa"] for j in r.judged(threshold)]
@@ -502,6 +562,21 @@ def op_bars(op: str, runs: Sequence[Run], threshold: float) -> tuple[list[Bar], 
         ]  # fmt: skip
     else:
         bars.append(Bar("A/A", op, _why_missing(of["aa"]), None))
+    aa_host = host_judged([j for _, j in aa])
+    if aa_host:
+        flagged = [j for j in aa_host if j.host_verdict in flagged_kinds]
+        noisy = [j for j in aa_host if j.host_verdict is Verdict.noisy]
+        bars.append(
+            Bar("A/A: no host row flagged", op,
+                f"{len(flagged)} of {len(aa_host)} host verdicts flagged; {len(noisy)} host too "
+                f"noisy", not flagged)
+        )  # fmt: skip
+
+    host = [j for r in of["host"] for j in r.judged(threshold)]
+    if host:
+        bars += _host_bars(op, of["host"], host, threshold)
+    elif of["host"]:
+        bars.append(Bar("host", op, _why_missing(of["host"]), None))
 
     twice = [j for r in of["twice"] for j in r.judged(threshold)]
     if twice:
@@ -522,7 +597,7 @@ def op_bars(op: str, runs: Sequence[Run], threshold: float) -> tuple[list[Bar], 
         failed = bool(states) and all(s == "failure" and e in (1, None) for s, e in states)
         bars.append(Bar("twice: the gate fails", op,
                         ", ".join(f"{s} (exit {e})" for s, e in states), failed))  # fmt: skip
-    else:
+    elif of["twice"] or not of["host"]:
         bars.append(Bar("twice", op, _why_missing(of["twice"]), None))
 
     quarter = [j for r in of["quarter"] for j in r.judged(threshold)]
@@ -540,7 +615,9 @@ def op_bars(op: str, runs: Sequence[Run], threshold: float) -> tuple[list[Bar], 
         bars.append(Bar("quarter", op, _why_missing(of["quarter"]), None))
 
     per_row: dict[str, dict[str, list[Any]]] = {}
-    for kind, judged in (("aa", [j for _, j in aa]), ("twice", twice), ("quarter", quarter)):
+    kinds_judged = (("aa", [j for _, j in aa]), ("twice", twice), ("quarter", quarter),
+                    ("host", host))  # fmt: skip
+    for kind, judged in kinds_judged:
         for j in judged:
             per_row.setdefault(row_name(j), {}).setdefault(kind, []).append(j)
     if per_row:
@@ -557,8 +634,74 @@ def op_bars(op: str, runs: Sequence[Run], threshold: float) -> tuple[list[Bar], 
                 cells.append(
                     ", ".join(f"{_pct(j.change.ratio - 1)} {j.verdict.value}" for j in js) or "–"
                 )
+            host_cells = _host_cells(kinds, threshold)
+            if host_cells:
+                cells.append(host_cells)
             lines.append(f"  {row}: " + " · ".join(cells))
     return bars, lines
+
+
+def _host_bars(op: str, runs: Sequence[Run], judged: Sequence[Any], threshold: float) -> list[Bar]:
+    """The host pull request's bars: every host-bound row flagged slower on its host time (a
+    row with no host verdict, or too noisy, counts against it), and the gate failing."""
+    from service.render.verdicts import Verdict, host_judged
+    from tools.compare_bars import Run as CompareRun
+    from tools.compare_bars import status_with_gate
+
+    bound = host_judged(judged)
+    slower = [j for j in bound if j.host_verdict is Verdict.slower]
+    noisy = [j for j in bound if j.host_verdict is Verdict.noisy]
+    device = [j for j in judged if j.device_verdict is Verdict.slower]
+    moved = [_pct(j.host_change.ratio - 1) for j in slower if j.host_change is not None]
+    states = []
+    for r in runs:
+        if r.result is not None:
+            state = status_with_gate(CompareRun("power", Path(r.name), r.result), threshold)
+            states.append((state, r.meta.get("exit")))
+    failed = bool(states) and all(s == "failure" and e in (1, None) for s, e in states)
+    return [
+        Bar("host: every host-bound row slower on host time", op,
+            f"{len(slower)} of {len(bound)} host-bound rows ({', '.join(moved) or 'none'}); "
+            f"{len(noisy)} host too noisy; {len(device)} rows slower on the device",
+            bool(bound) and len(slower) == len(bound)),
+        Bar("host: the gate fails", op, ", ".join(f"{s} (exit {e})" for s, e in states), failed),
+    ]  # fmt: skip
+
+
+def _host_cells(kinds: dict[str, list[Any]], threshold: float) -> str:
+    """A row's host figures, where its host time was judged: the A/A runs' median host band,
+    smallest detectable host slowdown and spread of one process's host time (the median over
+    the A/A runs of the log standard deviation of the processes' medians), and the host
+    pull request's host change with its verdict."""
+    from service.render.verdicts import detectable, noise_band
+
+    aa = [j for j in kinds.get("aa", []) if j.host_verdict is not None and j.host_change]
+    host = [j for j in kinds.get("host", []) if j.host_verdict is not None and j.host_change]
+    if not aa and not host:
+        return ""
+    bands = [b for j in aa if (b := noise_band(j.host_change)) is not None]
+    found = [d for j in aa if (d := detectable(j.host_change, threshold))]
+    spreads = [s for j in aa if (s := _process_spread(j.row)) is not None]
+    cells = [
+        f"host band ±{statistics.median(bands) * 100:.1f} %" if bands else "host band ±?",
+        f"+{statistics.median(found) * 100:.1f} %" if found else "none",
+        f"process spread {statistics.median(spreads) * 100:.1f} %" if spreads else "spread ?",
+    ]
+    if host:
+        cells.append(", ".join(
+            f"host {_pct(j.host_change.ratio - 1)} {j.host_verdict.value}" for j in host
+        ))  # fmt: skip
+    return " ".join(["host:", " · ".join(cells)])
+
+
+def _process_spread(row: Any) -> float | None:
+    """The standard deviation of one process's log host time, the sides pooled; None with
+    fewer than two processes a side."""
+    sides = [row.kernel_host_process_us or [], row.before_kernel_host_process_us or []]
+    if any(len(side) < 2 for side in sides):
+        return None
+    logs = [[math.log(v) for v in side if v > 0] for side in sides]
+    return math.sqrt(statistics.mean(statistics.variance(side) for side in logs))
 
 
 def _why_missing(runs: Sequence[Run]) -> str:
@@ -642,14 +785,19 @@ def report(runs: Sequence[Run], threshold: float) -> tuple[str, list[Bar]]:
     done = sorted(r.name for r in runs if r.result is not None and r.result.benchmark is not None)
     lines += [f'finished, for a later call: SKIP="{" ".join(done)}"', ""]
     bars: list[Bar] = []
-    fg_ops = sorted({r.meta["op"] for r in runs if r.meta["source"] == "flaggems"} | {MAIN_OP},
+    fg_runs = [r for r in runs if r.meta["source"] == "flaggems"]
+    host_ops = {r.meta["op"] for r in fg_runs if r.meta["kind"] == "host"}
+    # A call of the host step alone: its operator's bars and its jobs' cost, nothing missing
+    # of the other steps.
+    host_only = bool(host_ops) and all(r.meta["op"] in host_ops for r in runs)
+    fg_ops = sorted({r.meta["op"] for r in fg_runs} | (set() if host_only else {MAIN_OP}),
                     key=lambda op: (op != MAIN_OP, op))  # fmt: skip
     for op in fg_ops:
         ob, ol = op_bars(op, [r for r in runs if r.meta["op"] == op and
                               r.meta["source"] == "flaggems"], threshold)  # fmt: skip
         bars += ob
         lines += ol
-    bars += cost_bars(runs, threshold)
+    bars += [b for b in cost_bars(runs, threshold) if not host_only or b.op == "flaggems"]
     lines += ["", "| bar | operator | measured | verdict |", "|---|---|---|---|"]
     lines += [f"| {b.name} | {b.op} | {b.measured} | {b.verdict} |" for b in bars]
     return "\n".join(lines) + "\n", bars
@@ -666,9 +814,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.add_argument("file", type=Path)
         p.add_argument("--func", required=True)
         p.add_argument("--index", type=int, default=1)
+        p.add_argument("--us", type=float, default=HOST_US, help="the host edit's µs a call")
         a = p.parse_args(argv[1:])
         try:
-            patch_file(a.file, a.kind, a.func, a.index)
+            patch_file(a.file, a.kind, a.func, a.index, a.us)
         except PatchError as exc:
             print(f"patch {a.kind} of {a.file}: {exc}", file=sys.stderr)
             return 2
@@ -721,10 +870,21 @@ def drive_parser() -> argparse.ArgumentParser:
     p.add_argument("--other-aa", type=int, default=2)
     p.add_argument("--other-quarter", action="store_true")
     p.add_argument("--compile-cache", action="store_true")
+    p.add_argument("--host-op", default=HOST_OP, help="the host step's operator")
+    p.add_argument("--host-aa", type=int, default=3, help="the host step's A/A pull requests")
+    p.add_argument("--host-us", type=float, default=HOST_US,
+                   help="the Python the host pull request adds to each call (µs)")  # fmt: skip
+    p.add_argument("--host-processes", type=int, default=0,
+                   help="compare.host_processes of the workflow copies (0: theirs)")  # fmt: skip
+    p.add_argument("--host-budget-s", type=float, default=0.0,
+                   help="compare.host_budget_s of the workflow copies (0: theirs)")  # fmt: skip
+    p.add_argument("--full-warm", action="store_true",
+                   help="the host step's last A/A job runs the accuracy tests too")  # fmt: skip
     p.add_argument("--job-s", type=float, default=150.0)
     p.add_argument("--skip", default="", help="job names (globs) not to run again")
     p.add_argument("--deadline-s", type=float, default=570.0)
-    for step, seconds in (("aa", 570.0), ("power", 330.0), ("others", 570.0), ("cost", 300.0)):
+    steps = (("aa", 570.0), ("power", 330.0), ("others", 570.0), ("cost", 300.0), ("host", 570.0))
+    for step, seconds in steps:
         p.add_argument(f"--{step}-s", type=float, default=seconds)
     return p
 

@@ -466,3 +466,112 @@ def test_drive_makes_every_pull_request_and_runs_the_steps_in_order(tmp_path: Pa
     ]
     runs = {r.name: r.meta for r in fb.load_runs([tmp_path / "out2"])}
     assert runs[f"fg-{OP}-aa1"]["full"] and not runs[f"fg-{OP}-aa1"]["warm"]
+
+
+# --- the host step --------------------------------------------------------------------------
+
+
+def test_host_edit_spends_its_python_before_each_call_and_keeps_the_result() -> None:
+    import time
+
+    ns = load(fb.host_edit(SMALL, "op", us=3000.0))
+    started = time.perf_counter()
+    assert ns["op"](2, scale=5) == 10
+    assert time.perf_counter() - started >= 0.003
+    assert ns["CALLS"] == [2]
+    with pytest.raises(fb.PatchError, match="already patched"):
+        fb.host_edit(fb.host_edit(SMALL, "op"), "op")
+    with pytest.raises(fb.PatchError, match="no top-level `def missing"):
+        fb.host_edit(SMALL, "missing")
+
+
+def host_result(host: list[Change], seconds: float = 100.0, exit_gate: bool = False) -> JobResult:
+    """A FlagGems gelu job: rows host-bound (host 150 µs a call, device 5 µs) with `host` their
+    host changes over three processes a side, the device steady."""
+    res = result(same(len(host)), seconds, op=fb.HOST_OP)
+    assert res.benchmark is not None
+    rows = [
+        row.model_copy(update={
+            "kernel_ms": 0.005, "before_kernel_ms": 0.005, "kernel_host_us": 150.0 * h.ratio,
+            "before_kernel_host_us": 150.0, "host_process_change": h,
+            "kernel_host_process_us": [150.0 * h.ratio * f for f in (0.98, 1.0, 1.02)],
+            "before_kernel_host_process_us": [150.0 * f for f in (0.98, 1.0, 1.02)],
+        })
+        for row, h in zip(res.benchmark.rows, host, strict=True)
+    ]  # fmt: skip
+    return res.model_copy(update={"benchmark": res.benchmark.model_copy(update={"rows": rows})})
+
+
+def test_the_host_steps_bars(tmp_path: Path) -> None:
+    """Three A/A pull requests of gelu flag no host row, and the host pull request's host-bound
+    rows are all flagged slower on host time with the gate failing: every bar of a host-only
+    call met (none missing of the other steps), each row's host band, smallest detectable
+    host slowdown and process spread printed; one host-bound row too noisy fails the bar."""
+    for i in (1, 2, 3):
+        save(tmp_path, f"fg-{fb.HOST_OP}-aa{i}", host_result([change(1.0, 0.03)] * 9),
+             op=fb.HOST_OP, warm=i > 1)  # fmt: skip
+    save(tmp_path, f"fg-{fb.HOST_OP}-host", host_result([change(1.2, 0.03)] * 9),
+         op=fb.HOST_OP, kind="host", exit=1)  # fmt: skip
+    text, bars_list = fb.report(fb.load_runs([tmp_path]), 0.10)
+    bars = {f"{b.op} {b.name}": b for b in bars_list}
+    assert all(b.met for b in bars_list), [b for b in bars_list if not b.met]
+    assert bars[f"{fb.HOST_OP} A/A: no host row flagged"].measured.startswith("0 of 27")
+    host = bars[f"{fb.HOST_OP} host: every host-bound row slower on host time"]
+    assert host.measured.startswith("9 of 9 host-bound rows (+20.0 %")
+    assert bars[f"{fb.HOST_OP} host: the gate fails"].measured == "failure (exit 1)"
+    assert not [b for b in bars_list if b.op in (OP, "self")]  # a host-only call
+    assert "host: host band ±3.0 % · +13.3 % · process spread 2.0 % · host +20.0 % slower" in text
+    noisy = [change(1.2, 0.03)] * 8 + [change(1.2, 0.3)]
+    save(tmp_path, f"fg-{fb.HOST_OP}-host", host_result(noisy), op=fb.HOST_OP, kind="host",
+         exit=1)  # fmt: skip
+    again = by_name(tmp_path)
+    host = again[f"{fb.HOST_OP} host: every host-bound row slower on host time"]
+    assert not host.met and "8 of 9" in host.measured and "1 host too noisy" in host.measured
+
+
+def test_drive_runs_the_host_step(tmp_path: Path) -> None:
+    """The host step: three comment-only pull requests and the host one of gelu (the first
+    on the fresh runner, the last A/A a full job with --full-warm), the workflow copies with
+    the host processes asked for."""
+    import tarfile
+
+    import yaml
+
+    tree = tmp_path / "fg"
+    path = tree / fb.op_path(fb.HOST_OP)
+    path.parent.mkdir(parents=True)
+    comments = "".join(f"# comment {i}\n" for i in range(4))
+    path.write_text(f"{comments}\n\ndef gelu(x):\n    return x  # the result\n")
+    tarball = tmp_path / "fg.tar.xz"
+    with tarfile.open(tarball, "w:xz") as tar:
+        tar.add(tree, arcname=".")
+    seen: list[tuple[str, str]] = []
+
+    def fake_run(argv: list[str], **_: Any) -> subprocess.CompletedProcess[bytes]:
+        ref = argv[argv.index("--ref") + 1]
+        seen.append((ref, Path(argv[argv.index("--workflows") + 1]).name))
+        Path(argv[argv.index("--json") + 1]).write_text(result(same()).model_dump_json())
+        return subprocess.CompletedProcess(argv, 0, b"", b"")
+
+    args = fb.drive_parser().parse_args(
+        ["--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"), "--tarball",
+         str(tarball), "--steps", "host", "--full-warm", "--host-processes", "5",
+         "--host-us", "40"]
+    )  # fmt: skip
+    assert fb.drive(args, run=fake_run) == 0
+    assert seen == [("gelu-aa1", "wf-bench"), ("gelu-host", "wf-bench"),
+                    ("gelu-aa2", "wf-bench"), ("gelu-aa3", "wf-full")]  # fmt: skip
+    fg = tmp_path / "work" / "flaggems"
+    patched = fb.git(fg, "show", f"gelu-host:{fb.op_path(fb.HOST_OP)}")
+    assert "_ondemand_host_gelu = gelu" in patched and "4e-05" in patched
+    doc = yaml.safe_load((tmp_path / "work" / "wf-bench" / "nvidia.yaml").read_text())
+    (bench,) = [s for s in doc["layouts"]["flaggems"] if s["kind"] == "benchmark"]
+    assert bench["compare"]["host_processes"] == 5
+    runs = {r.name: r.meta for r in fb.load_runs([tmp_path / "out"])}
+    assert runs["fg-gelu-host"]["kind"] == "host" and runs["fg-gelu-aa3"]["full"]
+
+
+def test_the_host_steps_patches_apply_to_flaggems_gelu() -> None:
+    text = snapshot(fb.op_path(fb.HOST_OP))
+    assert len({fb.comment_edit(text, i) for i in range(1, 4)}) == 3
+    compile(fb.host_edit(text, fb.HOST_OP), fb.HOST_OP, "exec")
