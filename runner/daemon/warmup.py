@@ -8,7 +8,9 @@ branch, code its maintainers merged), never the pull request's head. The build i
 its own: a fresh checkout, HOME and private cache in the slot's directory, the jail, the
 same steps; only its private cache is published, and only once per base commit.
 `ondemand run` has no pull request: it trusts the commit it was asked to run (the caller's
-own), unless `--base` names another.
+own), unless `--base` names another. A job that compares with a commit a comment named
+(`/test ... vs REF`, `options.exact_base`) builds nothing: GitHub resolves a SHA of any fork
+in the repository's network, so that commit is not known to be the maintainers' code.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ _BUILDING: set[tuple[Path, str]] = set()
 
 def trusted_commit(spec: JobSpec, *, local: bool = False) -> str | None:
     """The commit a trusted build of `spec`'s repository compiles, or None."""
+    if spec.options.exact_base:
+        return None
     if spec.base_sha:
         return spec.base_sha
     return spec.sha if local else None

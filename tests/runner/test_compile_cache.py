@@ -31,7 +31,7 @@ from runner.job.workspace import Workspaces
 from runner.plugins import PLUGINS, pytest_order
 from tests.runner import tinyrepo
 from tests.runner.tinyrepo import TinyRepo, make_tiny_repo
-from workflows.models import JobResult, JobSpec, JobStatus
+from workflows.models import JobOptions, JobResult, JobSpec, JobStatus
 from workflows.spec import Step, StepKind, WorkflowSpec, load_workflows
 
 JOB_USER = "ondemand-job"
@@ -150,6 +150,15 @@ def test_trusted_commit_is_the_base_never_the_pull_request() -> None:
     assert trusted_commit(spec) is None
     assert trusted_commit(spec.model_copy(update={"base_sha": "base"})) == "base"
     assert trusted_commit(spec, local=True) == "head"  # `ondemand run`: the caller's own commit
+
+
+def test_a_commit_a_comment_named_is_never_a_trusted_build() -> None:
+    """`/test OP vs REF`: GitHub resolves a fork's SHA too, so REF's commit builds nothing."""
+    spec = JobSpec(
+        id=1, repo="o/r", clone_url="u", pr_number=1, sha="head", op="x", backend="b",
+        base_sha="named", options=JobOptions(exact_base=True),
+    )  # fmt: skip
+    assert trusted_commit(spec) is None
 
 
 def test_xdist_workers_only_where_they_help() -> None:

@@ -82,7 +82,7 @@ def test_claim_answers_204_then_the_job(svc: LiveService) -> None:
     spec = got.json()
     assert spec["id"] == job.id and spec["op"] == "add" and spec["sha"] == "a" * 40
     assert spec["lease_seconds"] == 30 and spec["attempt"] == 1
-    assert spec["options"] == {"bench": True, "compare": True}
+    assert spec["options"] == {"bench": True, "compare": True, "exact_base": False}
 
 
 def test_long_poll_wakes_at_once(svc: LiveService) -> None:
