@@ -598,6 +598,7 @@ def test_a_runner_whose_job_python_vanishes_is_drained_and_its_jobs_succeed_else
     pyhost.unlink()  # the job Python vanishes
     jobs = [service.enqueue(tiny_repo, op, bench=False) for op in ("good_op", "bad_op")]
     _wait_output(broken, "drained: its last 2 jobs")
+    _wait_output(broken, f"job {jobs[-1]}: hand back")  # the drain is logged before it
     for job_id in jobs:
         handed = service.parts.jobs.get_job(job_id)
         assert handed is not None and handed.attempt == 2, broken.output()[-3000:]
