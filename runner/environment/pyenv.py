@@ -286,11 +286,6 @@ def _asks(req: Requirement) -> str:
     return f"repository pins {pins[0]}" if len(pins) == 1 else f"repository asks {req.specifier}"
 
 
-def missing_requirements(reqs: Sequence[str]) -> list[str]:
-    """Those of `reqs` that the host's installed distributions do not provide by name."""
-    return list(plan_requirements(reqs).install)
-
-
 def env_key(
     checkout: Path,
     extras: Sequence[str],

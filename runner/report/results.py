@@ -7,7 +7,6 @@ from __future__ import annotations
 import difflib
 import errno
 import json
-import math
 import os
 import re
 import stat
@@ -19,7 +18,6 @@ from typing import Any
 from workflows.models import (
     AccuracyResult,
     BenchmarkResult,
-    BenchmarkRow,
     Proof,
     ProofLine,
     SkipGroup,
@@ -205,12 +203,6 @@ def read_proof(directory: Path, prefix: str) -> Proof:
     )
 
 
-def _finite(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
 def benchmark_from_document(doc: Any) -> BenchmarkResult:
     """A kernels.benchmark/v1 document (see docs/benchmark-json.md) as a BenchmarkResult;
     means are recomputed from the rows when the document lacks them."""
@@ -240,27 +232,6 @@ def read_benchmark(path: Path) -> BenchmarkResult:
     except json.JSONDecodeError as exc:
         raise ResultsError(f"benchmark JSON does not parse: {exc}") from exc
     return benchmark_from_document(doc)
-
-
-def _row_key(row: BenchmarkRow) -> tuple[str, tuple[int, ...], tuple[int, ...] | None]:
-    out = tuple(row.output_size) if row.output_size is not None else None
-    return row.dtype, tuple(row.size), out
-
-
-def with_before(after: BenchmarkResult, before: BenchmarkResult) -> BenchmarkResult:
-    """The current rows with the merge base's kernel latency and speedup where rows match."""
-    base = {_row_key(r): r for r in before.rows}
-    rows = []
-    for row in after.rows:
-        match = base.get(_row_key(row))
-        if match is not None:
-            row = row.model_copy(
-                update={"before_kernel_ms": match.kernel_ms, "before_speedup": match.speedup}
-            )
-        rows.append(row)
-    return after.model_copy(
-        update={"rows": rows, "before_arithmetic_mean_speedup": before.arithmetic_mean_speedup}
-    )
 
 
 def close_matches(op: str, known: list[str], n: int = 5) -> list[str]:

@@ -396,10 +396,6 @@ class JobQueue:
             self._changed(session, pending, job)
             return JobStatus(job.status)
 
-    def active_jobs(self, repo: str, pr_number: int) -> list[Job]:
-        with self.db.reads() as session:
-            return list(session.scalars(queries.active_of_pr(repo, pr_number)))
-
     def cancel(
         self,
         repo: str,
@@ -477,12 +473,6 @@ class JobQueue:
                 self._changed(session, pending, job)
         return changed
 
-    def next_lease_expiry(self) -> datetime | None:
-        with self.db.reads() as session:
-            return session.scalar(
-                select(func.min(Job.lease_expires_at)).where(Job.status == JobStatus.running)
-            )
-
     def latest_per_target(self, repo: str, pr_number: int) -> list[Job]:
         """The last job of each (op, backend) this PR has run, in order of first request."""
         with self.db.reads() as session:
@@ -493,10 +483,6 @@ class JobQueue:
         for job in jobs:
             latest[(job.op, job.backend)] = job
         return list(latest.values())
-
-    def recent_jobs(self, limit: int = 50) -> list[Job]:
-        with self.db.reads() as session:
-            return list(session.scalars(select(Job).order_by(Job.id.desc()).limit(limit)))
 
     def recent_repositories(self, backends: Sequence[str], limit: int = 5) -> list[str]:
         """The clone URLs of the repositories last tested on `backends`, newest first: where

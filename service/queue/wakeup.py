@@ -29,7 +29,6 @@ class Wakeup:
         self._lock = threading.Lock()
         self._generations: dict[str, int] = {}
         self._waiters: list[_Waiter] = []
-        self._cond = threading.Condition(self._lock)
 
     def snapshot(self, backends: Iterable[str]) -> tuple[int, ...]:
         """The current generations of `backends`, to wait on without missing a notify."""
@@ -50,7 +49,6 @@ class Wakeup:
                 else:
                     keep.append((wanted, loop, fut))
             self._waiters = keep
-            self._cond.notify_all()
 
     async def wait(self, backends: Iterable[str], since: tuple[int, ...], timeout: float) -> bool:
         """Sleep until a notify for one of `backends` after `since`, or `timeout`; True if woken."""
@@ -71,12 +69,6 @@ class Wakeup:
             with self._lock:
                 if entry in self._waiters:
                     self._waiters.remove(entry)
-
-    def wait_sync(self, backends: Iterable[str], since: tuple[int, ...], timeout: float) -> bool:
-        """The same for plain threads."""
-        wanted = sorted(set(backends))
-        with self._cond:
-            return self._cond.wait_for(lambda: self._snapshot_locked(wanted) != since, timeout)
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

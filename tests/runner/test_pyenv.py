@@ -15,7 +15,6 @@ from runner.environment.pyenv import (
     PythonEnvError,
     declared_requirements,
     env_key,
-    missing_requirements,
     plan_requirements,
     python_env,
 )
@@ -38,9 +37,9 @@ def test_declared_and_missing_requirements(tmp_path: Path) -> None:
     assert sorted(reqs) == sorted(
         ["torch>=2", "no-such-package-xyz>=1", "pytest>=7", "pydantic>=2", "numpy"]
     )
-    assert missing_requirements(reqs) == ["no-such-package-xyz>=1"]
+    assert list(plan_requirements(reqs).install) == ["no-such-package-xyz>=1"]
     # host first: a package the host has by name is used whatever the pin says
-    assert missing_requirements(["pytest<1", 'foo-xyz; python_version < "3"']) == []
+    assert list(plan_requirements(["pytest<1", 'foo-xyz; python_version < "3"']).install) == []
 
 
 def test_host_first_plan_notes_pins_and_never_installs_the_device_stack() -> None:
@@ -156,7 +155,7 @@ def test_missing_requirement_is_installed_into_the_env_only(tmp_path: Path) -> N
     ).stdout.split()
     assert out[0] == "42" and out[1].startswith(str(env.root))
     # The host (the runner's own interpreter) did not get it.
-    assert missing_requirements(["ondemand_tinydep"]) == ["ondemand_tinydep"]
+    assert list(plan_requirements(["ondemand_tinydep"]).install) == ["ondemand_tinydep"]
     assert any("installing what the host lacks" in line for line in logs)
     again = python_env(repo, tmp_path / "envs", extras=["test"])
     assert again.reused and again.installed == env.installed

@@ -16,7 +16,6 @@ from runner.report.results import (
     parse_junit,
     read_benchmark,
     read_proof,
-    with_before,
 )
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
@@ -163,16 +162,6 @@ def test_benchmark_missing_or_bad_file(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(ResultsError, match="does not parse"):
         read_benchmark(tmp_path / "bad.json")
-
-
-def test_with_before_matches_rows_by_dtype_and_size() -> None:
-    after = benchmark_from_document(_doc([2.0, 4.0, 3.0]))
-    before = benchmark_from_document(_doc([1.0, 2.0]))  # the third size is new
-    merged = with_before(after, before)
-    assert [r.before_speedup for r in merged.rows] == [1.0, 2.0, None]
-    assert [r.before_kernel_ms for r in merged.rows][:2] == [0.01, 0.01]
-    assert merged.before_arithmetic_mean_speedup == pytest.approx(1.5)
-    assert merged.arithmetic_mean_speedup == pytest.approx(3.0)
 
 
 def test_markers_and_close_matches() -> None:

@@ -62,7 +62,8 @@ class Flow:
             time.sleep(0.05)
 
     def jobs(self) -> list[Job]:
-        return list(reversed(self.svc.service.jobs.recent_jobs(100)))
+        with self.svc.service.db.reads() as session:
+            return list(session.scalars(select(Job).order_by(Job.id)))
 
     def quiet(self) -> bool:
         """Every delivery processed and the outbox drained."""

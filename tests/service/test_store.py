@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import multiprocessing
 import threading
@@ -286,7 +287,7 @@ def test_waiting_claim_is_woken_by_enqueue(db_url: str) -> None:
         def wait_then_claim() -> None:
             since = store.wakeup.snapshot(["cpu"])
             assert store.jobs.claim(runner_id, ["cpu"]) is None
-            store.wakeup.wait_sync(["cpu"], since, 10)
+            asyncio.run(store.wakeup.wait(["cpu"], since, 10))
             assert store.jobs.claim(runner_id, ["cpu"]) is not None
             got.append(time.monotonic())
 
@@ -312,7 +313,7 @@ def test_pg_notify_wakes_another_replica(pg_url: str) -> None:
             since = replica_wakeup.snapshot(["cpu"])
             start = time.monotonic()
             producer.jobs.create_job(new_job())
-            assert replica_wakeup.wait_sync(["cpu"], since, 5)
+            assert asyncio.run(replica_wakeup.wait(["cpu"], since, 5))
             assert time.monotonic() - start < 3  # woken, not timed out (5 s)
         finally:
             listener.stop()
