@@ -154,7 +154,7 @@ def test_with_nothing_to_compare_the_table_is_still_medians_over_rounds(tmp_path
     takes the same way, tests/runner/test_kinds.py): the pull request's worker alone serves
     round after round, and each row's speedup is the median over at least six rounds with its
     interval, not one process's reading."""
-    workflow = _workflow(6, timer_ms=20, benchmark_only=True)
+    workflow = _workflow(6, timer_ms=4, benchmark_only=True)
     _, _, result, text = _compare(tmp_path, workflow, new_op=True)
     assert result.status is JobStatus.succeeded, text
     bench = result.benchmark
