@@ -42,7 +42,7 @@ def test_a_round_reads_the_waiting_rows_ids_not_their_payloads(
         finally:
             tracemalloc.stop()
         assert len(waiting) == WAITING and all(isinstance(d, Due) for d in waiting)
-        # Whole rows took 30 KiB each here (9 MiB); what a round needs is a few hundred bytes.
+        # Whole rows took 26 KiB each here (8 MiB); what a round needs is a few hundred bytes.
         assert peak < WAITING * 2048, f"{peak / WAITING:.0f} bytes a waiting row"
         assert [d.id for d in waiting] == sorted(d.id for d in waiting)  # oldest first
         queued = items.pending()
