@@ -4,8 +4,8 @@ loads it through `sitecustomize`): what the kernel sees (RSS, anonymous RSS, thr
 descriptors, memory mappings), what glibc's allocator holds (`mallinfo2`: its arenas' bytes in
 use and free, its mmapped chunks; `malloc_info`: how many arenas and each one's size) and what
 Python holds (`sys.getallocatedblocks`, its small-object allocator's arenas, the threads by
-name). Each sample costs about a
-millisecond; it allocates nothing that stays."""
+name). A sample takes tens of milliseconds (most of it the two allocators' accounts) and keeps
+nothing."""
 
 from __future__ import annotations
 
