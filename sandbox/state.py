@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
-from service.report.app_permissions import app_permissions
+from service.github.permissions import app_permissions
 
 UserType = Literal["User", "Bot", "Organization"]
 PERMISSIONS = ("none", "read", "triage", "write", "maintain", "admin")
@@ -42,7 +42,7 @@ T = TypeVar("T")
 
 def manifest_permissions() -> dict[str, str]:
     """What a sandbox App is registered with unless told otherwise: everything this project's
-    App manifest asks for (`service/report/app_permissions.py`), team memberships included."""
+    App manifest asks for (`service/github/permissions.py`), team memberships included."""
     return {p.name: p.level for p in app_permissions(teams=True)}
 
 

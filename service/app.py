@@ -20,6 +20,8 @@ from ondemand.retry import RetryPolicy
 from service.changes.selector import ChangeSelector
 from service.db.engine import Database
 from service.db.migrate import upgrade
+from service.github.client import GitHubClient
+from service.github.installations import InstallationProblems
 from service.links import Links
 from service.queue.jobs import JobQueue
 from service.queue.logs import JobLogs
@@ -42,8 +44,6 @@ from service.receive.inbox import Inbox
 from service.receive.recorder import DeliveryRecorder
 from service.receive.trust import TrustPolicy
 from service.receive.webhook import webhook_router
-from service.report.github import GitHubClient
-from service.report.installations import InstallationProblems
 from service.report.job_views import JobViews
 from service.report.notices import Notices
 from service.report.outbox import OutboxWorker

@@ -1,6 +1,6 @@
 """`ondemand app-manifest`: the GitHub App this service needs, as the manifest GitHub's
 "register an App from a manifest" flow takes (JSON), or as the docs' table of permissions and
-events (`--markdown`). Both come from `service/report/app_permissions.py`."""
+events (`--markdown`). Both come from `service/github/permissions.py`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from service.report.app_permissions import manifest, markdown
+from service.github.permissions import manifest, markdown
 from service.settings import Settings, read_settings
 
 

@@ -21,8 +21,8 @@ from ondemand.doctor import Finding, exit_status, fail, ok, render, warn
 from ondemand.options import OneLineParser
 from service.db.engine import Database
 from service.db.migrate import alembic_config, current_revision
-from service.report.github import GitHubClient, GitHubError
-from service.report.installations import check_installations
+from service.github.client import GitHubClient, GitHubError
+from service.github.installations import check_installations
 from service.settings import Settings, read_settings
 from workflows.spec import WorkflowError, WorkflowSpec, load_workflows
 

@@ -23,7 +23,7 @@ from github import Auth
 
 from service.db.engine import make_engine
 from service.db.migrate import upgrade
-from service.report.github import app_signer
+from service.github.client import app_signer
 
 RUNS = 3
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ondemand.git import Mirrors, Tree
-from service.report.github import FILES_CAP, GitHubClient, PullFile, PullInfo
+from service.github.client import FILES_CAP, GitHubClient, PullFile, PullInfo
 from workflows.changes import (
     Changed,
     Rule,

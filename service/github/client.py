@@ -25,8 +25,8 @@ from cryptography.hazmat.primitives import serialization
 from github import Auth, Consts, Github, GithubException, GithubIntegration
 
 from ondemand.retry import RetryPolicy
-from service.report.app_permissions import accepted, find
-from service.report.thrift import Budget
+from service.github.budget import Budget
+from service.github.permissions import accepted, find
 from service.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from service.report.app_permissions import Permission, missing
-from service.report.github import GitHubClient, GitHubError, InstallationInfo
+from service.github.client import GitHubClient, GitHubError, InstallationInfo
+from service.github.permissions import Permission, missing
 
 log = logging.getLogger(__name__)
 

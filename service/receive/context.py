@@ -14,6 +14,8 @@ from sqlalchemy.orm import Session
 from service.changes.selector import ChangeSelector
 from service.db.engine import Database
 from service.db.models import Job
+from service.github.client import FileTooLarge, GitHubClient, PullInfo
+from service.github.installations import InstallationProblems
 from service.queue.jobs import JobQueue
 from service.queue.operators import OperatorCatalog
 from service.receive.approval import Approval
@@ -22,8 +24,6 @@ from service.receive.heads import PullHeads
 from service.receive.payloads import CommentPayload
 from service.receive.trust import TTLCache
 from service.render.views import JobView
-from service.report.github import FileTooLarge, GitHubClient, PullInfo
-from service.report.installations import InstallationProblems
 from service.report.job_views import JobViews
 from service.report.notices import enqueue_reaction, enqueue_reply
 from workflows.repo_config import CONFIG_PATH, ConfigReading, parse_repo_config, too_large_reading

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ondemand.git import GitError
 from service.db.models import Job
+from service.github.client import FILES_CAP, PullInfo
 from service.queue.jobs import NewJob
 from service.receive.commands.words import Target
 from service.receive.context import NO_CREDENTIALS, NoCredentials, Origin, Services
@@ -19,7 +20,6 @@ from service.render.selection import (
     render_selection_failed,
 )
 from service.render.views import JobView
-from service.report.github import FILES_CAP, PullInfo
 from workflows.repo_config import ConfigReading
 
 log = logging.getLogger(__name__)

@@ -3,6 +3,7 @@ commenter's repository permission and team memberships, read from GitHub and cac
 
 from __future__ import annotations
 
+from service.github.client import GitHubClient
 from service.receive.trust import (
     Commenter,
     TrustDecision,
@@ -11,7 +12,6 @@ from service.receive.trust import (
     decide,
     needs_permission_lookup,
 )
-from service.report.github import GitHubClient
 
 
 class Gate:

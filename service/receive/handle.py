@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
+from service.github.client import MissingPermission
 from service.receive.context import NoCredentials, RetryLater
-from service.report.github import MissingPermission
 
 __all__ = ["DeliveryHandler", "EventHandler", "NoCredentials", "RetryLater"]
 

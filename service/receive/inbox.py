@@ -16,8 +16,8 @@ from service.db.engine import Database, utcnow
 from service.db.leases import LeasedRows
 from service.db.models import Delivery
 from service.db.outage import is_transient
+from service.github.client import PERMISSION_RETRY, GitHubError, MissingPermission
 from service.receive.handle import DeliveryHandler, RetryLater
-from service.report.github import PERMISSION_RETRY, GitHubError, MissingPermission
 from service.worker import Worker
 
 log = logging.getLogger(__name__)

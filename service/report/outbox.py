@@ -27,15 +27,16 @@ from service.db.engine import Database, utcnow
 from service.db.leases import Due, LeasedRows
 from service.db.models import HeadCheck, Job, OutboxItem, ResultComment
 from service.db.outage import is_transient
-from service.render.comment import marker
-from service.render.views import CheckRunUpdate, CommentUpdate
-from service.report.github import (
+from service.github.budget import Budget
+from service.github.client import (
     PERMISSION_RETRY,
     GitHubClient,
     GitHubError,
     MissingPermission,
 )
-from service.report.thrift import REACTION_LEFT_OUT, Budget, skippable
+from service.render.comment import marker
+from service.render.views import CheckRunUpdate, CommentUpdate
+from service.report.thrift import REACTION_LEFT_OUT, skippable
 from service.worker import Worker
 
 log = logging.getLogger(__name__)

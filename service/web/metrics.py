@@ -28,10 +28,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.db.engine import Database, utcnow
 from service.db.models import Delivery, OutboxItem
+from service.github.budget import Budget
 from service.queue import queries
 from service.queue.retention import Pruned
 from service.queue.runners import RunnerRegistry
-from service.report.thrift import Budget
 
 # The pruner's counts by label: (kind, field of `Pruned`).
 PRUNED_KINDS = (

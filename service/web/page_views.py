@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 from html import escape
 
 from service.db.models import Delivery, Job, OutboxItem, Runner
+from service.github.installations import PermissionProblem
+from service.github.permissions import find
 from service.queue.flaky import FlakyRow
 from service.render.markdown import clean, duration, plural, utc
 from service.render.views import JobView
-from service.report.app_permissions import find
-from service.report.installations import PermissionProblem
 from workflows.models import BenchmarkResult, JobResult, JobStatus, Rounds, StepResult
 
 SETUP_STEPS = ("checkout", "environment")

@@ -39,6 +39,7 @@ from sqlalchemy import text
 
 from service.db.engine import Database, utcnow
 from service.db.models import Job
+from service.github.installations import PermissionProblem
 from service.links import Links
 from service.queue import queries
 from service.queue.flaky import FlakyTests
@@ -49,7 +50,6 @@ from service.queue.runners import RunnerRegistry
 from service.render.comment import render_comment, summary
 from service.render.markdown import utc
 from service.render.views import JobView
-from service.report.installations import PermissionProblem
 from service.report.job_views import JobViews
 from service.web import page_views
 from service.web.ranges import Unsatisfiable, byte_range

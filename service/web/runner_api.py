@@ -20,11 +20,11 @@ from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from service.db.models import Runner
+from service.github.client import GitHubError
 from service.queue.jobs import JobQueue, job_channel, job_spec
 from service.queue.logs import JobLogs
 from service.queue.runners import RunnerRegistry
 from service.queue.wakeup import Wakeup
-from service.report.github import GitHubError
 from service.settings import Settings
 from workflows.models import JobResult, Progress, known_part
 

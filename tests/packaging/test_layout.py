@@ -106,7 +106,7 @@ def test_the_cycle_check_catches_a_cycle() -> None:
 
 
 # Each stage of the service may use the stages before it, never those after it.
-SERVICE_ORDER = ("db", "render", "queue", "report", "changes", "receive", "web")
+SERVICE_ORDER = ("db", "github", "render", "queue", "report", "changes", "receive", "web")
 
 
 @pytest.mark.parametrize("stage", SERVICE_ORDER)

@@ -14,7 +14,7 @@ from github import Auth, Github, GithubException, GithubIntegration
 
 from ondemand.git import GitError, Mirrors
 from sandbox.client import SandboxAdminError
-from service.report.app_permissions import manifest
+from service.github.permissions import manifest
 from tests.sandbox.conftest import REPO, SECRET, Receiver, World, git
 from tests.support.keys import rsa_keypair
 

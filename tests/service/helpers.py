@@ -13,11 +13,11 @@ import httpx
 from service.app import Service, create_app
 from service.db.engine import Database
 from service.db.migrate import upgrade
+from service.github.client import GitHubClient
 from service.queue.jobs import JobQueue, NewJob
 from service.queue.logs import JobLogs
 from service.queue.runners import RunnerRegistry
 from service.queue.wakeup import Wakeup
-from service.report.github import GitHubClient
 from service.settings import Settings
 from tests.support.live import live_server
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from ondemand.cli import main
-from service.report.app_permissions import (
+from service.github.client import missing_permission
+from service.github.permissions import (
     EVENTS,
     PERMISSIONS,
     accepted,
@@ -21,7 +22,6 @@ from service.report.app_permissions import (
     markdown,
     missing,
 )
-from service.report.github import missing_permission
 
 ROOT = Path(__file__).resolve().parents[2]
 EVERYTHING = {"contents": "read", "merge_queues": "read", "metadata": "read",

@@ -18,9 +18,9 @@ import pytest
 from sqlalchemy import select
 
 from service.db.models import Delivery, OutboxItem
-from service.report.app_permissions import manifest
-from service.report.github import GitHubClient
-from service.report.installations import check_installations
+from service.github.client import GitHubClient
+from service.github.installations import check_installations
+from service.github.permissions import manifest
 from tests.service.helpers import live_service, service_settings
 from tests.service.test_flow import (
     APP_ID,
@@ -158,7 +158,7 @@ def test_an_outbox_item_refused_for_checks_write_is_kept_not_given_up(tmp_path: 
 def test_start_up_checks_every_installation_and_does_not_wait_for_github(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="service.report.installations")
+    caplog.set_level(logging.WARNING, logger="service.github.installations")
     with sandbox_world(tmp_path, app=True) as world:
         installation = int(world.admin.state()["installations"][0]["id"])
         world.admin.set_installation_permissions(installation, _without("contents"))

@@ -13,7 +13,7 @@ import pytest
 
 from ondemand.doctor import Finding, Level, exit_status
 from service.doctor import config_findings, database_findings, github_findings, loopback
-from service.report.github import GitHubClient
+from service.github.client import GitHubClient
 from tests.service.helpers import service_settings
 from tests.service.test_flow import REPO, make_flow
 from tests.support.keys import rsa_keypair

@@ -11,7 +11,7 @@ import pytest
 
 from sandbox.app import create_app as create_sandbox
 from sandbox.client import SandboxAdmin
-from service.report.github import GitHubClient, GitHubError, classify
+from service.github.client import GitHubClient, GitHubError, classify
 from tests.support.git import git
 from tests.support.keys import rsa_keypair
 from tests.support.live import live_server
@@ -220,7 +220,7 @@ def test_the_apps_key_is_parsed_once_for_all_its_jwts(
     import jwt
     from cryptography.hazmat.primitives import serialization
 
-    from service.report import github as github_module
+    from service.github import client as github_module
 
     private_pem, public_pem = rsa_keypair()
     parsed: list[int] = []

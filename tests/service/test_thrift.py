@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.report.thrift import Budget, skippable
+from service.github.budget import Budget
+from service.report.thrift import skippable
 
 
 @pytest.mark.parametrize(

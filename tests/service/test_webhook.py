@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import func, select
 
 from service.db.models import Delivery
-from service.report.github import GitHubClient
+from service.github.client import GitHubClient
 from service.settings import MAX_WEBHOOK_BYTES, Settings
 from tests.service.helpers import LiveService, live_service, service_settings
 

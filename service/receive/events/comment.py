@@ -10,6 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from service.db.engine import utcnow
+from service.github.client import MissingPermission, PullInfo
+from service.github.permissions import find
 from service.receive.approval import Approval, approved_head
 from service.receive.commands.registry import Registry
 from service.receive.commands.words import CommandError
@@ -23,8 +25,6 @@ from service.render.replies import (
     render_not_allowed,
     render_not_approved,
 )
-from service.report.app_permissions import find
-from service.report.github import MissingPermission, PullInfo
 from workflows.repo_config import CONFIG_PATH
 
 ACK_REACTION = "eyes"

@@ -9,9 +9,9 @@ from typing import Any
 
 from service.db.leases import LeasedRows
 from service.db.models import Delivery, OutboxItem
+from service.github.client import InstallationInfo
 from service.receive.context import Services
 from service.receive.payloads import InstallationPayload
-from service.report.github import InstallationInfo
 
 
 class InstallationHandler:
