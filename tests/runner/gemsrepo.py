@@ -19,12 +19,14 @@ from pathlib import Path
 
 OP = "scale"
 SMALL, MIDDLE, LARGE = [64], [1024], [4096]
-SLEEP_BASE_S, SLEEP_EVERY_CALL_S = 0.010, 0.020  # a small input's sleep: merge base, PR
-# The larger rows call a cheap op (tens of µs) with a sleep every fourth call: the large row's
-# merge base and PR, a host time per call of about 1 and 2 ms, so a loaded CPU's spread in
-# the op's own time stays well inside the threshold and the host change is unmistakable.
-SLEEP_BASE_FOURTH_S, SLEEP_EVERY_FOURTH_S = 0.004, 0.008
-SLEEP_MIDDLE_S = 0.004  # the middle row's, every fourth call, in both trees
+SLEEP_BASE_S, SLEEP_EVERY_CALL_S = 0.030, 0.060  # a small input's sleep: merge base, PR
+# The larger rows call a cheap op behind a sleep of SLEEP_CALL_S (so the timer's host reading
+# is four calls, one of them the fourth) and a longer one every fourth call: the large row's
+# merge base and PR, a host time per call of about 10 and 20 ms over a device time (the median
+# call) of 5 ms; a loaded CPU's late wake-ups (a few ms) stay well inside the threshold.
+SLEEP_CALL_S = 0.005
+SLEEP_BASE_FOURTH_S, SLEEP_EVERY_FOURTH_S = 0.020, 0.060
+SLEEP_MIDDLE_S = 0.020  # the middle row's, every fourth call, in both trees
 
 INIT = '''\
 """A FlagGems-like library: ops by name, used inside `use_gems()`."""
@@ -60,6 +62,7 @@ import triton.language as tl
 SLEEP_EVERY_CALL_S = {every}
 SLEEP_EVERY_FOURTH_S = {fourth}
 SLEEP_MIDDLE_S = {middle}
+SLEEP_CALL_S = {call}
 _calls = [0]
 
 
@@ -76,6 +79,7 @@ def scale(x):
         # A wrapper's host work around a cheap op: a sleep every fourth call, which the
         # median call (the device time without a device) never holds and the host time per
         # call averages in.
+        time.sleep(SLEEP_CALL_S)
         if _calls[0] % 4 == 0:
             time.sleep(SLEEP_MIDDLE_S if x.numel() <= 1024 else SLEEP_EVERY_FOURTH_S)
         return x * 2
@@ -181,7 +185,9 @@ def _git(repo: Path, *args: str) -> str:
 
 def _write_kernel(repo: Path, every: float, fourth: float) -> None:
     path = repo / "src" / "flag_gems" / "ops" / "scale.py"
-    path.write_text(KERNEL.format(every=every, fourth=fourth, middle=SLEEP_MIDDLE_S))
+    path.write_text(
+        KERNEL.format(every=every, fourth=fourth, middle=SLEEP_MIDDLE_S, call=SLEEP_CALL_S)
+    )
 
 
 def make_gems_repo(path: Path, new_op: bool = False) -> GemsRepo:

@@ -32,7 +32,7 @@ from workflows.repo_config import ComparePolicy
 from workflows.spec import WorkflowSpec, load_workflows
 
 # A repository's threshold wide enough for a loaded CPU's noise: the slowed row's sleep
-# doubles (about +70 % with the kernel's own time), its interval here spans about ±10 %.
+# doubles (about +85 % with the kernel's own time), its interval here spans about ±10 %.
 THRESHOLD = 0.25
 MAX_ROUNDS = 9  # the fewest whose median's 95 % interval leaves out each side's extreme
 
@@ -82,7 +82,7 @@ def test_a_flaggems_style_comparison_in_a_worker_per_tree(tmp_path: Path) -> Non
     request's kernel alone sleeps on every fourth call is flagged slower on its host time
     (its device time, the median call, unchanged), the gate fails on it too, and the row whose
     kernels sleep alike in both trees (an A/A row of host time) is flagged on nothing."""
-    # A 4 ms timer: each host reading of the cheap rows holds tens of calls, not hundreds.
+    # A 4 ms timer: a host reading of the larger rows is four calls (one sleeps longer).
     workflow = _workflow(MAX_ROUNDS, timer_ms=4, benchmark_only=True, host_processes=3)
     repo, spec, result, text = _compare(tmp_path, workflow)  # accuracy: test_layouts
     assert result.status is JobStatus.succeeded, text
