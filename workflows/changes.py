@@ -123,9 +123,7 @@ def accuracy_argv(workflow: WorkflowSpec) -> tuple[tuple[str, ...], ...]:
     """The accuracy steps' argv of every layout of a workflow: what the selection reads of it
     (two workflows with the same select the same operators)."""
     layouts = [workflow.steps, *(workflow.layouts[k] for k in sorted(workflow.layouts))]
-    return tuple(
-        tuple(step.argv) for steps in layouts for step in steps if step.kind == "accuracy"
-    )
+    return tuple(tuple(step.argv) for steps in layouts for step in steps if step.kind == "accuracy")
 
 
 def accuracy_roots(argv: Sequence[str], paths: Sequence[str]) -> list[str]:
