@@ -100,10 +100,10 @@ def _summary(checks: Sequence[tuple[JobView, str, str | None]], words: str) -> s
     lines = [f"**{escape_text(words, 200)}**", ""]
     for job, _, conclusion in ordered[:MAX_LISTED]:
         name = f"`{job.op}` on `{job.backend}`"
-        lines.append(
-            f"- {_ICON[conclusion]} {name}: {escape_text(summary(job), 300)} · "
-            f"{link(f'job #{job.id}', job.job_url)}"
-        )
+        # A job on its way is named, not described: its claim and progress then change
+        # nothing here, and cost no call of the hourly budget (its own check shows them).
+        said = f": {escape_text(summary(job), 300)}" if conclusion is not None else ""
+        lines.append(f"- {_ICON[conclusion]} {name}{said} · {link(f'job #{job.id}', job.job_url)}")
     if len(ordered) > MAX_LISTED:
         lines.append(f"- … {len(ordered) - MAX_LISTED} more")
     return "\n".join(lines) + "\n"

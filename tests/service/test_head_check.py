@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from service.render.head_check import HEAD_CHECK, head_verdict
+from service.render.head_check import HEAD_CHECK, head_verdict, render_head_check
 from service.render.views import JobView
 from tests.service.test_changed import BASE, HEAD
 from tests.service.test_flow import REPO, Flow, auth, make_flow, seed_result
@@ -142,3 +142,13 @@ def test_a_merge_group_runs_what_the_settings_say_and_reports_on_its_head(tmp_pa
         run = _head(flow, group["head_sha"])
         assert (run["conclusion"], flow.jobs()) == ("success", [])
         assert run["output"]["title"].startswith("nothing to test: the merge queue runs nothing")
+
+
+def test_a_job_on_its_way_changes_nothing_in_the_heads_check() -> None:
+    """Claims and progress are the job's own check's to show: the head's stays as it was
+    (an update that would change nothing is not sent, so it costs no call)."""
+    queued = render_head_check("a" * 40, [_view(1, "add", JobStatus.queued)], "u")
+    running = render_head_check("a" * 40, [_view(1, "add", JobStatus.running)], "u")
+    assert queued == running
+    done = render_head_check("a" * 40, [_view(1, "add", JobStatus.succeeded)], "u")
+    assert done.conclusion == "success" and done.summary != running.summary
