@@ -354,6 +354,36 @@ def queue_pull(owner: str, name: str, number: int, spec: CloseIn, request: Reque
     return group
 
 
+class DequeueIn(BaseModel):
+    head_sha: str = Field(min_length=7, max_length=64)
+    reason: Literal["merged", "invalidated", "dequeued"] = "dequeued"
+    user: str | None = None
+
+
+@router.post("/repos/{owner}/{name}/pulls/{number:int}/merge-queue/destroy")
+def destroy_group(owner: str, name: str, number: int, spec: DequeueIn, request: Request) -> Json:
+    """The pull request's merge group `head_sha` is gone (merged, invalidated by a change ahead
+    of it, or dequeued), as GitHub tells with `merge_group` `destroyed`."""
+    state, deliverer, base = _parts(request)
+    repo = state.repo(owner, name)
+    pull = state.pull(repo, number)
+    base_sha = _resolve(repo, pull.base_ref)
+    branch = f"gh-readonly-queue/{pull.base_ref}/pr-{number}-{base_sha}"
+    group = {
+        "head_sha": spec.head_sha,
+        "head_ref": f"refs/heads/{branch}",
+        "base_sha": base_sha,
+        "base_ref": f"refs/heads/{pull.base_ref}",
+    }
+    with state.lock:
+        sender = spec.user or pull.user
+        state.user(sender)
+        payload = merge_group_payload(base, state, repo, group, "destroyed", sender)
+        payload["reason"] = spec.reason
+        deliverer.emit("merge_group", payload, repo=repo)
+    return group
+
+
 @router.post("/repos/{owner}/{name}/pulls/{number:int}/close")
 def close_pull(owner: str, name: str, number: int, spec: CloseIn, request: Request) -> Json:
     state, deliverer, base = _parts(request)

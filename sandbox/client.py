@@ -183,6 +183,13 @@ class SandboxAdmin:
         answers the group (`head_sha`, `head_ref`, `base_sha`, `base_ref`)."""
         return self._call("POST", f"/repos/{repo}/pulls/{number}/merge-queue", {"user": user})
 
+    def destroy_merge_group(
+        self, repo: str, number: int, head_sha: str, reason: str = "dequeued"
+    ) -> Json:
+        """The PR's merge group `head_sha` is gone; delivers `merge_group` `destroyed`."""
+        body = {"head_sha": head_sha, "reason": reason}
+        return self._call("POST", f"/repos/{repo}/pulls/{number}/merge-queue/destroy", body)
+
     def close_pull(
         self, repo: str, number: int, user: str | None = None, merged: bool = False
     ) -> Json:

@@ -106,11 +106,12 @@ class MergeGroup(_Model):
 
 class MergeGroupPayload(_Model):
     """`merge_group` (checks_requested: a merge queue wants the required checks on the
-    group's head)."""
+    group's head; destroyed: the group is gone, merged or not)."""
 
     action: str
     merge_group: MergeGroup
     repository: Repository
+    reason: str | None = None  # destroyed: merged, invalidated or dequeued
 
 
 MODELS: dict[str, type[_Model]] = {

@@ -57,5 +57,7 @@ def triage(event: str, payload: dict[str, Any], bot_login: str | None) -> Triage
     if event == "merge_group":
         if action == "checks_requested":
             return Triage(True, "merge_group checks_requested: the queue waits for `ondemand`")
+        if action == "destroyed":
+            return Triage(True, "merge_group destroyed: its jobs still on their way stop")
         return Triage(False, f"merge_group {action}: not handled")
     return Triage(False, f"event {event}: not handled")

@@ -5,6 +5,7 @@ nothing needed testing."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -121,7 +122,7 @@ def test_a_merge_group_runs_what_the_settings_say_and_reports_on_its_head(tmp_pa
         group = flow.admin.merge_queue(REPO, flow.pr)
         assert group["head_ref"].endswith(f"/pr-{flow.pr}-{group['base_sha']}")
         flow.wait_until(lambda: flow.jobs() and _heads(flow, group["head_sha"]))
-        (job,) = flow.jobs()
+        job = flow.jobs()[0]
         assert (job.op, job.backend, job.sha) == ("pool", "cpu", group["head_sha"])
         assert (job.pr_number, job.base_sha, job.requested_by) == (
             flow.pr,
@@ -129,6 +130,14 @@ def test_a_merge_group_runs_what_the_settings_say_and_reports_on_its_head(tmp_pa
             "merge-queue",
         )
         assert _head(flow, group["head_sha"])["status"] == "in_progress"
+        # Dequeued before its job ran: the job stops, and the group's check says so.
+        flow.admin.destroy_merge_group(REPO, flow.pr, group["head_sha"], "dequeued")
+        flow.wait_until(lambda: _head(flow, group["head_sha"])["conclusion"] == "cancelled")
+        assert flow.jobs()[0].reason == f"merge group {group['head_sha'][:7]} dequeued"
+        # Queued again: a new group, run to its verdict.
+        time.sleep(1.05)  # a new second: git makes the group's merge commit anew
+        group = flow.admin.merge_queue(REPO, flow.pr)
+        flow.wait_until(lambda: len(flow.jobs()) == 2 and _heads(flow, group["head_sha"]))
         _, token = flow.svc.register("cpu-1", ["cpu"])
         _complete(flow, token, seed_result(group["head_sha"]))
         flow.wait_until(lambda: _head(flow, group["head_sha"])["conclusion"] == "success")

@@ -4,7 +4,8 @@ the repository's choice (`merge_queue` in its settings, read at the group's base
 changed`, the operators the group's pull request changes, on the configured backends, tested
 at the group's head and compared with its base; otherwise nothing. Either way the head gets its
 `ondemand` check, so a queue that requires it never stalls: the jobs' verdict, or success at
-once when nothing runs."""
+once when nothing runs. A group destroyed before its jobs ended (dequeued, or invalidated by a
+change ahead of it) cancels those still queued or running: nothing will merge that code."""
 
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ class MergeGroupHandler:
 
     def handle(self, _delivery_id: str, payload: dict[str, Any], _received_at: datetime) -> str:
         data = MergeGroupPayload.model_validate(payload)
+        if data.action == "destroyed":
+            return self._destroyed(data)
         if data.action != "checks_requested":
             return f"merge_group {data.action}: nothing to do"
         services, group = self.services, data.merge_group
@@ -72,3 +75,14 @@ class MergeGroupHandler:
             quiet=True,
         )
         return f"merge group {group.head_sha[:7]} of #{number}: {outcome}"
+
+    def _destroyed(self, data: MergeGroupPayload) -> str:
+        group = data.merge_group
+        number = group_pull_number(group.head_ref)
+        if number is None:
+            return f"merge group {group.head_sha[:7]} destroyed: no pull request in its ref"
+        why = f"merge group {group.head_sha[:7]} {data.reason or 'destroyed'}"
+        jobs = self.services.jobs.cancel(
+            data.repository.full_name, number, why, match=lambda job: job.sha == group.head_sha
+        )
+        return f"{why}: {len(jobs)} job(s) cancelled"
