@@ -199,7 +199,7 @@ class HeadCheck(Base):
     sha: Mapped[str] = mapped_column(String(64))
     idle_reason: Mapped[str | None] = mapped_column(String(200))
     check_run_id: Mapped[int | None] = mapped_column(BigInteger)
-    sent_digest: Mapped[str | None] = mapped_column(String(64))
+    check_sent_digest: Mapped[str | None] = mapped_column(String(64))  # as a job's
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

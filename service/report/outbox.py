@@ -164,9 +164,9 @@ class OutboxWorker(Worker):
         if item.kind == "comment":
             return self._send_comment(gh, item)
         if item.kind == "check":
-            return self._send_check(gh, item)
+            return self._send_check(gh, item, Job)
         if item.kind == "head_check":
-            return self._send_head_check(gh, item)
+            return self._send_check(gh, item, HeadCheck)
         return f"unknown kind {item.kind}: dropped"
 
     def _send_comment(self, gh: GitHubClient, item: OutboxItem) -> str:
@@ -209,41 +209,27 @@ class OutboxWorker(Worker):
         self._store_comment_id(row_id, row.github_comment_id, sent, job_id)
         return f"updated comment {row.github_comment_id}"
 
-    def _send_check(self, gh: GitHubClient, item: OutboxItem) -> str:
-        """Create the job's check run, or update it; its output rendered now."""
-        job_id = int(item.payload["job_id"])
+    def _send_check(
+        self, gh: GitHubClient, item: OutboxItem, model: type[Job] | type[HeadCheck]
+    ) -> str:
+        """Create the check run of a job (`model` Job, kind "check") or of a head's jobs
+        (HeadCheck, kind "head_check"), or update it; its output rendered now."""
+        row_id = int(item.payload["head_id" if model is HeadCheck else "job_id"])
+        compose = self.compose_head if model is HeadCheck else self.compose_check
         with self.db.reads() as session:
-            job = session.get(Job, job_id)
-            if job is None or self.compose_check is None:
-                return "no job or no check runs"
-            check = self.compose_check(session, job)
-            run_id, last_sent = job.check_run_id, job.check_sent_digest
+            row = session.get(model, row_id)
+            if row is None or compose is None:
+                return f"no {model.__tablename__} row {row_id} or no check runs"
+            check = compose(session, row)  # type: ignore[arg-type]
+            repo, run_id, last_sent = row.repo, row.check_run_id, row.check_sent_digest
 
         def store(run_id: int, sent: str) -> None:
             with self.db.writes() as session, session.begin():
-                row = session.get(Job, job_id)
-                if row is not None:
-                    row.check_run_id, row.check_sent_digest = run_id, sent
+                found = session.get(model, row_id)
+                if found is not None:
+                    found.check_run_id, found.check_sent_digest = run_id, sent
 
-        return self._send_check_run(gh, item, job.repo, check, run_id, last_sent, store)
-
-    def _send_head_check(self, gh: GitHubClient, item: OutboxItem) -> str:
-        """Create a head's `ondemand` check run, or update it."""
-        head_id = int(item.payload["head_id"])
-        with self.db.reads() as session:
-            head = session.get(HeadCheck, head_id)
-            if head is None or self.compose_head is None:
-                return "no head or no check runs"
-            check = self.compose_head(session, head)
-            run_id, last_sent = head.check_run_id, head.sent_digest
-
-        def store(run_id: int, sent: str) -> None:
-            with self.db.writes() as session, session.begin():
-                row = session.get(HeadCheck, head_id)
-                if row is not None:
-                    row.check_run_id, row.sent_digest = run_id, sent
-
-        return self._send_check_run(gh, item, head.repo, check, run_id, last_sent, store)
+        return self._send_check_run(gh, item, repo, check, run_id, last_sent, store)
 
     def _send_check_run(
         self,

@@ -24,7 +24,7 @@ def upgrade() -> None:
         sa.Column('sha', sa.String(64), nullable=False),
         sa.Column('idle_reason', sa.String(200), nullable=True),
         sa.Column('check_run_id', sa.BigInteger, nullable=True),
-        sa.Column('sent_digest', sa.String(64), nullable=True),
+        sa.Column('check_sent_digest', sa.String(64), nullable=True),
         sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
         sa.UniqueConstraint('repo', 'sha', name='uq_head_checks'),
     )
