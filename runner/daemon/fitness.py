@@ -115,7 +115,11 @@ class Drain:
 
 
 def needs_check(result: JobResult) -> bool:
-    """Whether the job's end can only be blamed after the environment check (`blame`)."""
+    """Whether the job's end can only be blamed after the environment check (`blame`): an
+    error past the checkout, and a test failure (tests fail when the runner's environment
+    breaks under them, its job Python removed mid-run: not the pull request's failures)."""
+    if result.status is JobStatus.failed:
+        return True
     return result.status is JobStatus.errored and result.error_step not in (
         "runner",
         "checkout",
@@ -126,7 +130,9 @@ def needs_check(result: JobResult) -> bool:
 def blame(result: JobResult, check: str | None = None) -> Blame:
     """Whose fault the job's end was; `check` is the environment check's verdict right after
     it (None: passes), wanted where `needs_check` says so."""
-    if result.status in (JobStatus.succeeded, JobStatus.failed, JobStatus.timed_out):
+    if result.status is JobStatus.failed:
+        return Blame.runner if check is not None else Blame.ran
+    if result.status in (JobStatus.succeeded, JobStatus.timed_out):
         return Blame.ran
     if result.status is not JobStatus.errored:
         return Blame.job  # cancelled: nobody's
@@ -143,8 +149,12 @@ def blame(result: JobResult, check: str | None = None) -> Blame:
 
 def outcome(job_id: int, result: JobResult, check: str | None = None) -> Outcome:
     """The job's outcome, its error cut to a line."""
+    judged = blame(result, check)
+    if result.status is JobStatus.failed and judged is Blame.runner:
+        # Its tests failed, and then the runner's own check: the check says why.
+        return Outcome(job_id, judged, "environment", " ".join(str(check).split())[:ERROR_CHARS])
     error = " ".join((result.error_message or "").split())[:ERROR_CHARS] or None
-    return Outcome(job_id, blame(result, check), result.error_step, error)
+    return Outcome(job_id, judged, result.error_step, error)
 
 
 def drained(outcomes: Sequence[Outcome], limit: int, now: float = 0.0) -> Drain | None:

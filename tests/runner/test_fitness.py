@@ -35,6 +35,8 @@ def result(status: JobStatus, step: str | None = None, message: str | None = Non
     [
         (JobStatus.succeeded, None, None, None, Blame.ran),
         (JobStatus.failed, None, None, None, Blame.ran),  # a test failure: the runner works
+        # Tests that failed while the runner's environment broke under them: the runner's.
+        (JobStatus.failed, None, None, "job Python gone", Blame.runner),
         (JobStatus.timed_out, "accuracy", "timed out", None, Blame.ran),
         (JobStatus.cancelled, "accuracy", "cancelled", None, Blame.job),
         (JobStatus.errored, "runner", "OSError: disk full", None, Blame.runner),
@@ -54,12 +56,13 @@ def test_whose_fault_a_jobs_end_was(
     assert blame(result(status, step, message), check) is expected
 
 
-def test_only_errors_past_the_checkout_wait_for_the_environment_check() -> None:
+def test_errors_past_the_checkout_and_failures_wait_for_the_environment_check() -> None:
     assert needs_check(result(JobStatus.errored, "environment", "x"))
     assert needs_check(result(JobStatus.errored, "accuracy", "could not start"))
     assert not needs_check(result(JobStatus.errored, "checkout", "x"))
     assert not needs_check(result(JobStatus.errored, "runner", "x"))
-    assert not needs_check(result(JobStatus.failed))
+    assert needs_check(result(JobStatus.failed))  # the check tells a broken runner's apart
+    assert not needs_check(result(JobStatus.succeeded))
 
 
 def _o(job_id: int, fault: Blame) -> Outcome:
@@ -157,3 +160,13 @@ def test_the_environment_check_finds_a_missing_python_a_broken_directory_and_no_
     assert f"{blocked} cannot be written" in (environment_check([], [blocked]) or "")
     wheelhouse = tmp_path / "wheels"  # where the jobs' missing packages come from: gone
     assert environment_check([], [], [wheelhouse]) == f"{wheelhouse} is not a directory any more"
+
+
+def test_a_failure_on_a_broken_runner_says_the_check_not_the_tests() -> None:
+    judged = outcome(7, result(JobStatus.failed), "job Python /x/python does not run")
+    assert (judged.blame, judged.step, judged.error) == (
+        Blame.runner,
+        "environment",
+        "job Python /x/python does not run",
+    )
+    assert outcome(7, result(JobStatus.failed)).blame is Blame.ran
