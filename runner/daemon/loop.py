@@ -420,9 +420,11 @@ class Daemon:
         """The claim's first heartbeat, before anything of the job starts. An answer that
         waited in a stopped runner's socket (SIGSTOP, a frozen host) may offer a job the
         service took back and gave to another runner meanwhile, even one already finished:
-        it is dropped. An unreachable service starts it anyway (its heartbeat keeps trying)."""
+        it is dropped, and so is one stopped meanwhile (its lease lapsed, a cancel): its stop is
+        reported without a start. An unreachable service starts it anyway (its heartbeat keeps
+        trying)."""
         try:
-            self.client.heartbeat(spec.id)
+            answer = self.client.heartbeat(spec.id)
         except NotHeld:
             log.warning(
                 "slot %d: job %s was given to another runner meanwhile; not started", slot, spec.id
@@ -430,6 +432,19 @@ class Daemon:
             return False
         except (ServiceUnavailable, Rejected) as exc:
             log.warning("slot %d: job %s: first heartbeat failed (%s)", slot, spec.id, exc)
+            return True
+        if answer.cancel:
+            log.warning(
+                "slot %d: job %s was stopped before it started (%s); not started",
+                slot,
+                spec.id,
+                answer.reason,
+            )
+            stopped = JobResult(
+                status=JobStatus.cancelled, sha=spec.sha, error_message=answer.reason
+            )
+            self.report(spec, stopped)
+            return False
         return True
 
     def run_job(self, slot: int, spec: JobSpec) -> None:

@@ -577,6 +577,44 @@ def test_a_claim_answered_while_the_runner_was_stopped_is_not_started_when_stale
             daemon.stop()
 
 
+def test_a_claim_answered_while_the_runner_was_stopped_and_then_cancelled_is_not_started(
+    tiny_repo: TinyRepo, roomy_workflows: Path, tmp_path: Path
+) -> None:
+    """As above, but the job is cancelled while the stopped runner still holds its lease:
+    continued, the runner's first heartbeat hears the cancel, and it reports the stop without
+    starting anything of the job."""
+    settings = service_settings(
+        f"sqlite:///{tmp_path / 'stale.db'}", registration_tokens=[REGISTRATION], lease_seconds=3
+    )
+    app = create_app(settings)
+    with live_server(app) as url:
+        service = Service(url, app.state.service)
+        daemon = Daemon(url, tmp_path / "runner-c", roomy_workflows, "--poll-seconds", "20")
+        try:
+            deadline = time.monotonic() + 60
+            while "HTTP Request: POST" not in daemon.output() or "claim" not in daemon.output():
+                assert time.monotonic() < deadline, daemon.output()
+                time.sleep(0.1)
+            time.sleep(1.0)  # its claim waits now
+            daemon.signal(signal.SIGSTOP)
+            job = service.enqueue(tiny_repo, "good_op", bench=False)
+            service.wait(job, JobStatus.running, timeout=10)  # the claim was answered
+            service.parts.jobs.cancel("octo/tinyops", 7, "cancelled by @maintainer")
+            daemon.signal(signal.SIGCONT)
+            deadline = time.monotonic() + 30
+            while f"job {job}: report" not in daemon.output():
+                assert time.monotonic() < deadline, daemon.output()
+                time.sleep(0.1)
+            log = daemon.output()
+            assert f"slot 0: job {job}: good_op on cpu" not in log, log[-3000:]
+            assert f"job {job} was stopped before it started" in log, log[-3000:]
+            assert service.status(job) is JobStatus.cancelled
+            assert service.log(job) == ""
+        finally:
+            daemon.signal(signal.SIGCONT)
+            daemon.stop()
+
+
 def test_a_runner_whose_job_python_vanishes_is_drained_and_its_jobs_succeed_elsewhere(
     service: Service,
     tiny_repo: TinyRepo,
