@@ -175,7 +175,11 @@ on_push: true
             'compare.operators.adaptive_max_pool3d: unknown key "gates"; did you mean gate? '
             "known: threshold, gate",
         ),
-        (7, 'the file: unknown key "on_push"; known: compare, changes, failures, merge_queue'),
+        (
+            7,
+            'the file: unknown key "on_push"; known: compare, changes, failures, merge_queue, '
+            "main",
+        ),
     ]
 
 
@@ -212,14 +216,16 @@ def test_a_list_where_a_mapping_belongs() -> None:
     assert problems("\n- compare\n") == [
         (
             2,
-            "the file: expected a mapping of keys (compare, changes, failures, merge_queue), "
+            "the file: expected a mapping of keys (compare, changes, failures, merge_queue, "
+            "main), "
             "found a list",
         )
     ]
     assert problems("just words\n") == [
         (
             1,
-            "the file: expected a mapping of keys (compare, changes, failures, merge_queue), "
+            "the file: expected a mapping of keys (compare, changes, failures, merge_queue, "
+            "main), "
             'found "just words"',
         )
     ]
