@@ -26,6 +26,8 @@ from pydantic import (
     model_validator,
 )
 
+from workflows.device import Device
+
 WORKFLOWS_DIR = Path(__file__).resolve().parent
 FLAGGEMS = "flaggems"  # the layout of a FlagGems-style repository (`src/flag_gems/`)
 PLACEHOLDERS = frozenset(
@@ -266,6 +268,9 @@ class WorkflowSpec(BaseModel):
     vendor: str
     visible_devices_var: str | None = None
     device_check: list[str] = Field(default_factory=list, description="argv; exit 0 = usable")
+    device: Device = Field(
+        default_factory=Device, description="the vendor's device stack beside torch and triton"
+    )
     env: dict[str, str] = Field(default_factory=dict)
     python_env: PythonEnv = Field(default_factory=PythonEnv)
     steps: list[Step] = Field(min_length=1)

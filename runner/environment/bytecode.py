@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import py_compile
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from importlib.util import cache_from_source
 from multiprocessing import get_context
@@ -58,16 +58,20 @@ def _own_bytecode(source: Path, cache_tag: str | None = None) -> Path:
 
 
 # The packages every step imports, and the largest: one of them without bytecode is reason
-# enough (an H200 image shipped torch without it and most small packages with it).
-DEVICE_STACK = frozenset({"torch", "triton", "torch_musa"})
+# enough (an H200 image shipped torch without it and most small packages with it). torch's
+# own; the runner adds the vendor's from its workflow (`Device.stack`).
+TORCH_STACK = frozenset({"torch", "triton"})
 
 
 def lacks_bytecode(
-    site_dirs: Sequence[str], threshold: float = 0.5, cache_tag: str | None = None
+    site_dirs: Sequence[str],
+    threshold: float = 0.5,
+    cache_tag: str | None = None,
+    stack: Collection[str] = TORCH_STACK,
 ) -> bool:
     """Whether the packages in `site_dirs` lack bytecode of the interpreter whose tag is
-    `cache_tag` (default this one's) beside their `__init__.py`: any of the device stack, or at
-    least `threshold` of all of them. A cheap look, one file a package."""
+    `cache_tag` (default this one's) beside their `__init__.py`: any of the device `stack`, or
+    at least `threshold` of all of them. A cheap look, one file a package."""
     missing: list[str] = []
     inits = 0
     for site in site_dirs:
@@ -79,7 +83,7 @@ def lacks_bytecode(
                 inits += 1
                 if not _own_bytecode(init, cache_tag).is_file():
                     missing.append(package.name)
-    return bool(DEVICE_STACK.intersection(missing)) or (
+    return bool(set(stack).intersection(missing)) or (
         inits > 0 and len(missing) >= threshold * inits
     )
 

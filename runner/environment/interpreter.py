@@ -1,7 +1,7 @@
 """The Python a job's steps run on: the host's interpreter that has the vendor's torch, which
 need not be the runner's own.
 
-A Moore Threads host ships torch_musa for CPython 3.10 while the runner needs 3.11 or newer;
+A vendor's torch may ship for an older CPython (3.10) than the runner needs (3.11 or newer);
 so each backend's jobs run on an interpreter of their own (`--python PATH`, or found by
 probing the usual places for one that has the workflow's host packages), and everything the
 runner asks of it (its version, site directories, standard library, bytecode tag, the
@@ -266,8 +266,8 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="[BACKEND=]PATH",
-        help="the Python jobs run on: the host's, with the vendor's torch (e.g. CPython 3.10 "
-        "beside torch_musa); BACKEND=PATH for one backend (repeat). Default "
+        help="the Python jobs run on: the host's, with the vendor's torch (e.g. the CPython "
+        "3.10 its packages ship for); BACKEND=PATH for one backend (repeat). Default "
         f"${ENV} (comma-separated), else the first Python found that imports the workflow's "
         "host modules: the runner's own, python3 and python3.X on PATH, then /usr/bin, "
         "/usr/local/bin, /opt/conda/bin",

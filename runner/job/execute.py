@@ -186,6 +186,7 @@ class _Job:
             sources=self.ctx.packages,
             log=self.log,
             host=self.ctx.interpreter,
+            device=self.workflow.device,
         )
         self.notes = list(pyenv.notes)
         env = scrubbed_env(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.environment import bytecode, pyenv
+from runner.environment import bytecode, pyenv, requirements
 from runner.job.execute import _Job
 from tests.runner.jobs import job_context
 from tests.runner.test_execute import CPU, _spec
@@ -145,7 +145,7 @@ def test_a_prefix_others_could_write_is_not_reused(
 
 def test_no_prefix_where_the_host_ships_bytecode(tiny_repo: TinyRepo, tmp_path: Path) -> None:
     env = pyenv.python_env(tiny_repo.path, tmp_path / "envs")
-    expected = bytecode.lacks_bytecode(pyenv.host_site_dirs())
+    expected = bytecode.lacks_bytecode(requirements.host_site_dirs())
     assert (env.bytecode is not None) == expected
 
 

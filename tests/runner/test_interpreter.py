@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from runner.daemon.loop import DaemonConfig, job_interpreters
-from runner.environment import interpreter, pyenv
+from runner.environment import interpreter, requirements
 from runner.environment.interpreter import InterpreterError, find, parse_choices, probe
 from workflows.spec import load_workflows
 
@@ -49,7 +49,7 @@ def test_the_runners_own_python_describes_itself_as_the_runner_sees_it() -> None
     assert own.own
     assert own.version_info == sys.version_info[:2]
     assert own.cache_tag == sys.implementation.cache_tag
-    assert list(own.site_dirs) == pyenv.host_site_dirs()
+    assert list(own.site_dirs) == requirements.host_site_dirs()
     assert own.modules == {"json": True, "no_such_module_xyz": False}
     assert own.lacks(["json", "no_such_module_xyz"]) == ["no_such_module_xyz"]
     assert own.markers["python_version"] == f"{sys.version_info[0]}.{sys.version_info[1]}"

@@ -10,14 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from runner.environment.pyenv import (
-    PackageSources,
-    PythonEnvError,
-    declared_requirements,
-    env_key,
-    plan_requirements,
-    python_env,
-)
+from runner.environment.pyenv import PythonEnvError, env_key, python_env
+from runner.environment.requirements import declared_requirements, plan_requirements
+from runner.environment.sources import PackageSources
+from workflows.spec import load_workflows
 
 
 def _project(path: Path, deps: str = "[]") -> Path:
@@ -51,7 +47,10 @@ def test_host_first_plan_notes_pins_and_never_installs_the_device_stack() -> Non
     assert any(n.startswith("triton ") and "(repository asks <1)" in n for n in plan.notes)
     strict = plan_requirements(["pytest==0.1", "torch==0.0.1"], strict=True)
     assert strict.install == ("pytest==0.1",)  # pins count, but torch is still the host's
-    assert plan_requirements(["torch-musa>=1"]).refused == ("torch-musa>=1",)
+    # The vendor's own packages are the workflow's to name: never installed either.
+    musa = load_workflows()["mthreads"].device.host_only_names()
+    assert plan_requirements(["torch-musa>=1"], host_only=musa).refused == ("torch-musa>=1",)
+    assert plan_requirements(["torch-musa>=1"]).install == ("torch-musa>=1",)
 
 
 def test_an_offline_host_names_what_is_missing_and_the_setting(tmp_path: Path) -> None:
