@@ -3,7 +3,7 @@ a job's open channel (long-poll: cancel at once), progress, logs by offset, comp
 sees only jobs it holds: anything else is 404."""
 
 # No `from __future__ import annotations`: the routes' annotations name the runner dependency
-# built inside `runner_api_router`, which FastAPI can only see when they are evaluated there.
+# built inside each route factory, which FastAPI can only see when they are evaluated there.
 
 import asyncio
 import hmac
@@ -119,21 +119,9 @@ def _not_held(job_id: int) -> HTTPException:
     return HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id} is not held by this runner")
 
 
-def runner_api_router(
-    *,
-    settings: Settings,
-    jobs: JobQueue,
-    runners: RunnerRegistry,
-    logs: JobLogs,
-    wakeup: Wakeup,
-    backend_names: Mapping[str, str],
-    stopping: threading.Event,
-    read_token: Callable[[str], str | None],
-) -> APIRouter:
-    """The runner API's routes over the queue's repositories; `read_token` mints what a
-    runner fetches a private repository with."""
-    router = APIRouter(prefix="/api/v1")
-    known = ", ".join(sorted(set(backend_names.values())))
+def runner_auth(runners: RunnerRegistry) -> Callable[[Request], Runner]:
+    """The runner API's authentication dependency over `runners`: made once per router, so a
+    request that needs the runner twice reads its token once."""
 
     def current_runner(request: Request) -> Runner:
         """The runner named by the bearer token, or 401."""
@@ -154,16 +142,81 @@ def runner_api_router(
             )
         return runner
 
-    RunnerDep = Annotated[Runner, Depends(current_runner)]
+    return current_runner
 
-    def canonical(names: list[str]) -> list[str]:
-        unknown = [n for n in names if n not in backend_names]
-        if unknown:
-            raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_CONTENT,
-                f"unknown backend(s) {', '.join(unknown)}; known: {known}",
-            )
-        return list(dict.fromkeys(backend_names[n] for n in names))
+
+def canonical_backends(names: list[str], backend_names: Mapping[str, str]) -> list[str]:
+    """The backends `names` stand for, each once in the order given, or 422 naming those the
+    service does not know."""
+    unknown = [n for n in names if n not in backend_names]
+    if unknown:
+        known = ", ".join(sorted(set(backend_names.values())))
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"unknown backend(s) {', '.join(unknown)}; known: {known}",
+        )
+    return list(dict.fromkeys(backend_names[n] for n in names))
+
+
+def runner_api_router(
+    *,
+    settings: Settings,
+    jobs: JobQueue,
+    runners: RunnerRegistry,
+    logs: JobLogs,
+    wakeup: Wakeup,
+    backend_names: Mapping[str, str],
+    stopping: threading.Event,
+    read_token: Callable[[str], str | None],
+) -> APIRouter:
+    """The runner API's routes over the queue's repositories; `read_token` mints what a
+    runner fetches a private repository with."""
+    current = runner_auth(runners)
+    router = APIRouter(prefix="/api/v1")
+    router.include_router(
+        enrolment_router(
+            settings=settings,
+            jobs=jobs,
+            runners=runners,
+            backend_names=backend_names,
+            current_runner=current,
+        )
+    )
+    router.include_router(
+        claim_router(
+            settings=settings,
+            jobs=jobs,
+            wakeup=wakeup,
+            backend_names=backend_names,
+            stopping=stopping,
+            read_token=read_token,
+            current_runner=current,
+        )
+    )
+    router.include_router(
+        channel_router(
+            settings=settings,
+            jobs=jobs,
+            wakeup=wakeup,
+            stopping=stopping,
+            current_runner=current,
+        )
+    )
+    router.include_router(output_router(jobs=jobs, logs=logs, current_runner=current))
+    return router
+
+
+def enrolment_router(
+    *,
+    settings: Settings,
+    jobs: JobQueue,
+    runners: RunnerRegistry,
+    backend_names: Mapping[str, str],
+    current_runner: Callable[[Request], Runner],
+) -> APIRouter:
+    """A runner's own routes: register, deregister, who it is taken for, its health."""
+    router = APIRouter()
+    RunnerDep = Annotated[Runner, Depends(current_runner)]
 
     @router.post("/runners/register", status_code=201, response_model=RegisterResponse)
     def register(body: RegisterRequest) -> RegisterResponse:
@@ -178,7 +231,7 @@ def runner_api_router(
                 status.HTTP_401_UNAUTHORIZED,
                 "bad registration token: it is none of the service's ONDEMAND_REGISTRATION_TOKENS",
             )
-        backends = canonical(body.backends)
+        backends = canonical_backends(body.backends, backend_names)
         runner_id, token = runners.register(
             body.name, backends, body.labels, body.slots, body.version
         )
@@ -206,17 +259,34 @@ def runner_api_router(
 
     @router.post("/runners/health", status_code=204)
     def health(body: HealthRequest, runner: RunnerDep) -> Response:
-        backends = canonical(body.backends) if body.backends else None
+        backends = canonical_backends(body.backends, backend_names) if body.backends else None
         drained = body.drained.model_dump(mode="json") if body.drained else None
         runners.set_health(runner.id, body.healthy, body.reason, backends, drained)
         return Response(status_code=204)
+
+    return router
+
+
+def claim_router(
+    *,
+    settings: Settings,
+    jobs: JobQueue,
+    wakeup: Wakeup,
+    backend_names: Mapping[str, str],
+    stopping: threading.Event,
+    read_token: Callable[[str], str | None],
+    current_runner: Callable[[Request], Runner],
+) -> APIRouter:
+    """Taking a job (the long-poll claim) and giving back one not started."""
+    router = APIRouter()
+    RunnerDep = Annotated[Runner, Depends(current_runner)]
 
     @router.post("/jobs/claim", response_model=None)
     async def claim(body: ClaimRequest, request: Request, runner: RunnerDep) -> Response:
         """Long-poll: answer the moment a job for one of the runner's backends is queued."""
         backends = runner.backends
         if body.backends is not None:
-            wanted = canonical(body.backends)
+            wanted = canonical_backends(body.backends, backend_names)
             backends = [b for b in wanted if b in runner.backends]
             if not backends:
                 raise HTTPException(
@@ -264,6 +334,22 @@ def runner_api_router(
             )
         return Response(status_code=204)
 
+    return router
+
+
+def channel_router(
+    *,
+    settings: Settings,
+    jobs: JobQueue,
+    wakeup: Wakeup,
+    stopping: threading.Event,
+    current_runner: Callable[[Request], Runner],
+) -> APIRouter:
+    """A held job's channel while it runs: the heartbeat, the open channel that hears a cancel
+    at once, and its progress."""
+    router = APIRouter()
+    RunnerDep = Annotated[Runner, Depends(current_runner)]
+
     @router.post("/jobs/{job_id}/heartbeat", response_model=HeartbeatResponse)
     def heartbeat(job_id: int, runner: RunnerDep) -> HeartbeatResponse:
         beat = jobs.heartbeat(runner.id, job_id)
@@ -299,6 +385,17 @@ def runner_api_router(
         if jobs.progress(runner.id, job_id, _known(Progress, body, job_id, "progress")) is None:
             raise _not_held(job_id)
         return Response(status_code=204)
+
+    return router
+
+
+def output_router(
+    *, jobs: JobQueue, logs: JobLogs, current_runner: Callable[[Request], Runner]
+) -> APIRouter:
+    """What a held job leaves: its log by offset, and how it ended (interrupted by its runner,
+    or its result)."""
+    router = APIRouter()
+    RunnerDep = Annotated[Runner, Depends(current_runner)]
 
     @router.post("/jobs/{job_id}/logs", response_model=OffsetResponse)
     def append_log(job_id: int, body: LogRequest, runner: RunnerDep) -> JSONResponse:
