@@ -7,7 +7,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sandbox import admin_api, git_http, github_api, pages
+from sandbox import admin_api, admin_merge, git_http, github_api, issues_api, pages
 from sandbox.middleware import DOCS, github_middleware
 from sandbox.state import SandboxError, SandboxState
 from sandbox.webhooks import Deliverer
@@ -61,6 +61,8 @@ def create_app(
     app.middleware("http")(github_middleware)
     app.include_router(pages.router)
     app.include_router(admin_api.router)
+    app.include_router(admin_merge.router)
     app.include_router(github_api.router)
+    app.include_router(issues_api.router)
     app.include_router(git_http.router)
     return app

@@ -198,6 +198,18 @@ class SandboxAdmin:
             "POST", f"/repos/{repo}/pulls/{number}/close", {"user": user, "merged": merged}
         )
 
+    def merge_pull(
+        self, repo: str, number: int, user: str | None = None, method: str = "merge"
+    ) -> Json:
+        """Merge the PR onto its base branch (a merge commit, or `squash`); delivers
+        `pull_request` `closed` and the base branch's `push`. Returns {sha, merged, pull}."""
+        body = {"user": user, "method": method}
+        return self._call("POST", f"/repos/{repo}/pulls/{number}/merge", body)
+
+    def issues(self, repo: str) -> list[Json]:
+        """The repository's plain issues (no pull requests), oldest first."""
+        return list(self._call("GET", f"/repos/{repo}/issues"))
+
     def comment(self, repo: str, number: int, user: str, body: str) -> Json:
         """Post a comment as `user`; delivers `issue_comment` `created`. Returns its JSON."""
         return self._call(

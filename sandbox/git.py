@@ -281,3 +281,66 @@ def blob(git_path: str | Path, sha: str) -> bytes:
     if not SHA_RE.match(sha):
         raise GitError(f"not a blob SHA: {sha!r}")
     return _git_bytes(git_path, "cat-file", "blob", sha)
+
+
+ZERO_SHA = "0" * 40
+
+
+def branch_heads(git_path: str | Path) -> dict[str, str]:
+    """Every branch and the commit it points at (`main` → SHA)."""
+    out = _git(git_path, "for-each-ref", "--format=%(refname:strip=2) %(objectname)", "refs/heads")
+    return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+
+
+def commits_between(
+    git_path: str | Path, before: str, after: str, limit: int = 20
+) -> list[CommitInfo]:
+    """The commits `after` has that `before` lacks, oldest first, at most the newest `limit`
+    (GitHub's push event lists 20); `before` all zeros (a new branch): `after` alone."""
+    if not SHA_RE.match(after):
+        raise GitError(f"not a commit SHA: {after!r}")
+    if before == ZERO_SHA or not SHA_RE.match(before):
+        shas = [after]
+    else:
+        out = _git(git_path, "rev-list", "--reverse", "--first-parent", f"{before}..{after}")
+        shas = out.split()[-limit:]
+    return [commit_info(git_path, sha) for sha in shas]
+
+
+def commit_paths(git_path: str | Path, info: CommitInfo) -> dict[str, list[str]]:
+    """The paths a commit added, removed and modified against its first parent, as a push
+    event's commit lists them."""
+    found: dict[str, list[str]] = {"added": [], "removed": [], "modified": []}
+    if not info.parents:
+        return found
+    out = _git(git_path, "diff-tree", "-r", "-z", "--name-status", "--no-renames",
+               info.parents[0], info.sha)  # fmt: skip
+    fields = out.split("\0")
+    for letter, path in zip(fields[::2], fields[1::2], strict=False):
+        kind = {"A": "added", "D": "removed"}.get(letter[:1], "modified")
+        found[kind].append(path)
+    return found
+
+
+def commit_tree(git_path: str | Path, tree: str, parent: str, message: str) -> str:
+    """A commit of `tree` with the one parent `parent` (a squash merge), made without a work
+    tree."""
+    if not (SHA_RE.match(tree) and SHA_RE.match(parent)):
+        raise GitError(f"refusing to commit {tree!r} onto {parent!r}")
+    return _git(git_path, "commit-tree", tree, "-p", parent, "-m", message).strip()
+
+
+def move_branch(git_path: str | Path, branch: str, sha: str) -> None:
+    """Point `branch` at `sha`, a descendant of its tip; where a work tree has it checked out,
+    by a fast-forward there, so that tree and its index follow (a clean one)."""
+    if not SHA_RE.match(sha):
+        raise GitError(f"refusing to set {branch!r} to {sha!r}")
+    bare = _git(git_path, "rev-parse", "--is-bare-repository").strip() == "true"
+    try:
+        current = _git(git_path, "symbolic-ref", "--quiet", "HEAD").strip()
+    except GitError:
+        current = ""  # a detached HEAD
+    if not bare and current == f"refs/heads/{branch}":
+        _git(git_path, "merge", "--ff-only", "--quiet", sha)
+        return
+    update_ref(git_path, f"refs/heads/{branch}", sha)

@@ -4,6 +4,7 @@ URL the client used (so PyGithub follows `url` fields back to the same server)."
 from __future__ import annotations
 
 import base64
+import hashlib
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -185,14 +186,14 @@ def pull_json(base: str, state: SandboxState, repo: Repo, pull: Pull) -> Json:
         "title": pull.title,
         "user": user_json(base, state.users[pull.user]),
         "body": pull.body,
-        "labels": [],
+        "labels": [label_json(base, repo, name) for name in pull.labels],
         "milestone": None,
         "active_lock_reason": None,
         "created_at": ts(pull.created_at),
         "updated_at": ts(pull.updated_at),
         "closed_at": ts(pull.closed_at),
         "merged_at": ts(pull.closed_at) if pull.merged else None,
-        "merge_commit_sha": None,
+        "merge_commit_sha": pull.merge_commit_sha,
         "assignee": None,
         "assignees": [],
         "requested_reviewers": [],
@@ -252,6 +253,20 @@ def pull_file_json(
     return found
 
 
+def label_json(base: str, repo: Repo, name: str) -> Json:
+    """A label as issues carry it (GitHub makes one when an issue first names it)."""
+    ident = int(hashlib.sha256(f"{repo.full_name}:{name}".encode()).hexdigest()[:8], 16)
+    return {
+        "id": ident,
+        "node_id": node_id("Label", ident),
+        "url": f"{base}/repos/{repo.full_name}/labels/{quote(name, safe='')}",
+        "name": name,
+        "color": "ededed",
+        "default": False,
+        "description": None,
+    }
+
+
 def issue_json(base: str, state: SandboxState, repo: Repo, pull: Pull) -> Json:
     """An issue; a pull request seen as one (GitHub's shared number space) has `pull_request`."""
     api = f"{base}/repos/{repo.full_name}"
@@ -271,7 +286,7 @@ def issue_json(base: str, state: SandboxState, repo: Repo, pull: Pull) -> Json:
         "number": pull.number,
         "title": pull.title,
         "user": user_json(base, state.users[pull.user]),
-        "labels": [],
+        "labels": [label_json(base, repo, name) for name in pull.labels],
         "state": pull.state,
         "locked": False,
         "assignee": None,
@@ -287,7 +302,7 @@ def issue_json(base: str, state: SandboxState, repo: Repo, pull: Pull) -> Json:
         "body": pull.body,
         "reactions": _reaction_summary(issue_api, []),
         "timeline_url": f"{issue_api}/timeline",
-        "state_reason": None,
+        "state_reason": pull.state_reason,
     }
     if pull.is_pull:
         data["pull_request"] = {

@@ -151,6 +151,9 @@ class Pull:
     closed_at: datetime | None = None
     commits: int = 1
     is_pull: bool = True  # False: a plain issue (no head/base), sharing the number space
+    merge_commit_sha: str | None = None  # the commit its merge made on the base branch
+    labels: list[str] = field(default_factory=list)
+    state_reason: str | None = None  # a closed issue's: completed, not_planned
 
 
 @dataclass
@@ -579,6 +582,45 @@ class SandboxState:
             pull.updated_at = now()
             self.touch()
             return before
+
+    def merge_pull(self, pull: Pull, merge_sha: str) -> None:
+        """Close `pull` as merged by the commit `merge_sha` on its base branch."""
+        with self.lock:
+            self.close_pull(pull, True)
+            pull.merge_commit_sha = merge_sha
+
+    def update_issue(self, issue: Pull, changes: dict[str, Any]) -> None:
+        """Apply an issue edit (`title`, `body`, `state`, `state_reason`, `labels`), as
+        GitHub's PATCH does: a close sets `closed_at`, a reopen clears it."""
+        with self.lock:
+            for name in ("title", "body", "labels", "state_reason"):
+                if name in changes:
+                    setattr(issue, name, changes[name])
+            state = changes.get("state")
+            if state is not None and state != issue.state:
+                issue.state = state
+                issue.closed_at = now() if state == "closed" else None
+                if state == "closed" and issue.state_reason is None:
+                    issue.state_reason = "completed"
+                if state == "open":
+                    issue.state_reason = None
+            issue.updated_at = now()
+            self.touch()
+
+    def pulls_for_commit(self, repo: Repo, sha: str) -> list[Pull]:
+        """The pull requests a commit belongs to, as GitHub answers `commits/{sha}/pulls`: the
+        one whose merge made it, and those whose head it is."""
+        with self.lock:
+            return sorted(
+                (
+                    p
+                    for (name, _), p in self.pulls.items()
+                    if name == repo.full_name
+                    and p.is_pull
+                    and sha in (p.merge_commit_sha, p.head_sha)
+                ),
+                key=lambda p: -p.number,
+            )
 
     def close_pull(self, pull: Pull, merged: bool) -> None:
         with self.lock:
