@@ -25,6 +25,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 from service.db.engine import Base, UTCDateTime, utcnow
 
 ACTIVE_STATUSES = ("queued", "running")
+NO_PULL = 0  # a default-branch job's `pr_number`: GitHub numbers pull requests from 1
+MAIN_TRIGGERS = ("push", "nightly")  # the default branch's own runs
 _ACTIVE_SQL = "status IN ('queued', 'running')"
 LOGGED_SQL = "log_size > 0"  # a job whose log has chunks stored (the pruner's partial index)
 
@@ -124,6 +126,13 @@ class Job(Base):
     compare: Mapped[bool] = mapped_column(Boolean, default=True)
     # `/test ... vs REF`: compared with base_sha itself, not the merge base (migration 0017)
     exact_base: Mapped[bool] = mapped_column(Boolean, default=False)
+    # What started it (migration 0018): `pull_request` (a command, a push to a pull request, a
+    # merge queue, a Re-run), or the default branch's own runs, `push` and `nightly`, which
+    # have no pull request (`pr_number` NO_PULL) and belong to a `MainRun`.
+    trigger: Mapped[str] = mapped_column(
+        String(20), default="pull_request", server_default="pull_request"
+    )
+    main_run_id: Mapped[int | None] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(String(20), default="queued")
     attempt: Mapped[int] = mapped_column(Integer, default=1)
     requested_by: Mapped[str | None] = mapped_column(String(200))
@@ -276,3 +285,115 @@ class FlakyTest(Base):
     job_ids: Mapped[list[int]] = mapped_column(JSON, default=list)  # the latest, newest last
     first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class MainRun(Base):
+    """One run of the default branch's own: a push to it (`key` `push:<sha>`) or a night
+    (`nightly:<date>`), its commit, the commit before it, the pull request it merged (if any)
+    and when all its jobs were created (`settled_at`; a run left unsettled by a crash is
+    settled again)."""
+
+    __tablename__ = "main_runs"
+    __table_args__ = (UniqueConstraint("repo", "key", name="uq_main_runs"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200))
+    key: Mapped[str] = mapped_column(String(100))
+    trigger: Mapped[str] = mapped_column(String(20))
+    sha: Mapped[str] = mapped_column(String(64))
+    before_sha: Mapped[str | None] = mapped_column(String(64))
+    pull_number: Mapped[int | None] = mapped_column(Integer)
+    pusher: Mapped[str | None] = mapped_column(String(200))
+    clone_url: Mapped[str] = mapped_column(Text)
+    private: Mapped[bool] = mapped_column(Boolean, default=False)
+    default_branch: Mapped[str] = mapped_column(String(255))
+    outcome: Mapped[str | None] = mapped_column(Text)
+    settled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class MainSchedule(Base):
+    """A repository whose default branch runs once a night (`main.nightly`, as its last push
+    said), and the last night it ran: the state that keeps a restart from skipping or
+    doubling a night."""
+
+    __tablename__ = "main_schedules"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200), unique=True)
+    clone_url: Mapped[str] = mapped_column(Text)
+    private: Mapped[bool] = mapped_column(Boolean, default=False)
+    default_branch: Mapped[str] = mapped_column(String(255))
+    nightly: Mapped[str] = mapped_column(String(10), default="none")
+    last_night: Mapped[str | None] = mapped_column(String(10))  # YYYY-MM-DD, UTC
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class HistoryPoint(Base):
+    """One row's result of one default-branch run: a point of the series (repository,
+    operator, backend, dtype, shape), the change from the commit it was compared with
+    (`base_sha`) to its commit, its interval and verdict, and `mark` where an alert starts
+    anew from it (a row flagged on its own, or a drift found over the window)."""
+
+    __tablename__ = "history_points"
+    __table_args__ = (
+        UniqueConstraint(
+            "repo", "op", "backend", "dtype", "shape", "sha", "base_sha", name="uq_history_points"
+        ),
+        Index("ix_history_series", "repo", "op", "backend", "dtype", "shape", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200))
+    op: Mapped[str] = mapped_column(String(64))
+    backend: Mapped[str] = mapped_column(String(64))
+    dtype: Mapped[str] = mapped_column(String(32))
+    shape: Mapped[str] = mapped_column(String(200))
+    sha: Mapped[str] = mapped_column(String(64))
+    base_sha: Mapped[str] = mapped_column(String(64))
+    job_id: Mapped[int] = mapped_column(Integer)
+    rounds: Mapped[int] = mapped_column(Integer)
+    ratio: Mapped[float] = mapped_column(Float)
+    low: Mapped[float | None] = mapped_column(Float)
+    high: Mapped[float | None] = mapped_column(Float)
+    kernel_ms: Mapped[float | None] = mapped_column(Float)
+    threshold: Mapped[float] = mapped_column(Float)
+    verdict: Mapped[str] = mapped_column(String(16))
+    mark: Mapped[str | None] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+OPEN_SQL = "state = 'open'"
+
+
+class RegressionIssue(Base):
+    """The one open issue per (repository, operator, backend) that says which rows the
+    default branch got slower, updated as later runs find more and closed when they recover
+    (`rows`: each row's series, the point its slowdown is counted from and what was found);
+    its GitHub number once made and the digest of what was last sent."""
+
+    __tablename__ = "regression_issues"
+    __table_args__ = (
+        Index(
+            "uq_regression_issues_open",
+            "repo",
+            "op",
+            "backend",
+            unique=True,
+            sqlite_where=text(OPEN_SQL),
+            postgresql_where=text(OPEN_SQL),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200))
+    op: Mapped[str] = mapped_column(String(64))
+    backend: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(10), default="open")
+    rows: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    issue_number: Mapped[int | None] = mapped_column(BigInteger)
+    sent_digest: Mapped[str | None] = mapped_column(String(64))
+    opened_job_id: Mapped[int] = mapped_column(Integer)
+    closed_job_id: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

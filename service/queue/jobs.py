@@ -70,6 +70,8 @@ class NewJob:
     private: bool = False
     threshold: float = 0.1
     gate: str = "inform"
+    trigger: str = "pull_request"  # or the default branch's own: push, nightly
+    main_run_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -196,6 +198,8 @@ class JobQueue:
                     private=new.private,
                     threshold=new.threshold,
                     gate=new.gate,
+                    trigger=new.trigger,
+                    main_run_id=new.main_run_id,
                     status=JobStatus.queued,
                     attempt=1,
                     created_at=utcnow(),
