@@ -69,7 +69,7 @@ KERNELS_VENDOR=mthreads TEST_PROOF_PREFIX=KERNELS_MTHREADS \
 echo "proof: exit $? in $(( $(date +%s) - start ))s" | tee -a "$OUT/summary.txt"
 python3 -c "
 from pathlib import Path
-from runner.report.results import read_proof
+from runner.results.results import read_proof
 for line in read_proof(Path('/tmp/proof'), 'KERNELS_MTHREADS').lines:
     print(f'{line.count:6d}  {line.message}')
 " | tee "$OUT/proof-counts.txt"

@@ -307,7 +307,7 @@ class Progress(_Model):
 
 
 class FailureClass(StrEnum):
-    """What a failing test's re-runs say of it (`runner/report/failures.py` decides)."""
+    """What a failing test's re-runs say of it (`runner/results/failures.py` decides)."""
 
     new = "new"  # fails on the head's re-runs, passes on the merge base
     flaky = "flaky"  # passed on a re-run on the head

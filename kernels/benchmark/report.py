@@ -12,7 +12,7 @@ from typing import Any
 SCHEMA = "kernels.benchmark/v1"
 
 # Top-level JSON keys beyond workflows.models.BenchmarkResult's fields: the runner drops
-# exactly these (runner/report/results.py), so a new key must be added there too.
+# exactly these (runner/results/results.py), so a new key must be added there too.
 EXTRA_KEYS: tuple[str, ...] = ("schema", "impl", "vendor", "torch", "triton", "copy_bandwidth_gbps")
 
 COLUMNS: tuple[str, ...] = (

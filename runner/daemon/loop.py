@@ -66,7 +66,7 @@ from runner.job.sandboxing import Jail, JailError, check_jail, jail_for_host, vi
 from runner.job.workspace import Workspaces
 from runner.link.client import NotHeld, Rejected, ServiceClient, ServiceUnavailable, Unauthorized
 from runner.link.credentials import CredentialFile, Credentials, Registration, load_or_register
-from runner.report.progress import ProgressSender
+from runner.results.progress import ProgressSender
 from workflows.models import JobResult, JobSpec, JobStatus
 from workflows.spec import WorkflowSpec
 

@@ -158,7 +158,7 @@ def record_durations(junit: Path, layer: Path) -> int:
     (runner/plugins/pytest_order.py); the number of tests recorded."""
     import xml.etree.ElementTree as ET
 
-    from runner.report.results import read_artifact
+    from runner.results.results import read_artifact
 
     try:
         root = ET.fromstring(read_artifact(junit))

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.job import layouts
 from runner.job.steps import StepOutcome, StepProcess, start_step
-from runner.report.results import read_artifact
+from runner.results.results import read_artifact
 from workflows.models import BenchmarkResult
 
 ENV_REQUESTS, ENV_ANSWERS = "BENCH_ROUNDS_DIR", "BENCH_ROUNDS_OUT"

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from runner.report.results import ResultsError, read_artifact
+from runner.results.results import ResultsError, read_artifact
 from workflows.models import BenchmarkResult, BenchmarkRow
 from workflows.spec import FLAGGEMS
 

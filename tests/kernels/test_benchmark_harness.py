@@ -28,7 +28,7 @@ from kernels.benchmark.sizes import TINY, parse_dtypes
 from tests.kernels.support import bot_module, needs_bot
 
 models = bot_module("workflows.models")
-results = bot_module("runner.report.results")
+results = bot_module("runner.results.results")
 bot = needs_bot(models, results)
 
 ROOT = Path(__file__).resolve().parents[2]

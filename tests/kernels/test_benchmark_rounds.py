@@ -15,8 +15,8 @@ import pytest
 from kernels.benchmark import baseline
 from tests.kernels.support import bot_module, needs_bot
 
-stats = bot_module("runner.report.stats")
-results = bot_module("runner.report.results")
+stats = bot_module("runner.results.stats")
+results = bot_module("runner.results.results")
 bot = needs_bot(stats, results)
 
 ROOT = Path(__file__).resolve().parents[2]

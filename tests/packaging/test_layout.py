@@ -143,7 +143,7 @@ def test_a_command_imports_no_other_command() -> None:
 # The runner's stages, from the leaves (what runs in the job, the link, what results mean) to
 # the daemon; each may use only those before it. Its
 # entry points (`runner.cli`, `runner.local`, `runner.doctor`) sit above them all.
-RUNNER_ORDER = ("plugins", "link", "report", "environment", "job", "daemon")
+RUNNER_ORDER = ("plugins", "link", "results", "environment", "job", "daemon")
 ENTRY_POINTS = ("runner.cli", "runner.local", "runner.doctor")
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from runner.job.execute import JobContext, execute
 from runner.job.workspace import Workspaces
-from runner.report.failures import Evidence, Outcome, classify, rerunnable
+from runner.results.failures import Evidence, Outcome, classify, rerunnable
 from tests.runner.failrepo import OP, FailRepo, make_fail_repo
 from workflows.models import FailureClass, JobSpec, JobStatus, StepStatus
 from workflows.spec import load_workflows

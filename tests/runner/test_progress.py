@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from runner.plugins import PLUGINS
-from runner.report.progress import MAX_LINE, ProgressFile, ProgressSender, ProgressWatch
+from runner.results.progress import MAX_LINE, ProgressFile, ProgressSender, ProgressWatch
 from workflows.models import MAX_PROGRESS_FAILURES, Progress
 
 RUNNER = PLUGINS  # where the job loads the plugin from, as a copy

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runner.job.layouts import parse_flaggems_records
-from runner.report.results import (
+from runner.results.results import (
     ResultsError,
     benchmark_from_document,
     close_matches,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from runner.job import comparison
-from runner.report import stats
+from runner.results import stats
 from service.render.verdicts import Verdict, detectable, judge, noise_band
 from workflows.models import BenchmarkResult, BenchmarkRow
 from workflows.spec import Compare

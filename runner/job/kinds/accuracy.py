@@ -17,8 +17,8 @@ from runner.job.kinds.context import OP_NAME, StepContext, Stop, Tree, interrupt
 from runner.job.kinds.reruns import classify_failures
 from runner.job.steps import run_step
 from runner.plugins import PLUGINS
-from runner.report import results
-from runner.report.progress import ProgressWatch, progress_file
+from runner.results import results
+from runner.results.progress import ProgressWatch, progress_file
 from workflows.models import FailureClass, FailureClasses, JobStatus, StepStatus
 from workflows.spec import Step
 

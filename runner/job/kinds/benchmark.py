@@ -1,5 +1,5 @@
 """The benchmark step: the pull request's benchmark, compared with its merge base where the
-job has one, each row's change judged from its rounds (`runner.report.stats`); the result
+job has one, each row's change judged from its rounds (`runner.results.stats`); the result
 becomes `job.benchmark`. Which way it compares is the step's to say:
 
 - `compare.argv`: in one process (`compare_in_process`), else in separate processes;
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from runner.job.kinds import compare_in_process, compare_processes, compare_workers, measure
 from runner.job.kinds.context import Comparison, HeadStart, MergeBase, StepContext, Tree
-from runner.report import stats
+from runner.results import stats
 from workflows.models import BenchmarkResult, StepResult, StepStatus
 from workflows.spec import Step
 

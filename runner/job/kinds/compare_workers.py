@@ -40,7 +40,7 @@ from runner.job.kinds.context import (
 from runner.job.sandboxing import give
 from runner.job.steps import HeldOutput, StepOutcome
 from runner.plugins import PLUGINS
-from runner.report import stats
+from runner.results import stats
 from service.render.verdicts import host_bound_row
 from workflows.models import BenchmarkResult, JobStatus, Progress, StepResult, StepStatus
 from workflows.spec import Step

@@ -9,7 +9,7 @@ from typing import NoReturn
 from runner.job import layouts
 from runner.job.kinds.context import StepContext, Stop, Tree, interrupted, step_result
 from runner.job.steps import StepOutcome
-from runner.report import results
+from runner.results import results
 from workflows.models import BenchmarkResult, JobStatus, StepStatus
 from workflows.spec import BenchmarkFormat, Step
 

@@ -1,6 +1,6 @@
 """After a failing accuracy step: each failing test re-run by node id on the head a few times,
 then those that never passed once on the merge base, within the repository's budget
-(`failures:` in its settings file at the base); `runner/report/failures.py` classifies what
+(`failures:` in its settings file at the base); `runner/results/failures.py` classifies what
 the re-runs said. A re-run is one pytest process per round over every test still asked about
 (`runner/plugins/pytest_ondemand_rerun.py` keeps just those), the node ids checked before
 pytest sees them and passed after `--`."""
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from runner.job.kinds.context import StepContext, Tree, base_side
 from runner.job.steps import run_step
 from runner.plugins import PLUGINS
-from runner.report import results
-from runner.report.failures import Evidence, Outcome, classify, counts, rerunnable
+from runner.results import results
+from runner.results.failures import Evidence, Outcome, classify, counts, rerunnable
 from workflows.models import (
     AccuracyResult,
     FailureClass,
