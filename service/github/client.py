@@ -26,6 +26,7 @@ from github import Auth, Consts, Github, GithubException, GithubIntegration
 
 from ondemand.retry import RetryPolicy
 from service.github.budget import Budget
+from service.github.issues import IssueCalls
 from service.github.permissions import accepted, find
 from service.settings import Settings
 
@@ -220,8 +221,9 @@ def app_signer(private_key: str) -> Callable[[dict[str, Any]], str]:
     return sign
 
 
-class GitHubClient:
-    """Thread-safe wrapper of the few calls the service makes."""
+class GitHubClient(IssueCalls):
+    """Thread-safe wrapper of the few calls the service makes (the issue and commit calls of
+    the default branch's runs in `issues.py`)."""
 
     def __init__(
         self,

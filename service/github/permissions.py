@@ -63,8 +63,9 @@ PERMISSIONS: tuple[Permission, ...] = (
         "read",
         "repository",
         "Contents",
-        used_for="`.github/ondemand.yml`, read on every `/test`; a pull request's tree for "
-        "`/test changed`; each job's read token for its runner",
+        used_for="`.github/ondemand.yml`, read on every `/test` and every push to the default "
+        "branch; a pull request's or a push's tree for the operators it changes; each job's "
+        "read token for its runner",
         without="a private repository's commands wait, and the pull request is told once",
         cannot="read this repository's contents",
     ),
@@ -91,7 +92,8 @@ PERMISSIONS: tuple[Permission, ...] = (
         "read",
         "repository",
         "Pull requests",
-        used_for="a pull request's head, base and files (what a `/test` approves, `/test changed`)",
+        used_for="a pull request's head, base and files (what a `/test` approves, `/test "
+        "changed`); the pull request a push to the default branch merged",
         without="a private repository's commands wait, and the pull request is told once",
         cannot="read this pull request",
     ),
@@ -100,8 +102,11 @@ PERMISSIONS: tuple[Permission, ...] = (
         "write",
         "repository",
         "Issues",
-        used_for="the 👀 reaction, the replies and the result comments on pull requests",
-        without="nothing is said on pull requests: it waits, and the dashboard says why",
+        used_for="the 👀 reaction, the replies and the result comments on pull requests; the "
+        "default branch's regression alerts (a comment on the merged pull request, one issue "
+        "per operator and backend)",
+        without="nothing is said on pull requests or in issues: it waits, and the dashboard "
+        "says why",
         cannot="comment on this pull request",
     ),
     Permission(
@@ -143,6 +148,12 @@ EVENTS: tuple[Event, ...] = (
         "pushes (an approval binds to the head it saw), closes (cancel), runs on push",
     ),
     Event("check_run", "Check run", "the Re-run button of a job's check run"),
+    Event(
+        "push",
+        "Push",
+        "pushes to the default branch: its own runs (`main.on_push` in the settings), each "
+        "compared with the last default-branch commit that ran the operator",
+    ),
     Event(
         "merge_group",
         "Merge group",

@@ -76,7 +76,7 @@ def test_the_manifest_asks_for_what_the_code_uses() -> None:
         "redirect_url": "https://ci.example.org/",
         "public": False,
         "default_permissions": EVERYTHING,
-        "default_events": ["issue_comment", "pull_request", "check_run", "merge_group"],
+        "default_events": ["issue_comment", "pull_request", "check_run", "push", "merge_group"],
     }
     teams = manifest("x", "https://ci.example.org", teams=True)["default_permissions"]
     assert teams == {**EVERYTHING, "members": "read"}
