@@ -11,8 +11,9 @@ import xml.etree.ElementTree as ET
 import httpx
 
 from service.db.models import Job
-from service.web.page_views import ChartPoint, charts, job_speedup, speedup_svg, timeline
+from service.web.job_page_views import timeline
 from service.web.report_html import report_html
+from service.web.speedup_chart import ChartPoint, charts, job_speedup, speedup_svg
 from tests.service.helpers import live_service, service_settings
 from tests.web.support import HOSTILE, finish_job, new_job, result, run_job
 from workflows.models import JobResult, Progress, Rounds
