@@ -42,7 +42,7 @@ PROBE = """\
 import os, sys
 import runner.cli
 from runner.environment.probe import environment_info
-from runner.results.stats import change
+from runner.job.kinds.benchmark.stats import change
 before = [1.0, 1.02, 0.99, 1.01, 1.0, 0.98]
 print(change(before, [b * 1.1 for b in before]).model_dump_json())
 info = environment_info(sys.executable, os.environ, vendor="cpu", runner_name=None,

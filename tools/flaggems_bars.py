@@ -719,7 +719,7 @@ def cost_bars(runs: Sequence[Run], threshold: float) -> list[Bar]:
     judged no row in time is not one: a warm job whose rows got fewer than the six rounds a
     verdict needs, or that ran past the limit without a result (the call's deadline killed
     it), fails the bar however fast it ended."""
-    from runner.job.comparison import MIN_ROUNDS
+    from runner.job.kinds.benchmark.comparison import MIN_ROUNDS
 
     bars = []
     for source, limit, what in (

@@ -123,8 +123,8 @@ class Compare(BaseModel):
     tree it cannot load), and the rounds then alternate processes of each tree, as they always
     do without `argv` (ABBA: each round's order the reverse of the last). With `workers`, each
     tree's process stays alive and times round after round when asked (a pytest harness
-    timed with `triton.testing.do_bench`: runner/job/bench_workers.py); a host-bound row's
-    host time is then also judged over `host_processes` processes per tree."""
+    timed with `triton.testing.do_bench`: runner/job/kinds/benchmark/bench_workers.py); a
+    host-bound row's host time is then also judged over `host_processes` processes per tree."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -1,7 +1,7 @@
 """Failing tests told apart by their re-runs: pure functions over typed data.
 
 After a failing accuracy step the runner re-runs each failing test by node id a few times on
-the head and once on the merge base (`runner/job/kinds/reruns.py`), then `classify` says
+the head and once on the merge base (`runner/job/kinds/accuracy/reruns.py`), then `classify` says
 what each failure is: *flaky* (a re-run on the head passed), *already failing* (the head's
 re-runs and the merge base fail it), *new* (the head's re-runs fail it, the merge base passes
 it), *infrastructure* (its re-runs gave no verdict: not collected, the process crashed), or

@@ -15,7 +15,7 @@ import pytest
 from kernels.benchmark import baseline
 from tests.kernels.support import bot_module, needs_bot
 
-stats = bot_module("runner.results.stats")
+stats = bot_module("runner.job.kinds.benchmark.stats")
 results = bot_module("runner.results.results")
 bot = needs_bot(stats, results)
 

@@ -234,4 +234,4 @@ def test_a_runner_stage_that_misses_an_import_is_caught() -> None:
     assert len(installs) == 1
     gaps = missing(runner.replace(installs[0], before), ENTRY_POINTS["runner"])
     assert set(gaps) == {"numpy", "scipy"}, gaps
-    assert "runner/results/stats.py" in gaps["scipy"]
+    assert "runner/job/kinds/benchmark/stats.py" in gaps["scipy"]

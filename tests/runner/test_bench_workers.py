@@ -1,7 +1,7 @@
-"""Before → after in a worker per tree (runner/job/bench_workers.py with the pytest plugin
-runner/plugins/pytest_bench_rounds.py): a FlagGems-style repository compared through
-`execute()`, its workers kept across rounds; and the protocol held against a worker that
-never answers or answers what cannot be read."""
+"""Before → after in a worker per tree (runner/job/kinds/benchmark/bench_workers.py with
+the pytest plugin runner/plugins/pytest_bench_rounds.py): a FlagGems-style repository
+compared through `execute()`, its workers kept across rounds; and the protocol held against a
+worker that never answers or answers what cannot be read."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.job import bench_workers
 from runner.job.execute import execute
+from runner.job.kinds.benchmark import bench_workers
 from runner.local import job_view
 from service.render.comment import SLOWER, render_comment, render_status
 from service.render.verdicts import Verdict, judged_rows

@@ -11,9 +11,8 @@ import pytest
 
 from runner.job import kinds
 from runner.job.execute import _Job
-from runner.job.kinds import (
-    KINDS,
-    benchmark,
+from runner.job.kinds import KINDS, benchmark
+from runner.job.kinds.benchmark import (
     compare_in_process,
     compare_processes,
     compare_workers,
@@ -51,7 +50,7 @@ def test_the_job_is_the_context_its_steps_are_given(tmp_path: Path) -> None:
 
 def test_the_kinds_never_import_the_job() -> None:
     imported = set()
-    for path in Path(kinds.__file__).parent.glob("*.py"):
+    for path in Path(kinds.__file__).parent.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
                 imported.add(node.module)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runner.job import comparison
-from runner.results import stats
+from runner.job.kinds.benchmark import comparison, stats
 from service.render.verdicts import Verdict, detectable, judge, noise_band
 from workflows.models import BenchmarkResult, BenchmarkRow
 from workflows.spec import Compare

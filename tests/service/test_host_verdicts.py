@@ -1,7 +1,7 @@
 """A host-bound row's host time judged with processes as samples: the interval of its change
-over several processes per tree (`runner.results.stats.process_change`), its verdict beside
-the device's (`service.render.verdicts`), and what the report and the gate make of it; an older
-result's one-process host change stays shown, never judged."""
+over several processes per tree (`runner.job.kinds.benchmark.stats.process_change`), its
+verdict beside the device's (`service.render.verdicts`), and what the report and the gate
+make of it; an older result's one-process host change stays shown, never judged."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from runner.results import stats
+from runner.job.kinds.benchmark import stats
 from service.render import comment as comment_module
 from service.render.comment import SLOWER, render_check, render_comment, render_status
 from service.render.verdicts import Verdict, detectable, host_judged, judge, judged_rows

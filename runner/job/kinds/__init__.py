@@ -1,8 +1,9 @@
-"""The step kinds: one module per kind a workflow's step may name, each a `StepRunner`
-(`context.py`) that the job calls with the step, itself as the `StepContext` and the pull
-request's tree. A new kind is a module with a `run` and its line in `KINDS`; one that can
-start something slow before its turn (while the steps before it run) also has a line in
-`HEAD_STARTS`."""
+"""The step kinds: one module (or package, where the kind has parts of its own: `accuracy`
+with its re-runs, `benchmark` with its ways to compare and its statistics) per kind a
+workflow's step may name, each a `StepRunner` (`context.py`, the one interface) that the job
+calls with the step, itself as the `StepContext` and the pull request's tree. A new kind is a
+module with a `run` and its line in `KINDS`; one that can start something slow before its
+turn (while the steps before it run) also has a line in `HEAD_STARTS`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
 """The benchmark step: the pull request's benchmark, compared with its merge base where the
-job has one, each row's change judged from its rounds (`runner.results.stats`); the result
-becomes `job.benchmark`. Which way it compares is the step's to say:
+job has one, each row's change judged from its rounds (`stats`); the result becomes
+`job.benchmark`. This package holds the step and its parts: one run and its rows (`measure`),
+the ways to compare (`compare_*`), the ABBA rounds loop and the merging of their samples
+(`comparison`), the benchmark workers and the files they are spoken to through
+(`bench_workers`), and what the rounds say (`stats`). Which way it compares is the step's to
+say:
 
 - `compare.argv`: in one process (`compare_in_process`), else in separate processes;
 - `compare.workers`: in a worker per tree (`compare_workers`), else in separate processes;
@@ -11,9 +15,14 @@ becomes `job.benchmark`. Which way it compares is the step's to say:
 
 from __future__ import annotations
 
-from runner.job.kinds import compare_in_process, compare_processes, compare_workers, measure
+from runner.job.kinds.benchmark import (
+    compare_in_process,
+    compare_processes,
+    compare_workers,
+    measure,
+    stats,
+)
 from runner.job.kinds.context import Comparison, HeadStart, MergeBase, StepContext, Tree
-from runner.results import stats
 from workflows.models import BenchmarkResult, StepResult, StepStatus
 from workflows.spec import Step
 

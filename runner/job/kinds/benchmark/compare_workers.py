@@ -1,6 +1,6 @@
-"""Before → after in a worker per tree (`runner.job.bench_workers`): both trees' benchmarks
+"""Before → after in a worker per tree (`bench_workers`): both trees' benchmarks
 started at once so their imports and collection overlap, kept alive, and asked for rounds in
-turn (`runner.job.comparison.process_rounds`). For a foreign harness whose process is costly
+turn (`comparison.process_rounds`). For a foreign harness whose process is costly
 and lands in a new state each time (`compare.workers`).
 
 Where steps run before the benchmark (the accuracy tests), the job starts the workers ahead
@@ -25,8 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from runner.job import bench_workers, comparison
-from runner.job.kinds import measure
+from runner.job.kinds.benchmark import bench_workers, comparison, measure, stats
 from runner.job.kinds.context import (
     MergeBase,
     StepContext,
@@ -40,7 +39,6 @@ from runner.job.kinds.context import (
 from runner.job.sandboxing import give
 from runner.job.steps import HeldOutput, StepOutcome
 from runner.plugins import PLUGINS
-from runner.results import stats
 from service.render.verdicts import host_bound_row
 from workflows.models import BenchmarkResult, JobStatus, Progress, StepResult, StepStatus
 from workflows.spec import Step

@@ -1,5 +1,6 @@
 """One run of a benchmark step and the rows it wrote: what the benchmark step and every way
-of comparing it share (`benchmark.py` picks among the `compare_*` modules, which use this)."""
+of comparing it share (the step, this package's `__init__`, picks among the `compare_*`
+modules, which use this)."""
 
 from __future__ import annotations
 

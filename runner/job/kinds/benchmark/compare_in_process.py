@@ -4,8 +4,7 @@ beside its own and times both, row by row in rounds (the step's `compare.argv`, 
 
 from __future__ import annotations
 
-from runner.job import comparison
-from runner.job.kinds import measure
+from runner.job.kinds.benchmark import comparison, measure
 from runner.job.kinds.context import MergeBase, StepContext, Tree, step_result
 from workflows.models import BenchmarkResult, StepStatus
 from workflows.spec import Step

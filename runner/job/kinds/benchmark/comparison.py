@@ -5,11 +5,11 @@ budget. For a harness that cannot load both trees itself (a foreign one, or an o
 
 `process_rounds` is the loop over two callables that each run one benchmark process and
 return its rows (or None when it could not); `merged` pairs the runs by round into the
-rows' samples, which `runner.results.stats.judged` then reads. Where there is nothing to
-compare with (an operator new in the pull request, `--no-compare`), `solo_rounds` and
-`merged_solo` still give each row's latencies and its speedup against the reference as
-medians over rounds, so the table does not move with one process's luck. `with_host_processes`
-adds, where a tree's host time was timed in several processes, each process's median.
+rows' samples, which `stats.judged` then reads. Where there is nothing to compare with (an
+operator new in the pull request, `--no-compare`), `solo_rounds` and `merged_solo` still
+give each row's latencies and its speedup against the reference as medians over rounds, so
+the table does not move with one process's luck. `with_host_processes` adds, where a tree's
+host time was timed in several processes, each process's median.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from runner.results import stats
+from runner.job.kinds.benchmark import stats
 from workflows.models import BenchmarkResult, BenchmarkRow
 from workflows.spec import Compare
 

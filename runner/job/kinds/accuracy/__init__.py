@@ -1,6 +1,7 @@
 """The accuracy step: the operator's tests under pytest with the runner's plugins loaded (the
 checkout's operators, live progress, a proof log's counts, slowest tests first), read back as
-the JUnit report; a failing run's failures re-run and classified (`reruns.py`). No test
+the JUnit report; a failing run's failures re-run and classified (`reruns`, this package's
+other module). No test
 marked with the operator is a failed job that says so, with the operators the checkout does
 know that come close."""
 
@@ -13,8 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from runner.environment import compile_cache
+from runner.job.kinds.accuracy.reruns import classify_failures
 from runner.job.kinds.context import OP_NAME, StepContext, Stop, Tree, interrupted, step_result
-from runner.job.kinds.reruns import classify_failures
 from runner.job.steps import run_step
 from runner.plugins import PLUGINS
 from runner.results import results

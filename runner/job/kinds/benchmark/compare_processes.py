@@ -1,12 +1,11 @@
 """Before → after in separate processes: the pull request's benchmark run as the step, then
-runs of each tree in turn, round after round in ABBA order (`runner.job.comparison`), merged
+runs of each tree in turn, round after round in ABBA order (`comparison`), merged
 into per-round samples. For a harness that cannot load both trees itself; the way every
 other comparison falls back to, so it always gives a result."""
 
 from __future__ import annotations
 
-from runner.job import comparison
-from runner.job.kinds import measure
+from runner.job.kinds.benchmark import comparison, measure
 from runner.job.kinds.context import (
     MergeBase,
     StepContext,
