@@ -1,7 +1,7 @@
 """A backend's device stack, the `device:` section of its workflow: what proves the device and
 names the job's stack in its report, what the job's environment takes from the host alone,
-and which modules' bytecode counts. A vendor is data here; the runner and the service read it
-and name no vendor themselves.
+which modules' bytecode counts, and which of the runner's variables the steps keep. A vendor
+is data here; the runner and the service read it and name no vendor themselves.
 
 torch and triton are every backend's (`TORCH_*`): a workflow declares only what its vendor
 adds beside them.
@@ -22,6 +22,7 @@ TORCH_MODULES = ("torch", "triton")
 
 QUERY_PLACEHOLDER = "{device}"
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 # A distribution's name (PEP 508), also how the report names it: no markdown can act on it.
 _DISTRIBUTION = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$")
 
@@ -85,6 +86,12 @@ class Device(BaseModel):
         description="top-level modules of the vendor's stack, which every step imports: one "
         "of them without bytecode has the environment compile the host's (torch_musa)",
     )
+    inherit: list[str] = Field(
+        default_factory=list,
+        max_length=16,
+        description="variables of the runner's environment the steps keep beside the few "
+        "every step keeps (PATH, LD_LIBRARY_PATH, the locale): the vendor's toolkit (MUSA_HOME)",
+    )
 
     @field_validator("packages", "host_only")
     @classmethod
@@ -100,6 +107,14 @@ class Device(BaseModel):
         for name in names:
             if not _MODULE.match(name):
                 raise ValueError(f"not a top-level module name: {name!r}")
+        return names
+
+    @field_validator("inherit")
+    @classmethod
+    def _variables(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not _VARIABLE.match(name) or name.startswith("ONDEMAND_"):
+                raise ValueError(f"not a variable a step may inherit: {name!r}")
         return names
 
     @field_validator("plugin", "module", "version")

@@ -49,8 +49,9 @@ def run_device_check(
     interpreter = str(python or sys.executable)
     argv = [a.replace("{python}", interpreter) for a in workflow.device_check]
     env = scrubbed_env(
-        os.environ, home=home, workflow_env=workflow.env, visible_devices=visible_devices
-    )
+        os.environ, home=home, workflow_env=workflow.env, visible_devices=visible_devices,
+        inherited=workflow.device.inherit,
+    )  # fmt: skip
     return device_check(argv, env, cwd=home).reason
 
 

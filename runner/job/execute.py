@@ -195,6 +195,7 @@ class _Job:
             workflow_env=self.workflow.env,
             extra={"PYTHONPATH": str(checkout), "VIRTUAL_ENV": str(pyenv.root)},
             visible_devices=self.ctx.visible_devices,
+            inherited=self.workflow.device.inherit,
         )
         env["PATH"] = f"{pyenv.root / 'bin'}:{env['PATH']}"
         give(self.ctx.job_dir / "home", self.owner)

@@ -24,8 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-# Inherited from the daemon's environment when set; everything else is dropped.
-INHERITED = ("PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH", "MUSA_HOME", "CUDA_HOME")
+# Inherited from the daemon's environment when set, with the workflow's `device.inherit` (a
+# vendor's toolkit: MUSA_HOME); everything else is dropped.
+INHERITED = ("PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH")
 # Names a workflow may never set, whatever its file says.
 FORBIDDEN_PREFIXES = ("ONDEMAND_",)
 
@@ -37,12 +38,15 @@ def scrubbed_env(
     workflow_env: Mapping[str, str],
     extra: Mapping[str, str] | None = None,
     visible_devices: tuple[str, str] | None = None,
+    inherited: Sequence[str] = (),
 ) -> dict[str, str]:
-    """The environment of a step, built from an allow-list (see the module docstring).
+    """The environment of a step, built from an allow-list (see the module docstring) and the
+    workflow's `inherited` names.
 
     `visible_devices` is (variable, value), e.g. ("CUDA_VISIBLE_DEVICES", "1") for slot 1.
     """
-    env = {name: source[name] for name in INHERITED if name in source}
+    kept = (*INHERITED, *(n for n in inherited if not n.startswith(FORBIDDEN_PREFIXES)))
+    env = {name: source[name] for name in kept if name in source}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.setdefault("LANG", "C.UTF-8")
     cache = home / ".cache"

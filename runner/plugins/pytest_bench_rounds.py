@@ -33,6 +33,7 @@ own Python has, are imported when the rounds start. The runner reads its answers
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -73,18 +74,40 @@ def _cuda(torch: Any) -> bool:
     return bool(torch.cuda.is_available())
 
 
+_accelerators: dict[int, Any] = {}  # torch's id → its other accelerator's module (or None)
+
+
+def _accelerator(torch: Any) -> Any:
+    """The device module (`torch.<name>`) of an accelerator other than CUDA that torch reaches,
+    as torch itself names it: its current accelerator (`torch.accelerator`), else the device a
+    vendor's plugin registered as PrivateUse1 under its own name (torch.musa, torch.npu);
+    None where none is available (the CPU). Looked up once."""
+    if id(torch) not in _accelerators:
+        names = []
+        with contextlib.suppress(Exception):  # an older torch's, or one that cannot tell
+            names.append(torch.accelerator.current_accelerator().type)
+        with contextlib.suppress(Exception):
+            names.append(torch._C._get_privateuse1_backend_name())
+        found = None
+        for name in (n for n in names if n and n not in ("cpu", "cuda")):
+            module = getattr(torch, name, None)
+            available = getattr(module, "is_available", None)
+            if available is not None and available() and hasattr(module, "synchronize"):
+                found = module
+                break
+        _accelerators[id(torch)] = found
+    return _accelerators[id(torch)]
+
+
 def _synchronize(torch: Any) -> None:
-    """Wait for the device: CUDA's, else another accelerator's module (`torch.<name>`) that
-    has one; nothing on the CPU."""
+    """Wait for the device: CUDA's, else the other accelerator's torch reaches; nothing on
+    the CPU."""
     if _cuda(torch):
         torch.cuda.synchronize()
         return
-    for name in ("musa", "npu", "xpu", "mlu"):
-        module = getattr(torch, name, None)
-        available = getattr(module, "is_available", None)
-        if available is not None and available():
-            module.synchronize()
-            return
+    module = _accelerator(torch)
+    if module is not None:
+        module.synchronize()
 
 
 def _host_ms(fn: Callable[[], Any], torch: Any, budget_ms: float, estimate_ms: float) -> float:
