@@ -10,6 +10,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import uvicorn
 from alembic.util.exc import CommandError
@@ -17,7 +18,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from ondemand.options import Number, OneLineParser
-from service.settings import read_settings, settings_source
+from service.settings import Settings, read_settings, settings_source
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 # An idle connection is kept longer than a proxy keeps its own idle ones (60 s for nginx and
 # most load balancers), so the proxy closes it, never the service: a request the proxy sends
@@ -37,7 +41,8 @@ class Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def main(argv: list[str]) -> int:
+def serve_parser() -> OneLineParser:
+    """`ondemand serve`'s options."""
     parser = OneLineParser(
         prog="ondemand serve",
         description="Run the service: webhook, runner API, job pages. "
@@ -54,7 +59,11 @@ def main(argv: list[str]) -> int:
         help="a trial on this machine: start without a webhook secret or GitHub credentials "
         "(also ONDEMAND_LOCAL_TRIAL=1)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = serve_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     # Alembic speaks at info when imported and for each revision; the service says what changed.
     logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))
@@ -74,30 +83,9 @@ def main(argv: list[str]) -> int:
                 file=sys.stderr,
             )
         return 2
-    from service.app import create_app
-    from service.doctor import config_findings
-
     database = make_url(settings.database_url).render_as_string(hide_password=True)
-    try:
-        app = create_app(settings)
-    except ValueError as exc:
-        print(f"ondemand serve: {exc}", file=sys.stderr)
-        return 2
-    except SQLAlchemyError as exc:
-        first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        print(
-            f"ondemand serve: the database {database} does not answer: {first}\nCheck "
-            "ONDEMAND_DATABASE_URL, and that the database server runs and takes connections "
-            "from this host (`ondemand doctor service` checks it).",
-            file=sys.stderr,
-        )
-        return 2
-    except CommandError as exc:  # a schema this version does not know: a newer one migrated it
-        print(
-            f"ondemand serve: the database {database}: {exc}. A newer version migrated it: "
-            "run that version, or restore the backup taken before it.",
-            file=sys.stderr,
-        )
+    app = _app(settings, database)
+    if app is None:
         return 2
     trial = " · local trial" if missing else ""
     print(
@@ -105,19 +93,7 @@ def main(argv: list[str]) -> int:
         f"database {database} · {settings_source()}{trial}",
         flush=True,
     )
-    # What a deployment has wrong but can start with: said once, with the setting to change (a
-    # local trial chose to go without; it is told nothing).
-    for finding in [] if missing else config_findings(settings, app.state.service.workflows):
-        if finding.level != "ok":
-            print(f"ondemand serve: {finding.check}: {finding.detail} → {finding.fix}",
-                  file=sys.stderr, flush=True)  # fmt: skip
-    if shutil.which("git") is None:
-        print(
-            "ondemand serve: no git on PATH: `/test changed` will answer that it cannot read "
-            "the pull request's tree (install git)",
-            file=sys.stderr,
-            flush=True,
-        )
+    _warn(settings, app, local_trial=bool(missing))
     # What start-up built (the ORM, the app, the workflows) lives as long as the process: out of
     # the collector's sight, a full collection takes milliseconds instead of a 100 ms pause in
     # every request under way.
@@ -132,3 +108,48 @@ def main(argv: list[str]) -> int:
     )
     Server(config, app.state.service.begin_shutdown).run()
     return 0
+
+
+def _app(settings: Settings, database: str) -> FastAPI | None:
+    """The service's app, or None when it cannot start (a line on stderr says why: a setting
+    the workflows refuse, a database that does not answer, or one a newer version migrated);
+    `database` is its URL as shown."""
+    from service.app import create_app
+
+    try:
+        return create_app(settings)
+    except ValueError as exc:
+        print(f"ondemand serve: {exc}", file=sys.stderr)
+    except SQLAlchemyError as exc:
+        first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        print(
+            f"ondemand serve: the database {database} does not answer: {first}\nCheck "
+            "ONDEMAND_DATABASE_URL, and that the database server runs and takes connections "
+            "from this host (`ondemand doctor service` checks it).",
+            file=sys.stderr,
+        )
+    except CommandError as exc:  # a schema this version does not know: a newer one migrated it
+        print(
+            f"ondemand serve: the database {database}: {exc}. A newer version migrated it: "
+            "run that version, or restore the backup taken before it.",
+            file=sys.stderr,
+        )
+    return None
+
+
+def _warn(settings: Settings, app: FastAPI, *, local_trial: bool) -> None:
+    """What a deployment has wrong but can start with: said once, with the setting to change (a
+    local trial chose to go without; it is told nothing); and a missing git."""
+    from service.doctor import config_findings
+
+    for finding in [] if local_trial else config_findings(settings, app.state.service.workflows):
+        if finding.level != "ok":
+            print(f"ondemand serve: {finding.check}: {finding.detail} → {finding.fix}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+    if shutil.which("git") is None:
+        print(
+            "ondemand serve: no git on PATH: `/test changed` will answer that it cannot read "
+            "the pull request's tree (install git)",
+            file=sys.stderr,
+            flush=True,
+        )
