@@ -25,8 +25,9 @@ from ondemand.options import (
     url_problem,
 )
 from runner import local
+from runner.daemon.config import DaemonConfig
 from runner.daemon.fitness import DEFAULT_DRAIN_AFTER, MAX_DRAIN_AFTER, undrain
-from runner.daemon.loop import DaemonConfig, serve
+from runner.daemon.pool import serve
 from runner.environment import interpreter
 from runner.environment.pyenv import PackageSources
 from runner.job.logstream import DEFAULT_LIMIT, MIN_LIMIT
@@ -73,13 +74,24 @@ TEXT = {"backends": BACKENDS_ENV, "labels": None, "name": "ONDEMAND_RUNNER_NAME"
 
 
 def daemon_parser() -> argparse.ArgumentParser:
-    env = os.environ.get
+    """`ondemand runner`'s options, in the order its help lists them."""
     parser = OneLineParser(
         prog="ondemand runner",
         description="Claim jobs from the service and run them on this machine's devices.",
         epilog=f"The registration token comes from ${REGISTRATION_TOKEN_ENV} or "
         "--registration-token-file (never the command line: it would show in ps).",
     )
+    _identity_options(parser)
+    _state_options(parser)
+    _pace_options(parser)
+    _job_options(parser)
+    _log_and_drain_options(parser)
+    return parser
+
+
+def _identity_options(parser: argparse.ArgumentParser) -> None:
+    """Which service, what this runner serves and is called, and its slots and devices."""
+    env = os.environ.get
     parser.add_argument("--service", default=env("ONDEMAND_SERVICE_URL"), help="service base URL")
     parser.add_argument(
         "--backend",
@@ -99,16 +111,29 @@ def daemon_parser() -> argparse.ArgumentParser:
         help="comma-separated device ids, one slot each, exported to the job as the backend's "
         "visible-devices variable (e.g. 0,1,2,3)",
     )
-    state = env("ONDEMAND_RUNNER_STATE", ".ondemand-runner")
+
+
+def _state_options(parser: argparse.ArgumentParser) -> None:
+    """Where the runner keeps its state and work, and what it reads at start."""
+    state = os.environ.get("ONDEMAND_RUNNER_STATE", ".ondemand-runner")
     parser.add_argument("--state-dir", type=Path, default=Path(state), help="token, caches")
     parser.add_argument("--work-dir", type=Path, default=None, help="default: STATE_DIR/work")
     parser.add_argument("--registration-token-file", type=Path)
     parser.add_argument("--workflows", type=Path, help="directory of workflow YAML files")
+
+
+def _pace_options(parser: argparse.ArgumentParser) -> None:
+    """How long it waits: the claim's long-poll, device checks, back-off, a stopping job."""
     seconds, positive = Number(float, 0), Number(float, 0, above=True)
     parser.add_argument("--poll-seconds", type=positive, default=25.0, help="claim long-poll wait")
     parser.add_argument("--check-interval", type=seconds, default=60.0, help="device check reuse")
     parser.add_argument("--backoff-max", type=positive, default=30.0)
     parser.add_argument("--grace-seconds", type=seconds, default=10.0, help="SIGTERM → SIGKILL")
+
+
+def _job_options(parser: argparse.ArgumentParser) -> None:
+    """How a job runs: isolated, once, with the compile cache, as which user, on which Python
+    and package sources."""
     parser.add_argument("--no-network-isolation", action="store_true")
     parser.add_argument(
         "--ephemeral",
@@ -134,6 +159,10 @@ def daemon_parser() -> argparse.ArgumentParser:
     )
     interpreter.add_argument(parser)
     PackageSources.add_arguments(parser)
+
+
+def _log_and_drain_options(parser: argparse.ArgumentParser) -> None:
+    """The job logs' sizes, when the runner drains itself, and its own log level."""
     parser.add_argument(
         "--log-max-bytes",
         type=Number(int, MIN_LIMIT),
@@ -161,7 +190,6 @@ def daemon_parser() -> argparse.ArgumentParser:
         help="undrain the runner of --state-dir (running or not) and exit",
     )
     parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS)
-    return parser
 
 
 @dataclass
