@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runner.daemon.loop import runner_version
+from runner.daemon.pool import runner_version
 from runner.daemon.warmup import warm
 from runner.environment import interpreter
 from runner.environment.compile_cache import CompileCache

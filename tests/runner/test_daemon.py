@@ -15,7 +15,9 @@ import pytest
 
 from ondemand.retry import Backoff
 from runner.cli import daemon_main
-from runner.daemon.loop import Daemon, DaemonConfig, kill_orphan, note_group
+from runner.daemon.config import DaemonConfig
+from runner.daemon.job_runner import note_group
+from runner.daemon.pool import Daemon, kill_orphan
 from runner.link.client import NotHeld, Rejected, ServiceUnavailable, Unauthorized
 from workflows.models import JobResult, JobSpec, JobStatus
 from workflows.spec import load_workflows
@@ -88,7 +90,7 @@ def _daemon(tmp_path: Path, service: FakeService, token: str | None = "reg") -> 
 def test_a_result_upload_is_retried_while_the_service_is_unreachable(tmp_path: Path) -> None:
     service = FakeService()
     service.completes = [ServiceUnavailable("down"), ServiceUnavailable("502"), "succeeded"]
-    _daemon(tmp_path, service).report(SPEC, RESULT)
+    _daemon(tmp_path, service).jobs.report(SPEC, RESULT)
     assert service.calls == ["complete"] * 3
 
 
@@ -96,7 +98,7 @@ def test_a_result_upload_is_retried_while_the_service_is_unreachable(tmp_path: P
 def test_a_refused_result_is_not_retried(tmp_path: Path, refusal: Exception) -> None:
     service = FakeService()
     service.completes = [refusal]
-    _daemon(tmp_path, service).report(SPEC, RESULT)
+    _daemon(tmp_path, service).jobs.report(SPEC, RESULT)
     assert service.calls == ["complete"]
 
 
@@ -105,7 +107,7 @@ def test_after_a_second_signal_the_upload_gives_up_after_a_few_tries(tmp_path: P
     service.completes = [ServiceUnavailable("down")] * 10
     daemon = _daemon(tmp_path, service)
     daemon.stop_now.set()
-    daemon.report(SPEC, RESULT)
+    daemon.jobs.report(SPEC, RESULT)
     assert service.calls == ["complete"] * 5
 
 
@@ -128,12 +130,12 @@ def test_a_refused_token_means_registering_again_and_telling_the_health(tmp_path
     service.claims = [Unauthorized("401"), None]
     service.calls.clear()
     backoff = Backoff(daemon.retry)
-    daemon.slot_round(0, backoff)
+    daemon.workers[0].claim_and_run(backoff)
     assert service.calls == ["health", "claim", "register"]
     assert service.token == "new-2"
     saved = json.loads((tmp_path / "state" / "runner.json").read_text())
     assert saved["token"] == "new-2"
-    daemon.slot_round(0, backoff)  # the new registration hears the health at once
+    daemon.workers[0].claim_and_run(backoff)  # the new registration hears the health at once
     assert service.calls[3:] == ["health", "claim"]
     # Another slot refused the old token too: already done, no second registration.
     assert daemon.reregister("new-1") and service.calls.count("register") == 1
@@ -159,16 +161,16 @@ def test_job_logs_are_pruned_by_count_and_by_bytes(tmp_path: Path) -> None:
         path.write_bytes(b"x" * size)
         os.utime(path, (1_000_000 - age, 1_000_000 - age))
     daemon.config.keep_log_bytes = 700
-    daemon.prune_logs(logs)
+    daemon.jobs.prune_logs(logs)
     assert sorted(p.name for p in logs.iterdir()) == ["job-0.log", "job-1.log", "job-2.log"]
     daemon.config.keep_log_bytes = 10  # smaller than the newest: it stays alone
     daemon.config.keep_logs = 50
-    daemon.prune_logs(logs)
+    daemon.jobs.prune_logs(logs)
     assert [p.name for p in logs.iterdir()] == ["job-0.log"]
     (logs / "job-9.log").write_bytes(b"")
     os.utime(logs / "job-9.log", (1, 1))
     daemon.config.keep_log_bytes, daemon.config.keep_logs = 10**9, 1
-    daemon.prune_logs(logs)
+    daemon.jobs.prune_logs(logs)
     assert [p.name for p in logs.iterdir()] == ["job-0.log"]
 
 
@@ -222,8 +224,8 @@ def test_a_crash_of_the_runners_own_code_hands_the_job_back_and_counts_towards_a
     def crash(*_: object) -> None:
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(daemon, "execute_job", crash)
-    daemon.run_job(0, SPEC)
+    monkeypatch.setattr(daemon.jobs, "execute_job", crash)
+    daemon.jobs.run_job(0, SPEC)
     assert service.calls == [
         "interrupt 3: could not run it (runner: OSError: No space left on device)"
     ]

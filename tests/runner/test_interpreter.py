@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.daemon.loop import DaemonConfig, job_interpreters
+from runner.daemon.config import DaemonConfig
+from runner.daemon.pool import job_interpreters
 from runner.environment import interpreter, requirements
 from runner.environment.interpreter import InterpreterError, find, parse_choices, probe
 from workflows.spec import load_workflows
