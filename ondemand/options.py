@@ -1,7 +1,7 @@
 """What the daemons share to refuse a setting in one line: the value checks (a URL, a
 directory, a file that must be read), a number with bounds, and a command-line parser whose
 errors are one line. Each check returns why a value is wrong, or None; the caller names the
-environment variable or option the operator typed (`service/settings.py`, `runner/cli.py`)."""
+environment variable or option the operator typed (`service/settings/`, `runner/cli.py`)."""
 
 from __future__ import annotations
 

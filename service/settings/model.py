@@ -1,175 +1,32 @@
-"""The service's configuration: `ONDEMAND_*` environment variables, one object passed around.
-
-Every value is checked when the object is made, files and URLs included (`Check`: a kind of
-value and its check), so a service never starts on a setting it would fail on later.
-`read_settings` is how the daemon and the doctor read them: each problem becomes one line that
-names the variable, what is wrong with its value and the fix (`Problem`)."""
+"""The `Settings` object: every `ONDEMAND_*` variable the service reads, as a typed field
+whose kind of value is checked as it is made (`checks.py`), the checks across fields, and what
+the rest of the service derives from them (the App's key, the job links' keys, where people
+read GitHub)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
-import types
-import typing
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import annotated_types
-from pydantic import (
-    AfterValidator,
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-from pydantic.fields import FieldInfo
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ondemand.options import directory_problem, one_line, read_file, shown, url_problem
-from workflows.spec import WORKFLOWS_DIR, WorkflowError, backend_names, load_workflows
+from ondemand.options import shown
+from service.settings.checks import (
+    CacheDir,
+    DatabaseUrl,
+    HttpUrl,
+    KeyFile,
+    KeyText,
+    StrList,
+    Team,
+    WorkflowsDir,
+)
+from workflows.spec import WORKFLOWS_DIR, backend_names, load_workflows
 
 PREFIX = "ONDEMAND_"
-# Settings are read from no other environment variable than those `read_settings` hands over.
-_NOWHERE = "\0ONDEMAND_"
-
-
-@dataclass(frozen=True)
-class Check:
-    """A kind of setting value and its check (a pydantic after-validator): the value, or
-    ValueError saying what is wrong with it. `fix` says what a right value is. The settings test
-    makes wrong values of each kind."""
-
-    kind: str
-    check: Callable[[Any], Any]
-    fix: str
-
-    def __call__(self, value: Any) -> Any:
-        try:
-            return self.check(value)
-        except ValueError as exc:
-            raise ValueError(f"{exc}; {self.fix}") from None
-
-
-def _http_url(value: str) -> str:
-    problem = url_problem(value)
-    if problem:
-        raise ValueError(problem)
-    return value.rstrip("/")
-
-
-def _database_url(value: str) -> str:
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
-
-    try:
-        url = make_url(value)
-    except ArgumentError:
-        raise ValueError("not a database URL") from None
-    if url.drivername == "postgresql":  # as service/db/engine.py reads it
-        url = url.set(drivername="postgresql+psycopg")
-    try:
-        dialect = url.get_dialect()
-    except NoSuchModuleError:
-        raise ValueError(f"names no database this service speaks ({url.drivername})") from None
-    try:
-        dialect.import_dbapi()
-    except ImportError:
-        raise ValueError(f"needs a driver that is not installed ({url.drivername})") from None
-    database = url.database or ""
-    file = database not in ("", ":memory:") and not database.startswith("file:")
-    if url.get_backend_name() == "sqlite" and file:
-        path = Path(database).expanduser()
-        if path.is_dir():
-            raise ValueError(f"{path} is a directory, not a database file")
-        problem = directory_problem(path.parent, create=True)
-        if problem:
-            raise ValueError(f"its directory {path.parent}: {problem}")
-    return value
-
-
-def _pem(text: str) -> None:
-    from cryptography.exceptions import UnsupportedAlgorithm
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-
-    try:
-        # Its form only (a full check of the key's numbers costs ~40 ms): GitHub, which
-        # holds its public half, says whether it is the App's (`ondemand doctor service`).
-        key = serialization.load_pem_private_key(
-            text.encode(), password=None, unsafe_skip_rsa_key_validation=True
-        )
-    except TypeError:
-        raise ValueError("an encrypted key") from None
-    except (ValueError, UnsupportedAlgorithm):
-        raise ValueError("not a PEM private key") from None
-    if not isinstance(key, rsa.RSAPrivateKey):
-        raise ValueError("not an RSA key")
-
-
-def _pem_file(path: Path) -> Path:
-    _pem(read_file(path))
-    return path
-
-
-def _pem_text(secret: SecretStr) -> SecretStr:
-    _pem(secret.get_secret_value())
-    return secret
-
-
-def _workflows_dir(path: Path) -> Path:
-    problem = directory_problem(path, create=False)
-    if problem:
-        raise ValueError(problem)
-    try:
-        load_workflows(path)
-    except WorkflowError as exc:
-        raise ValueError(one_line(str(exc))) from None
-    if not list(path.glob("*.y*ml")):
-        raise ValueError("holds no workflow file")
-    return path
-
-
-def _cache_dir(path: Path) -> Path:
-    problem = directory_problem(path, create=True)
-    if problem:
-        raise ValueError(problem)
-    return path
-
-
-def _team(value: str) -> str:
-    org, slash, team = value.partition("/")
-    if not (org and slash and team) or "/" in team:
-        raise ValueError(f"{shown(value)} is not ORG/TEAM")
-    return value
-
-
-KEY_FIX = "give the App's private key (a .pem from its settings, as GitHub made it)"
-HttpUrl = Annotated[str, AfterValidator(Check("url", _http_url, "write it as https://HOST[/PATH]"))]
-DatabaseUrl = Annotated[str, AfterValidator(Check(
-    "database_url", _database_url, "write postgresql+psycopg://USER:PASSWORD@HOST/DATABASE "
-    "(replicas) or sqlite:///PATH (one process)",
-))]  # fmt: skip
-KeyFile = Annotated[Path, AfterValidator(Check(
-    "pem_file", _pem_file, f"{KEY_FIX}, in a file the service's user can read",
-))]  # fmt: skip
-KeyText = Annotated[SecretStr, AfterValidator(Check("pem", _pem_text, KEY_FIX))]
-WorkflowsDir = Annotated[Path, AfterValidator(Check(
-    "workflows_dir", _workflows_dir, "name a directory of workflow files, or unset it for the "
-    "installed ones",
-))]  # fmt: skip
-CacheDir = Annotated[Path, AfterValidator(Check(
-    "cache_dir", _cache_dir, "name a directory the service's user may create and write",
-))]  # fmt: skip
-Team = Annotated[str, AfterValidator(Check("team", _team, "write teams as org/team-slug"))]
-
-# A list setting accepts JSON (`["a","b"]`) or a comma-separated string (`a,b`).
-StrList = Annotated[list[str], NoDecode]
-
 MAX_WEBHOOK_BYTES = 25 * 1024 * 1024
 
 
@@ -424,147 +281,3 @@ def link_key(secret: str) -> bytes:
 def variable(field: str) -> str:
     """The environment variable of a settings field."""
     return f"{PREFIX}{field.upper()}"
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A setting the service would refuse: the variable (or variables) it is about, and one
-    line naming it, what is wrong with its value and the fix."""
-
-    fields: tuple[str, ...]
-    line: str
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "line", one_line(self.line))
-
-
-PLACEHOLDER = re.compile(r"<[^<>]+>")
-# Values never shown in a problem's line (the database URL is shown without its password).
-SECRETS = frozenset({"webhook_secrets", "registration_tokens", "github_token", "link_secret",
-                     "github_private_key"})  # fmt: skip
-
-
-def read_settings(
-    environ: Mapping[str, str] | None = None,
-) -> tuple[Settings | None, list[Problem]]:
-    """The settings from `environ` (the process's), and every problem of theirs as one line.
-
-    A variable with a problem is then read as unset, so that what remains can still be checked
-    (the doctor goes on with it); what only that fallback brings up is not reported. None when
-    no settings can be made at all."""
-    env = os.environ if environ is None else environ
-    raw = {
-        name: env[variable(name)]
-        for name in Settings.model_fields
-        if env.get(variable(name), "").strip()
-    }
-    # A line of the example environment file copied and not filled in.
-    problems = [
-        Problem((name,), f"{variable(name)} holds the example's placeholder {found.group()}: "
-                "fill it in (docs/deploy.md)")
-        for name, value in raw.items()
-        if (found := PLACEHOLDER.search(value))
-    ]  # fmt: skip
-    for name in [p.fields[0] for p in problems]:
-        raw.pop(name)
-    for attempt in range(len(raw) + 1):
-        try:
-            return Settings(**raw, _env_prefix=_NOWHERE), problems  # type: ignore[arg-type]
-        except ValidationError as exc:
-            found = [_problem(error, raw) for error in exc.errors()]
-        if attempt == 0:
-            problems += found
-        dropped = {f for p in found for f in p.fields} & raw.keys()
-        if not dropped:
-            break
-        for name in dropped:
-            raw.pop(name)
-    return None, problems
-
-
-def _problem(error: Any, raw: Mapping[str, str]) -> Problem:
-    """One validation error as a `Problem`: a field's names its variable and the value it
-    could not take (secrets left out); a check across fields names its variables itself."""
-    message = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
-    loc = error.get("loc") or ()
-    if not loc or loc[0] not in Settings.model_fields:
-        names = re.findall(rf"{PREFIX}[A-Z0-9_]+", message)
-        fields = tuple(dict.fromkeys(n.removeprefix(PREFIX).lower() for n in names))
-        return Problem(fields, message)
-    name = str(loc[0])
-    field = Settings.model_fields[name]
-    head = variable(name)
-    if name not in SECRETS and name in raw:
-        head += f"={_shown(name, raw[name])}"
-    if error["type"] == "value_error":
-        return Problem((name,), f"{head}: {message}")
-    what = expected(field)
-    default = _default(field)
-    unset = f"unset it for the default ({default})" if default else "unset it"
-    return Problem((name,), f"{head}: not {what}; set {what}, or {unset}")
-
-
-def _shown(name: str, value: str) -> str:
-    if name != "database_url":
-        return shown(value)
-    from sqlalchemy.engine import make_url
-
-    try:
-        return shown(make_url(value).render_as_string(hide_password=True))
-    except Exception:  # unparseable: it may hold a password anywhere
-        return "(not shown)"
-
-
-def _base(annotation: Any) -> Any:
-    """The type under Optional, Annotated and list (`list[int] | None` → list)."""
-    while True:
-        origin = typing.get_origin(annotation)
-        if origin is Annotated:
-            annotation = typing.get_args(annotation)[0]
-        elif origin in (typing.Union, types.UnionType):
-            annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
-        else:
-            return origin or annotation
-
-
-def expected(field: FieldInfo) -> str:
-    """What a field takes, in words, with its bounds: "a number ≥ 0"."""
-    base = _base(field.annotation)
-    words = {int: "a whole number", float: "a number", bool: "true or false", list:
-             "a comma-separated list", Path: "a path"}  # fmt: skip
-    bounds = [
-        f"{sign} {limit:g}"
-        for bound in field.metadata
-        for attr, sign in (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<"))
-        if isinstance(bound, annotated_types.BaseMetadata)
-        and (limit := getattr(bound, attr, None)) is not None
-    ]
-    return (
-        " and ".join([f"{words.get(base, 'a value')} {bounds[0]}", *bounds[1:]])
-        if bounds
-        else words.get(base, "a value")
-    )
-
-
-def _default(field: FieldInfo) -> str:
-    value = field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
-    if value is None or value == [] or value == "":
-        return ""
-    if isinstance(value, list):
-        return ",".join(map(str, value))
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def settings_source(environ: Mapping[str, str] | None = None) -> str:
-    """Where the settings came from, for the start-up line: the `ONDEMAND_*` variables set
-    (names only: values may be secret)."""
-    names = sorted(
-        k for k in (os.environ if environ is None else environ) if k.startswith("ONDEMAND_")
-    )
-    if not names:
-        return "settings: defaults (no ONDEMAND_* variable is set)"
-    return f"settings: {', '.join(names)} from the environment, defaults for the rest"
