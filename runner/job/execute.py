@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from ondemand.git import check_sha
-from runner.environment import compile_cache, parallel
+from runner.environment import parallel
 from runner.environment.compile_cache import CompileCache
 from runner.environment.interpreter import Interpreter
 from runner.environment.parallel import default_workers
 from runner.environment.probe import environment_info
 from runner.environment.pyenv import PackageSources, PythonEnvError, python_env
 from runner.job import layouts
+from runner.job.compiles import JobCompiles
 from runner.job.kinds import HEAD_STARTS, KINDS
 from runner.job.kinds.context import (
     OP_NAME,
@@ -107,10 +108,12 @@ class _Job:
         self.notes: list[str] = []
         self.worktrees: list[tuple[Path, Path]] = []
         self.base_fetched = False  # the merge base's commits are in the mirror
-        self.seeded: int | None = None  # entries the private compile cache started with
         self.head_starts: dict[str, HeadStart] = {}  # by step name, until the step takes it
         self._base: tuple[MergeBase | None] | None = None  # see base_tree()
-        self._compiles_anew: bool | None = None  # see compiles_anew()
+        self.compiles = JobCompiles(
+            spec, ctx.compile_cache, ctx.job_dir, ctx.workspaces, self.log,
+            cold=ctx.workers, warm=ctx.warm_workers,
+        )  # fmt: skip
 
     def log(self, text: str) -> None:
         self.ctx.on_output(f"[ondemand] {text}\n".encode())
@@ -201,7 +204,7 @@ class _Job:
         give(self.ctx.job_dir / "home", self.owner)
         give(self.ctx.job_dir / "artifacts", self.owner)
         if self.ctx.compile_cache is not None:
-            env["TRITON_CACHE_DIR"] = str(self.private_cache())
+            env["TRITON_CACHE_DIR"] = str(self.compiles.private_cache(self.owner))
         if pyenv.bytecode is not None:  # the host's packages' bytecode, read-only to jobs
             env["PYTHONPYCACHEPREFIX"] = str(pyenv.bytecode)
         return pyenv.python, env
@@ -232,56 +235,12 @@ class _Job:
 
     def durations(self) -> Path | None:
         """The test times of the repository's last trusted build, where the cache has them."""
-        if self.ctx.compile_cache is None:
-            return None
-        layer = self.ctx.compile_cache.layer(self.spec.clone_url, self.spec.backend)
-        path = layer / compile_cache.DURATIONS
-        return path if path.is_file() else None
+        return self.compiles.durations()
 
     @property
     def workers(self) -> int:
-        """xdist workers: fewer once the kernels load instead of compiling (loading is quick,
-        and more processes on one device then cost more than they share); the cold width for
-        a commit whose sources differ from the trusted build's (it compiles what it changed)."""
-        if not self.seeded or self.compiles_anew():
-            return self.ctx.workers
-        if self.ctx.warm_workers is not None:
-            return self.ctx.warm_workers
-        return min(parallel.WARM_WORKERS, self.ctx.workers)
-
-    def compiles_anew(self) -> bool:
-        """Whether the job's commit may compile kernels its seeded cache lacks: its sources
-        differ from the newest trusted build's commit (tests, docs and benchmarks aside).
-        Decided once, and said in the log."""
-        if self._compiles_anew is None:
-            assert self.ctx.compile_cache is not None  # seeded
-            cache = self.ctx.compile_cache
-            built = cache.built(cache.layer(self.spec.clone_url, self.spec.backend))
-            if self.spec.sha in built:
-                self._compiles_anew = False
-            elif not built or not self.worktrees:
-                self._compiles_anew = True
-            else:
-                mirror, trusted = self.worktrees[0][0], built[-1]
-                changed = self.ctx.workspaces.changed_paths(mirror, trusted, self.spec.sha)
-                self._compiles_anew = changed is None or parallel.may_compile_anew(changed)
-                if self._compiles_anew:
-                    self.log(
-                        f"sources differ from trusted build {trusted[:10]}: "
-                        "what they change compiles, with the cold width"
-                    )
-        return self._compiles_anew
-
-    def private_cache(self) -> Path:
-        """The job's own Triton cache, seeded once from the shared layer (compile_cache.py)."""
-        private = self.ctx.job_dir / "compile" / "triton"
-        if self.seeded is None:
-            assert self.ctx.compile_cache is not None
-            layer = self.ctx.compile_cache.layer(self.spec.clone_url, self.spec.backend)
-            give(private.parent, self.owner, 0o700)
-            self.seeded = compile_cache.seed(layer, private, self.owner)
-            self.log(f"compile cache: {self.seeded} kernels from trusted builds")
-        return private
+        """xdist workers for the job's tests, by what its compile cache holds (`compiles`)."""
+        return self.compiles.workers(self.worktrees[0][0] if self.worktrees else None)
 
     def setup(self, name: str, func: Callable[[], _T]) -> _T:
         """Run a setup action as a step; a failure errors the job at that step."""
@@ -507,14 +466,8 @@ def execute(spec: JobSpec, workflow: WorkflowSpec, ctx: JobContext) -> JobResult
         finished_at=now(),
     )
     job.log(f"job {spec.id}: {status.value}")
-    if ctx.trusted and ctx.compile_cache is not None and job.seeded is not None:
-        layer = ctx.compile_cache.layer(spec.clone_url, spec.backend)
-        ran = status in (JobStatus.succeeded, JobStatus.failed)
-        private = ctx.job_dir / "compile" / "triton"
-        added = compile_cache.publish(private, layer, spec.sha if ran else None)
-        job.log(f"compile cache: {added} kernels published from trusted build {spec.sha[:10]}")
-        if ran:
-            compile_cache.record_durations(ctx.job_dir / "artifacts" / "junit.xml", layer)
+    if ctx.trusted:
+        job.compiles.publish(status)
     if not ctx.keep:
         shutil.rmtree(ctx.job_dir / "home", ignore_errors=True)
         shutil.rmtree(ctx.job_dir / "compile", ignore_errors=True)

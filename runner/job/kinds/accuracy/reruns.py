@@ -69,6 +69,37 @@ def classify_failures(
     deadline = started + policy.budget_s
     job.on_progress(Progress(step=f"{step.name} (re-runs)"))  # the comment shows it live
     gate = [FailureClass(g) for g in policy.gate]
+    asked, skipped = _chosen(acc, tree, policy)
+    options = _kept_options(job.argv_for(step, tree, job.artifacts)[0])
+    budget_note = f"not re-run within the budget ({policy.budget_s} s)"
+    _head_rounds(job, tree, asked, options, deadline, policy.reruns if asked else 0)
+    merge_base, base_unrun = _base_round(job, step, asked, options, deadline, budget_note)
+    tests = [
+        classify(
+            Evidence(a.test_id, tuple(a.head), a.base, a.message, a.no_verdict),
+            merge_base,
+            budget_note if not a.head else (base_unrun or budget_note),
+        )
+        for a in asked
+    ]
+    tests += [classify(Evidence(test_id), merge_base, why) for test_id, why in skipped.items()]
+    elapsed = time.monotonic() - started
+    found = FailureClasses(
+        step=step.name,
+        gate=gate,
+        tests=tests,
+        merge_base=merge_base,
+        duration_s=round(elapsed, 3),
+    )
+    _record(job, step, found, max((len(a.head) for a in asked), default=0))
+    return found
+
+
+def _chosen(
+    acc: AccuracyResult, tree: Tree, policy: FailuresSection
+) -> tuple[list[_Asked], dict[str, str]]:
+    """The failing tests to re-run (each once, within `max_tests`), and those that are not,
+    with why (test id → why); at most MAX_LISTED in all."""
     asked: list[_Asked] = []
     skipped: dict[str, str] = {}  # test id → why it is not re-run
     for failure in acc.failures:
@@ -82,10 +113,23 @@ def classify_failures(
             skipped[failure.test_id] = f"past the {policy.max_tests} failing tests re-run"
         else:
             asked.append(_Asked(failure.test_id, failure.message))
-    options = _kept_options(job.argv_for(step, tree, job.artifacts)[0])
-    budget_note = f"not re-run within the budget ({policy.budget_s} s)"
+    return asked, skipped
+
+
+def _head_rounds(
+    job: StepContext,
+    tree: Tree,
+    asked: list[_Asked],
+    options: list[str],
+    deadline: float,
+    reruns: int,
+) -> None:
+    """Up to `reruns` rounds on the head, each over the tests still asked about, until the
+    budget ends; each round's outcome added to each test's `head`. A round whose process
+    crashed is run again a test at a time, and a test that crashes even alone is asked no
+    more."""
     dropped: set[str] = set()  # gave no verdict even alone: asked no more
-    for n in range(policy.reruns if asked else 0):
+    for n in range(reruns):
         ids = [a.test_id for a in asked if a.test_id not in dropped]
         said = _round(job, tree, ids, options, deadline, f"head-{n + 1}") if ids else None
         if said is None or said.out_of_time:
@@ -112,6 +156,19 @@ def classify_failures(
             if outcome is Outcome.none:
                 why = said.why.get(a.test_id) or said.no_verdict or "not reported"
                 a.no_verdict = a.no_verdict or why
+
+
+def _base_round(
+    job: StepContext,
+    step: Step,
+    asked: list[_Asked],
+    options: list[str],
+    deadline: float,
+    budget_note: str,
+) -> tuple[str | None, str]:
+    """The tests that failed and never passed on the head, re-run once on the merge base
+    (each one's `base` set); the merge base's commit (None without one), and why its round
+    did not run ("" where it did)."""
     merge_base = None
     base_unrun = budget_note
     failing = [a for a in asked if Outcome.passed not in a.head and Outcome.failed in a.head]
@@ -132,38 +189,25 @@ def classify_failures(
                     a.base = said.outcomes.get(a.test_id, Outcome.none)
                     if a.test_id not in ids:
                         a.base = Outcome.none  # its file is not on the merge base: not a verdict
-    tests = [
-        classify(
-            Evidence(a.test_id, tuple(a.head), a.base, a.message, a.no_verdict),
-            merge_base,
-            budget_note if not a.head else (base_unrun or budget_note),
-        )
-        for a in asked
-    ]
-    tests += [classify(Evidence(test_id), merge_base, why) for test_id, why in skipped.items()]
-    elapsed = time.monotonic() - started
-    found = FailureClasses(
-        step=step.name,
-        gate=gate,
-        tests=tests,
-        merge_base=merge_base,
-        duration_s=round(elapsed, 3),
-    )
-    words = ", ".join(f"{n} {cls.value}" for cls, n in counts(tests).items())
-    rounds = max((len(a.head) for a in asked), default=0)
+    return merge_base, base_unrun
+
+
+def _record(job: StepContext, step: Step, found: FailureClasses, rounds: int) -> None:
+    """The re-runs' line in the step's timeline and the job's log: how many rounds, on what,
+    and how many tests of each class."""
+    words = ", ".join(f"{n} {cls.value}" for cls, n in counts(found.tests).items())
     message = f"{rounds} re-runs on the head"
-    if merge_base:
-        message += f", the merge base {merge_base[:7]}"
+    if found.merge_base:
+        message += f", the merge base {found.merge_base[:7]}"
     job.record(
         StepResult(
             name=f"{step.name} (re-runs)",
             status=StepStatus.succeeded,
-            duration_s=round(elapsed, 3),
+            duration_s=found.duration_s,
             message=f"{message}: {words}" if words else message,
         )
     )
     job.log(f"{step.name} (re-runs): {message}: {words or 'nothing to classify'}")
-    return found
 
 
 def _kept_options(argv: Sequence[str]) -> list[str]:

@@ -18,13 +18,14 @@ from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from report.checks import render_check, render_status
+from report.comment import render_comment
+from report.head_check import render_head_check
+from report.views import CheckRunUpdate, CommentUpdate, JobView
 from service.db.engine import Database, utcnow
 from service.db.models import HeadCheck, Job, OutboxItem, ResultComment
+from service.publish.job_views import JobViews
 from service.queue import queries
-from service.render.comment import render_check, render_comment, render_status
-from service.render.head_check import render_head_check
-from service.render.views import CheckRunUpdate, CommentUpdate, JobView
-from service.report.job_views import JobViews
 from workflows.models import JobStatus
 
 

@@ -7,7 +7,7 @@ GitHub id is stored the moment it exists; a retried create first looks for it). 
 comment or check run is rendered when it is sent and not sent again when nothing in it changed
 (the digest of what was last sent is stored beside its id): several queued updates of one job
 cost one call, not one each, of the installation's hourly budget; while that budget runs low,
-the calls that only show a step on the way are left out (`thrift`). An item GitHub
+the calls that only show a step on the way are left out (`low_budget`). An item GitHub
 refuses for a permission the App lacks is kept: parked until the permission comes (tried every
 few minutes, and at once when an owner accepts the App's new permissions)."""
 
@@ -23,6 +23,8 @@ from typing import TypeVar
 from sqlalchemy.orm import Session
 
 from ondemand.retry import RetryPolicy
+from report.comment import marker
+from report.views import CheckRunUpdate, CommentUpdate
 from service.db.engine import Database, utcnow
 from service.db.leases import Due, LeasedRows
 from service.db.models import HeadCheck, Job, OutboxItem, ResultComment
@@ -34,9 +36,7 @@ from service.github.client import (
     GitHubError,
     MissingPermission,
 )
-from service.render.comment import marker
-from service.render.views import CheckRunUpdate, CommentUpdate
-from service.report.thrift import REACTION_LEFT_OUT, skippable
+from service.publish.low_budget import REACTION_LEFT_OUT, skippable
 from service.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -289,7 +289,7 @@ class OutboxWorker(Worker):
     def _left_out(
         self, kind: str, repo: str, *, exists: bool = False, ended: bool = False
     ) -> Budget | None:
-        """The low budget an item of `kind` for `repo` is left out for (`thrift.skippable`);
+        """The low budget an item of `kind` for `repo` is left out for (`low_budget.skippable`);
         None when it goes out."""
         return self._low(repo) if skippable(kind, exists=exists, ended=ended) else None
 
