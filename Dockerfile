@@ -27,6 +27,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 # The product only: the GitHub sandbox, the demo and the lab's tools stay out of the image.
 COPY ondemand ./ondemand
+COPY report ./report
 COPY service ./service
 COPY workflows ./workflows
 # Versions are ranged in pyproject.toml, the one place that names them.
@@ -68,10 +69,10 @@ RUN "${DAEMON_PYTHON}" -m venv --system-site-packages /opt/ondemand/venv
 ENV PATH=/opt/ondemand/venv/bin:$PATH
 WORKDIR /app
 COPY pyproject.toml README.md ./
-# The runner renders its report with the service's pure renderer (`ondemand run`).
+# The runner renders its report (`ondemand run`) with the same `report` package as the service.
 COPY ondemand ./ondemand
+COPY report ./report
 COPY runner ./runner
-COPY service ./service
 COPY workflows ./workflows
 # What the daemon imports (`runner`), and the test steps' tools for hosts without an index
 # (`test`); neither names torch or triton, which come from the base image.

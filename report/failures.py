@@ -1,27 +1,21 @@
 """A failing job's failures as the report tells them apart: the classes its runner found by
-re-running each failing test (`JobResult.failures`), and whether they fail the job's gate.
-
-`failures_fail_gate` is the one predicate the commit status and the check run ask: a failed
-job whose failures are all of classes the repository's `failures.gate` leaves out (by
-default all but *new*) is not a failure of this pull request; its check is `neutral` and
-its status `success`, as an accepted regression's. Pure: plain functions over the view.
+re-running each failing test (`JobResult.failures`), in the report's order and words, and what
+the dashboard knows of them as flaky. Whether they fail the job's gate is `report.gate`'s
+`failures_fail_gate`. Pure: plain functions over the view.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from service.render.markdown import plural
-from service.render.views import JobView, KnownFlaky
+from report.markdown import plural
+from report.views import JobView, KnownFlaky
 from workflows.models import (
     ClassifiedFailure,
     FailureClass,
     FailureClasses,
-    JobStatus,
-    StepStatus,
 )
 
-MAX_NODE_ID = 1000  # as `ClassifiedFailure.test_id` keeps it
 # The order the report lists failures in: what fails a pull request first.
 CLASS_ORDER = (
     FailureClass.new,
@@ -43,37 +37,6 @@ def classes(view: JobView) -> FailureClasses | None:
     """The job's classified failures, where its runner classified them (None: an older
     runner, or a job whose accuracy step did not fail)."""
     return view.result.failures if view.result is not None else None
-
-
-def gating(found: FailureClasses) -> frozenset[FailureClass]:
-    """The classes that fail the gate: the repository's, with *unclassified* beside *new* (a
-    failure not told apart is taken as the pull request's)."""
-    gate = set(found.gate)
-    if FailureClass.new in gate:
-        gate.add(FailureClass.unclassified)
-    return frozenset(gate)
-
-
-def failures_fail_gate(view: JobView) -> bool:
-    """Whether a job's accuracy failures fail its gate: a failed job fails it unless its
-    runner classified every failure and none is of a class the repository's `failures.gate`
-    names (or another step than the classified one failed). Jobs that did not fail (passed,
-    errored, timed out, cancelled) are not judged here."""
-    if view.status is not JobStatus.failed:
-        return False
-    found = classes(view)
-    if found is None or not found.tests or found.infrastructure:
-        return True
-    result = view.result
-    assert result is not None
-    if any(s.status is StepStatus.failed and s.name != found.step for s in result.steps):
-        return True
-    gate = gating(found)
-    if result.accuracy is not None and FailureClass.unclassified in gate:
-        listed = {t.test_id for t in found.tests}
-        if any(f.test_id[:MAX_NODE_ID] not in listed for f in result.accuracy.failures):
-            return True  # a failure past the list is not classified: taken as new
-    return any(t.failure_class in gate for t in found.tests)
 
 
 def class_words(view: JobView) -> str | None:

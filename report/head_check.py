@@ -16,9 +16,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from service.render.comment import check_state, summary
-from service.render.markdown import escape_text, link, one_line, plural
-from service.render.views import CheckRunUpdate, JobView
+from report.checks import check_state
+from report.markdown import escape_text, link, one_line, plural
+from report.summary import summary
+from report.views import CheckRunUpdate, JobView
 from workflows.models import JobStatus
 
 HEAD_CHECK = "ondemand"

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from service.render.markdown import code_span, details, escape_text, plural, short_sha
-from service.render.views import JobView
+from report.markdown import code_span, details, escape_text, plural, short_sha
+from report.views import JobView
 
 MAX_ROWS = 60  # operators shown with their reasons; the rest are named only
 MAX_REASONS = 3  # reasons shown per operator

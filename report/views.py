@@ -1,5 +1,6 @@
-"""The plain data the report renderer takes: a job as the service sees it, a backend for help,
-and the commit status it produces. Built by the service from its store; no I/O here."""
+"""The plain data the report takes and gives: a job as the service sees it (the runner's
+`ondemand run` makes one of its own result), and the comment, commit status and check run
+rendered from it. Built by the service from its store; no I/O here."""
 
 from __future__ import annotations
 
@@ -102,14 +103,3 @@ class CheckRunUpdate:
     title: str
     summary: str
     text: str
-
-
-@dataclass(frozen=True)
-class BackendInfo:
-    """A backend as `/test help` shows it; `unhealthy` holds "runner: reason" lines."""
-
-    name: str
-    aliases: tuple[str, ...]
-    description: str
-    runners_online: int
-    unhealthy: tuple[str, ...] = ()

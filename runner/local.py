@@ -15,8 +15,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
+from report import gate as report_gate
+from report.comment import render_comment
+from report.markdown import plural
+from report.views import JobView
 from runner.daemon.pool import runner_version
 from runner.daemon.warmup import warm
 from runner.environment import interpreter
@@ -29,7 +32,6 @@ from runner.job.logstream import LogStream
 from runner.job.sandboxing import JailError, jail_for_host
 from runner.job.selection import select_changed
 from runner.job.workspace import WorkspaceError, Workspaces, git
-from service.render.markdown import plural
 from workflows.changes import Selection
 from workflows.models import JobOptions, JobResult, JobSpec, JobStatus
 from workflows.repo_config import (
@@ -92,37 +94,23 @@ def repo_settings(repo: Path, ref: str | None) -> RepoConfig:
 
 def gate_failed(spec: JobSpec, result: JobResult, policy: ComparePolicy) -> bool:
     """Whether the repository's gate fails this result (a significant regression)."""
-    try:
-        from service.render.comment import gate_failed as failed
-    except ImportError:
-        return False
-    return failed(job_view(spec, result, Path("."), policy))
+    return report_gate.gate_failed(job_view(spec, result, Path("."), policy))
 
 
 def failures_pass_gate(spec: JobSpec, result: JobResult, policy: ComparePolicy) -> bool:
     """Whether a failed result's failures are all of classes the repository's
     `failures.gate` leaves out (flaky, already failing on the base, by default)."""
-    try:
-        from service.render.failures import failures_fail_gate
-    except ImportError:
-        return False
     view = job_view(spec, result, Path("."), policy)
-    return result.status is JobStatus.failed and not failures_fail_gate(view)
+    return result.status is JobStatus.failed and not report_gate.failures_fail_gate(view)
 
 
 def render(spec: JobSpec, result: JobResult, log_path: Path, policy: ComparePolicy) -> str:
-    """The report as the bot posts it (`service.render`), or a plain summary without it."""
-    try:
-        from service.render.comment import render_comment
-    except ImportError:
-        return plain_summary(spec, result, log_path)
+    """The report as the bot posts it (`report.comment`)."""
     return render_comment(job_view(spec, result, log_path, policy))
 
 
-def job_view(spec: JobSpec, result: JobResult, log_path: Path, policy: ComparePolicy) -> Any:
-    """The service's view of this run, as its renderer takes it."""
-    from service.render.views import JobView
-
+def job_view(spec: JobSpec, result: JobResult, log_path: Path, policy: ComparePolicy) -> JobView:
+    """This run as the report takes it."""
     return JobView(
         id=spec.id,
         repo=spec.repo,
@@ -148,22 +136,6 @@ def job_view(spec: JobSpec, result: JobResult, log_path: Path, policy: ComparePo
         gate=policy.gate,
         base_ref=spec.base_ref,
     )
-
-
-def plain_summary(spec: JobSpec, result: JobResult, log_path: Path) -> str:
-    lines = [f"{result.status.value}: {spec.op} on {spec.backend} at {spec.sha[:10]}"]
-    acc = result.accuracy
-    if result.unknown_op:
-        lines.append(f"no test is marked with {spec.op!r}; close matches: {result.close_matches}")
-    if acc is not None:
-        lines.append(f"{acc.passed} passed, {acc.failed} failed, {acc.skipped} skipped")
-        lines += [f"  FAILED {f.test_id}: {f.message}" for f in acc.failures]
-    if result.benchmark is not None and result.benchmark.arithmetic_mean_speedup is not None:
-        lines.append(f"mean speedup {result.benchmark.arithmetic_mean_speedup:.3f}x")
-    if result.error_step:
-        lines.append(f"error in {result.error_step}: {result.error_message}")
-    lines.append(f"log: {log_path}")
-    return "\n".join(lines)
 
 
 def resolve(repo: Path, ref: str) -> str:
@@ -278,9 +250,10 @@ def render_selection(chosen: Selection, limit: int) -> str:
         )
     lines = [f"changed: {plural(len(chosen.operators), 'operator')}"]
     for name, reasons in chosen.operators.items():
-        lines.append(f"  {name}: {'; '.join(reasons[:3])}" + (
-            f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else ""
-        ))
+        lines.append(
+            f"  {name}: {'; '.join(reasons[:3])}"
+            + (f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else "")
+        )
     if len(chosen.operators) > limit:
         lines.append(f"more than {limit}: nothing run; --all runs them all")
     return "\n".join(lines)

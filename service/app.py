@@ -23,6 +23,9 @@ from service.db.migrate import upgrade
 from service.github.client import GitHubClient
 from service.github.installations import InstallationProblems
 from service.links import Links
+from service.publish.job_views import JobViews
+from service.publish.notices import Notices
+from service.publish.outbox import OutboxWorker
 from service.queue.jobs import JobQueue
 from service.queue.logs import JobLogs
 from service.queue.operators import OperatorCatalog
@@ -44,9 +47,6 @@ from service.receive.inbox import Inbox
 from service.receive.recorder import DeliveryRecorder
 from service.receive.trust import TrustPolicy
 from service.receive.webhook import webhook_router
-from service.report.job_views import JobViews
-from service.report.notices import Notices
-from service.report.outbox import OutboxWorker
 from service.settings import Settings
 from service.web.headers import SecurityHeaders
 from service.web.metrics import Metrics, WebhookMetrics

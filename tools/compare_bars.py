@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from service.render.comment import render_status
-from service.render.verdicts import Judged, Verdict, detectable, judged_rows, noise_band
-from service.render.views import JobView
+from report.checks import render_status
+from report.verdicts import Judged, Verdict, detectable, judged_rows, noise_band
+from report.views import JobView
 from workflows.models import JobResult
 
 KINDS = ("aa", "power", "untouched")

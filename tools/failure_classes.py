@@ -25,11 +25,11 @@ import threading
 import time
 from pathlib import Path
 
+from report.gate import failures_fail_gate
+from report.views import JobView
 from runner.job.execute import JobContext, execute
 from runner.job.workspace import Workspaces
 from runner.local import job_view
-from service.render.failures import failures_fail_gate
-from service.render.views import JobView
 from tests.runner.failrepo import OP, FailRepo, make_fail_repo
 from workflows.models import FailureClass, JobResult, JobSpec
 from workflows.repo_config import DEFAULTS

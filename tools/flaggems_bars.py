@@ -486,7 +486,7 @@ class Run:
         return str(self.meta["name"])
 
     def judged(self, threshold: float) -> list[Any]:
-        from service.render.verdicts import judged_rows
+        from report.verdicts import judged_rows
 
         bench = self.result.benchmark if self.result is not None else None
         return judged_rows(bench, threshold) if bench is not None else []
@@ -535,7 +535,7 @@ def _pct(x: float) -> str:
 
 def op_bars(op: str, runs: Sequence[Run], threshold: float) -> tuple[list[Bar], list[str]]:
     """The A/A, twice and quarter bars of one operator's runs, and its per-row lines."""
-    from service.render.verdicts import Verdict, detectable, host_judged
+    from report.verdicts import Verdict, detectable, host_judged
     from tools.compare_bars import Run as CompareRun
     from tools.compare_bars import status_with_gate
 
@@ -644,7 +644,7 @@ def op_bars(op: str, runs: Sequence[Run], threshold: float) -> tuple[list[Bar], 
 def _host_bars(op: str, runs: Sequence[Run], judged: Sequence[Any], threshold: float) -> list[Bar]:
     """The host pull request's bars: every host-bound row flagged slower on its host time (a
     row with no host verdict, or too noisy, counts against it), and the gate failing."""
-    from service.render.verdicts import Verdict, host_judged
+    from report.verdicts import Verdict, host_judged
     from tools.compare_bars import Run as CompareRun
     from tools.compare_bars import status_with_gate
 
@@ -673,7 +673,7 @@ def _host_cells(kinds: dict[str, list[Any]], threshold: float) -> str:
     smallest detectable host slowdown and spread of one process's host time (the median over
     the A/A runs of the log standard deviation of the processes' medians), and the host
     pull request's host change with its verdict."""
-    from service.render.verdicts import detectable, noise_band
+    from report.verdicts import detectable, noise_band
 
     aa = [j for j in kinds.get("aa", []) if j.host_verdict is not None and j.host_change]
     host = [j for j in kinds.get("host", []) if j.host_verdict is not None and j.host_change]
@@ -765,7 +765,7 @@ def cost_bars(runs: Sequence[Run], threshold: float) -> list[Bar]:
 
 def report(runs: Sequence[Run], threshold: float) -> tuple[str, list[Bar]]:
     """The jobs, the per-row lines and the bars table, as text."""
-    from service.render.verdicts import Verdict
+    from report.verdicts import Verdict
 
     lines = [f"# FlagGems comparison bars: threshold ±{threshold * 100:g} %", ""]
     for r in sorted(runs, key=lambda r: r.name):
@@ -852,8 +852,11 @@ def drive_parser() -> argparse.ArgumentParser:
     """The options of `drive` (tools/gpu_flaggems_bars.sh passes them from its environment)."""
     p = argparse.ArgumentParser(prog="python -m tools.flaggems_bars drive")
     p.add_argument("--steps", default="aa power others cost")
-    p.add_argument("--full-first", action="store_true",
-                   help="the first A/A job runs the accuracy tests too, even on a fresh runner")
+    p.add_argument(
+        "--full-first",
+        action="store_true",
+        help="the first A/A job runs the accuracy tests too, even on a fresh runner",
+    )
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--work", type=Path, default=Path("/tmp/flaggems-bars"))
     p.add_argument("--tarball", type=Path, default=Path(".device/flaggems.tar.xz"))

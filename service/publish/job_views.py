@@ -10,13 +10,14 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
+from report.views import JobView, KnownFlaky
 from service.db.engine import utcnow
 from service.db.models import Job
 from service.links import Links
 from service.queue import queries
 from service.queue.flaky import known_flaky
 from service.queue.runners import RunnerRegistry
-from service.render.views import BackendInfo, JobView, KnownFlaky
+from service.render.replies import BackendInfo
 from workflows.models import JobResult, JobStatus, Progress
 from workflows.spec import WorkflowSpec
 

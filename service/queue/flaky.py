@@ -12,9 +12,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from report.views import KnownFlaky
 from service.db.engine import Database, utcnow
 from service.db.models import FlakyTest, Job
-from service.render.views import KnownFlaky
 from workflows.models import FailureClass, JobResult, JobStatus
 
 KEPT_JOBS = 20  # the latest jobs kept per flaky test

@@ -11,11 +11,14 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from report.views import JobView
 from service.changes.selector import ChangeSelector
 from service.db.engine import Database
 from service.db.models import Job
 from service.github.client import FileTooLarge, GitHubClient, PullInfo
 from service.github.installations import InstallationProblems
+from service.publish.job_views import JobViews
+from service.publish.notices import enqueue_reaction, enqueue_reply
 from service.queue.jobs import JobQueue
 from service.queue.operators import OperatorCatalog
 from service.receive.approval import Approval
@@ -23,9 +26,6 @@ from service.receive.gate import Gate
 from service.receive.heads import PullHeads
 from service.receive.payloads import CommentPayload
 from service.receive.trust import TTLCache
-from service.render.views import JobView
-from service.report.job_views import JobViews
-from service.report.notices import enqueue_reaction, enqueue_reply
 from workflows.repo_config import CONFIG_PATH, ConfigReading, parse_repo_config, too_large_reading
 
 HEAD_WAIT_S = 10.0  # how long a command that approves nothing waits for a late push event

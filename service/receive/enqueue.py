@@ -8,18 +8,18 @@ import logging
 from dataclasses import dataclass
 
 from ondemand.git import GitError
-from service.db.models import Job
-from service.github.client import FILES_CAP, PullInfo
-from service.queue.jobs import NewJob
-from service.receive.commands.words import Target
-from service.receive.context import NO_CREDENTIALS, NoCredentials, Origin, Services
-from service.render.selection import (
+from report.selection import (
     SelectionReply,
     render_capped,
     render_selection,
     render_selection_failed,
 )
-from service.render.views import JobView
+from report.views import JobView
+from service.db.models import Job
+from service.github.client import FILES_CAP, PullInfo
+from service.queue.jobs import NewJob
+from service.receive.commands.words import Target
+from service.receive.context import NO_CREDENTIALS, NoCredentials, Origin, Services
 from workflows.repo_config import ConfigReading
 
 log = logging.getLogger(__name__)

@@ -1,3 +1,4 @@
-"""What the service says on GitHub, rendered from plain data with no I/O: the result comment
-and commit status of a job (`comment`), the replies to commands (`replies`), the data they
-take (`views`) and the escaping of untrusted text (`markdown`)."""
+"""The service's own replies, rendered from plain data with no I/O: to commands (help from the
+command registry's rows, a command error, a duplicate, cancel, retest and accept summaries,
+refusals; `replies`) and to a malformed settings file (`config_replies`). The report of a job
+itself is the `report` package's, which the runner shares."""

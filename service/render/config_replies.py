@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from service.render.markdown import code_span, escape_text, plural
+from report.markdown import code_span, escape_text, plural
 from workflows.repo_config import DEFAULTS, ConfigProblem
 
 MAX_LISTED_PROBLEMS = 20

@@ -4,10 +4,12 @@ the refusal for a commenter who may not start jobs, and a command waiting for a 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from service.render.comment import COMMENT_BUDGET, summary
-from service.render.markdown import clip, code_span, escape_text, link, plural, short_sha
-from service.render.views import BackendInfo, JobView
+from report.comment import COMMENT_BUDGET
+from report.markdown import clip, code_span, escape_text, link, plural, short_sha
+from report.summary import summary
+from report.views import JobView
 from workflows.models import JobStatus
 
 HELP_TITLE = "**On-demand kernel tests**"
@@ -34,6 +36,17 @@ def join_replies(parts: Sequence[str], budget: int = COMMENT_BUDGET) -> str:
 
 
 MAX_LISTED_OPERATORS = 150
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """A backend as `/test help` shows it; `unhealthy` holds "runner: reason" lines."""
+
+    name: str
+    aliases: tuple[str, ...]
+    description: str
+    runners_online: int
+    unhealthy: tuple[str, ...] = ()
 
 
 def render_help(

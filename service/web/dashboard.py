@@ -13,13 +13,13 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
+from report.markdown import utc
 from service.db.engine import Database, utcnow
 from service.db.models import Job
 from service.github.installations import PermissionProblem
 from service.queue import queries
 from service.queue.flaky import FlakyTests
 from service.queue.runners import RunnerRegistry
-from service.render.markdown import utc
 from service.web import dashboard_views, speedup_chart
 from service.web.job_page_views import job_duration, waited
 from service.web.templating import templates

@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from report.markdown import plural
 from service.db.models import Delivery, Job, OutboxItem, Runner
 from service.github.installations import PermissionProblem
 from service.github.permissions import find
 from service.queue.flaky import FlakyRow
-from service.render.markdown import plural
 from service.web.job_page_views import waited
 
 

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from report.markdown import clean, duration, utc
+from report.views import JobView
 from service.db.models import Job
-from service.render.markdown import clean, duration, utc
-from service.render.views import JobView
 from workflows.models import JobResult, JobStatus, StepResult
 
 SETUP_STEPS = ("checkout", "environment")

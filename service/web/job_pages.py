@@ -19,15 +19,16 @@ from fastapi.responses import (
 )
 from markupsafe import Markup
 
+from report.comment import render_comment
+from report.markdown import utc
+from report.summary import summary
+from report.views import JobView
 from service.db.engine import Database, utcnow
 from service.db.models import Job
 from service.links import Links
+from service.publish.job_views import JobViews
 from service.queue.jobs import JobQueue
 from service.queue.logs import JobLogs
-from service.render.comment import render_comment, summary
-from service.render.markdown import utc
-from service.render.views import JobView
-from service.report.job_views import JobViews
 from service.web import job_page_views
 from service.web.ranges import Unsatisfiable, byte_range
 from service.web.report_html import report_html

@@ -173,7 +173,7 @@ class PrunedCollector(Collector):
 class BudgetCollector(Collector):
     """GitHub's hourly call budget as its last answer to this process stated it, by
     installation's owner (`token` for a token user): below the reserve the outbox leaves out
-    what only shows a job on its way (`service/report/thrift.py`)."""
+    what only shows a job on its way (`service/publish/low_budget.py`)."""
 
     def __init__(self, budgets: Callable[[], Mapping[str, Budget]]) -> None:
         self.budgets = budgets

@@ -31,12 +31,12 @@ from sqlalchemy import text
 from service.db.engine import Database
 from service.github.installations import PermissionProblem
 from service.links import Links
+from service.publish.job_views import JobViews
 from service.queue.flaky import FlakyTests
 from service.queue.jobs import JobQueue
 from service.queue.logs import JobLogs
 from service.queue.retention import Retention
 from service.queue.runners import RunnerRegistry
-from service.report.job_views import JobViews
 from service.web.dashboard import dashboard_router
 from service.web.job_pages import JobReader, job_data_router, job_page_router
 from workflows.spec import WorkflowSpec

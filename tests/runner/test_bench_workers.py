@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from report.checks import render_status
+from report.comment import render_comment
+from report.text import SLOWER
+from report.verdicts import Verdict, judged_rows
 from runner.job.execute import execute
 from runner.job.kinds.benchmark import bench_workers
 from runner.local import job_view
-from service.render.comment import SLOWER, render_comment, render_status
-from service.render.verdicts import Verdict, judged_rows
 from tests.runner.gemsrepo import (
     LARGE,
     MIDDLE,
@@ -246,9 +248,7 @@ def test_answers_are_checked_before_use() -> None:
     with what is wrong, and the round is the one asked for."""
     good = {"round": 2, "pid": 7, "failed": False, "timings": [{"host_ms": 1, "device_ms": 0.5}]}
     answer = bench_workers.parse_answer(json.dumps(good), 2)
-    assert answer.pid == 7 and answer.timings == (
-        bench_workers.Timing(host_ms=1.0, device_ms=0.5),
-    )
+    assert answer.pid == 7 and answer.timings == (bench_workers.Timing(host_ms=1.0, device_ms=0.5),)
     reading = {"host_ms": 1, "device_ms": 1}
     bad = [
         ("[]", "should be an object"),

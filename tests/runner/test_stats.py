@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from report.verdicts import Verdict, detectable, judge, noise_band
 from runner.job.kinds.benchmark import comparison, stats
-from service.render.verdicts import Verdict, detectable, judge, noise_band
 from workflows.models import BenchmarkResult, BenchmarkRow
 from workflows.spec import Compare
 

@@ -10,10 +10,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from report.checks import render_check, render_status
+from report.comment import render_comment
+from report.gate import failures_fail_gate
+from report.summary import headline
+from report.views import KnownFlaky
 from service.queue.flaky import FlakyTests, known_flaky
-from service.render.comment import headline, render_check, render_comment, render_status
-from service.render.failures import failures_fail_gate
-from service.render.views import KnownFlaky
 from tests.service.helpers import live_service, new_job, open_queue, service_settings
 from tests.service.test_report import view
 from workflows.models import (

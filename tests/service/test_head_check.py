@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 
-from service.render.head_check import HEAD_CHECK, head_verdict, render_head_check
-from service.render.views import JobView
+from report.head_check import HEAD_CHECK, head_verdict, render_head_check
+from report.views import JobView
 from tests.service.test_changed import BASE, HEAD
 from tests.service.test_flow import REPO, Flow, auth, make_flow, seed_result
 from workflows.models import JobResult, JobStatus

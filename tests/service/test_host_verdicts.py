@@ -10,10 +10,12 @@ import math
 import numpy as np
 import pytest
 
+from report import table as table_module
+from report.checks import render_check, render_status
+from report.comment import render_comment
+from report.text import SLOWER
+from report.verdicts import Verdict, detectable, host_judged, judge, judged_rows
 from runner.job.kinds.benchmark import stats
-from service.render import comment as comment_module
-from service.render.comment import SLOWER, render_check, render_comment, render_status
-from service.render.verdicts import Verdict, detectable, host_judged, judge, judged_rows
 from tests.service.test_render_headline import _bench, _compared
 from tests.service.test_report import seed_result, view
 from workflows.models import BenchmarkResult, BenchmarkRow, Change
@@ -149,7 +151,7 @@ def test_a_host_slower_row_is_flagged_on_its_host_time_and_fails_the_gate() -> N
     assert ": host \\+21.0 % ±4.2 %\\)" in headline  # Markdown-escaped
     assert render_status(gated).state == "failure"
     assert render_check(gated).conclusion == "failure"
-    cell = comment_module._change_cell(slow)
+    cell = table_module._change_cell(slow)
     assert cell == f"device +0.0 % ±1.0 % · host +21.0 % ±4.2 % {SLOWER}"
     (note,) = [line for line in text.split("\n") if line.startswith("**Host time:**")]
     assert "2 host-bound rows" in note and "timed in 3 processes per tree" in note
@@ -180,7 +182,7 @@ def test_a_host_change_whose_processes_disagree_is_too_noisy_and_never_flagged()
     assert judged[2].host_verdict is Verdict.noisy and judged[2].verdict is Verdict.same
     assert judged[5].host_verdict is Verdict.noisy and judged[5].verdict is Verdict.slower
     assert not judged[5].on_host
-    cell = comment_module._change_cell(judged[2])
+    cell = table_module._change_cell(judged[2])
     assert cell.endswith("〰️ host too noisy") and SLOWER not in cell
     text = render_comment(view(gate="fail", result=seed_result(benchmark=bench)))
     headline = text.split("\n")[2]  # Markdown-escaped: the device's change gave it

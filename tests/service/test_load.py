@@ -22,11 +22,11 @@ from service.db.engine import Database
 from service.db.migrate import upgrade
 from service.db.models import Delivery, OutboxItem
 from service.links import Links
+from service.publish.job_views import JobViews
+from service.publish.notices import Notices
 from service.queue.jobs import JobQueue
 from service.queue.runners import RunnerRegistry
 from service.queue.wakeup import Wakeup
-from service.report.job_views import JobViews
-from service.report.notices import Notices
 from tests.service.helpers import LiveService, live_service, new_job, service_settings
 from workflows.models import JobResult, JobStatus
 from workflows.spec import load_workflows

@@ -15,7 +15,7 @@ import httpx
 
 from service.db.models import Job
 from service.links import Links
-from service.report.job_views import JobViews
+from service.publish.job_views import JobViews
 from tests.service.helpers import new_job, open_queue
 from tests.service.test_flow import BOT, REPO, Flow, auth, make_flow, seed_result
 from tests.service.test_report import T0

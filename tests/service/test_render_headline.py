@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from service.render.comment import FASTER, SLOWER, render_check, render_comment, render_status
+from report.checks import render_check, render_status
+from report.comment import render_comment
+from report.text import FASTER, SLOWER
 from tests.service.test_report import T0, seed_result, seed_rows, view
 from workflows.models import BenchmarkResult, Change, JobStatus, Progress
 

@@ -5,12 +5,7 @@ reply (a pull request names its own files)."""
 from __future__ import annotations
 
 from ondemand.markdown_html import markdown_html as render_html
-from service.render.selection import (
-    MAX_ROWS,
-    SelectionReply,
-    render_capped,
-    render_selection,
-)
+from report.selection import MAX_ROWS, SelectionReply, render_capped, render_selection
 
 
 def reply(**fields: object) -> SelectionReply:

@@ -11,6 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from report import comment as comment_module
+from report import performance as performance_module
+from report import table as table_module
+from report.checks import render_status
+from report.comment import COMMENT_BUDGET, MAX_COMMENT_CHARS, render_comment
+from report.performance import INTERPRETER_NOTE
+from report.summary import summary
+from report.text import SLOWER
+from report.verdicts import Verdict, judged_rows
+from report.views import JobView
 from service.receive.commands import (
     REGISTRY,
     USAGE,
@@ -19,17 +29,8 @@ from service.receive.commands import (
     Selector,
     format_command,
 )
-from service.render import comment as comment_module
-from service.render.comment import (
-    COMMENT_BUDGET,
-    INTERPRETER_NOTE,
-    MAX_COMMENT_CHARS,
-    SLOWER,
-    render_comment,
-    render_status,
-    summary,
-)
 from service.render.replies import (
+    BackendInfo,
     join_replies,
     render_cancel_summary,
     render_command_error,
@@ -38,8 +39,6 @@ from service.render.replies import (
     render_not_allowed,
     render_retest_summary,
 )
-from service.render.verdicts import Verdict, judged_rows
-from service.render.views import BackendInfo, JobView
 from workflows.models import (
     AccuracyResult,
     BenchmarkResult,
@@ -659,9 +658,9 @@ def test_host_bound_rows_from_synthetic_timings() -> None:
         row(0.050, None),  # no host figure
         row(0.200, 20.0),  # device-bound
     ]
-    assert [r.kernel_host_us for r in comment_module.host_bound(rows)] == [61.0, 30.0]
-    assert comment_module.host_bound(rows, ratio=1.05)[-1].kernel_host_us == 110.0
-    assert comment_module.host_bound([]) == []
+    assert [r.kernel_host_us for r in performance_module.host_bound(rows)] == [61.0, 30.0]
+    assert performance_module.host_bound(rows, ratio=1.05)[-1].kernel_host_us == 110.0
+    assert performance_module.host_bound([]) == []
 
 
 def test_no_bench_says_the_benchmark_was_not_run_and_headline_has_no_speedup() -> None:
@@ -989,13 +988,13 @@ def test_a_host_bound_rows_host_change_is_shown_beside_its_device_change_never_j
     ]  # fmt: skip
     # Only a host-bound row carries its host change (shown, never judged).
     assert [j.host_change for j in judged] == [slower_host, None, same_host, same_host]
-    cell = comment_module._change_cell(judged[0])
+    cell = table_module._change_cell(judged[0])
     assert cell.startswith("device +0.0 %") and "· host +23.0 %" in cell
     assert SLOWER not in cell
-    flagged = comment_module._change_cell(judged[3])
+    flagged = table_module._change_cell(judged[3])
     assert flagged.index(SLOWER) < flagged.index("· host")
-    assert "too noisy" in comment_module._change_cell(judged[2])
-    note = comment_module._host_bound_note(bench)
+    assert "too noisy" in table_module._change_cell(judged[2])
+    note = performance_module._host_bound_note(bench)
     assert note is not None and "only the device's is judged" in note
     assert note.endswith("not the code.")  # a whole sentence, never cut off
-    assert "host" not in comment_module._change_cell(judged[1])
+    assert "host" not in table_module._change_cell(judged[1])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service.github.budget import Budget
-from service.report.thrift import skippable
+from service.publish.low_budget import skippable
 
 
 @pytest.mark.parametrize(
@@ -55,7 +55,7 @@ def test_the_soak_reads_back_the_reactions_the_outbox_left_out(pg_url: str) -> N
 
     from service.db.migrate import upgrade
     from service.db.models import OutboxItem
-    from service.report.thrift import REACTION_LEFT_OUT
+    from service.publish.low_budget import REACTION_LEFT_OUT
     from tools.soak.collect import reactions_left_out
 
     engine = sqlalchemy.create_engine(pg_url)

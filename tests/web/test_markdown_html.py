@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 import pytest
 
 from ondemand.markdown_html import markdown_html
-from service.render.markdown import code_block, code_span, details, escape_text
+from report.markdown import code_block, code_span, details, escape_text
 
 FOOTER = "<sub>Arithmetic mean speedup: 1.64x, as FlagGems reports it.</sub>"
 FORBIDDEN_TAGS = {

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from service.report.thrift import REACTION_LEFT_OUT
+from service.publish.low_budget import REACTION_LEFT_OUT
 from tools.soak.events import (
     Attempt,
     CheckRunRec,
@@ -120,9 +120,7 @@ def jobs(conninfo: str) -> list[JobRec]:
 
 def reactions_left_out(conninfo: str) -> list[int]:
     """The command comments whose 👀 the outbox left out while the hourly budget was low."""
-    query = (
-        "SELECT payload->>'comment_id' FROM outbox WHERE kind = 'reaction' AND outcome LIKE %s"
-    )
+    query = "SELECT payload->>'comment_id' FROM outbox WHERE kind = 'reaction' AND outcome LIKE %s"
     with psycopg.connect(conninfo) as conn:
         conn.read_only = True
         rows = conn.execute(query, (f"{REACTION_LEFT_OUT}%",)).fetchall()

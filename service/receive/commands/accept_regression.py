@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from report.gate import gate_failed
 from service.receive.commands.registry import Answer, CommandSpec
 from service.receive.commands.words import BackendTable, Selector, format_specs, selectors
 from service.receive.context import CommandContext
-from service.render.comment import gate_failed
 from service.render.replies import render_accept_summary
 
 ACCEPT = "accept-regression"

@@ -8,11 +8,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from service.publish.notices import enqueue_note, has_note
 from service.receive.context import Origin, Services
 from service.receive.enqueue import ChangedRequest, run_changed
 from service.receive.payloads import PullRequestPayload
 from service.receive.trust import Commenter, is_bot
-from service.report.notices import enqueue_note, has_note
 
 HEAD_EVENTS = frozenset({"opened", "reopened", "synchronize"})  # the PR's head changes
 PUSH_NOTE = "changed-on-push"  # the one note per pull request a trusted push keeps current

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from report.verdicts import host_bound_row
 from runner.job.kinds.benchmark import bench_workers, comparison, measure, stats
 from runner.job.kinds.context import (
     MergeBase,
@@ -39,7 +40,6 @@ from runner.job.kinds.context import (
 from runner.job.sandboxing import give
 from runner.job.steps import HeldOutput, StepOutcome
 from runner.plugins import PLUGINS
-from service.render.verdicts import host_bound_row
 from workflows.models import BenchmarkResult, JobStatus, Progress, StepResult, StepStatus
 from workflows.spec import Step
 
