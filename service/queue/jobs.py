@@ -3,12 +3,13 @@
 Every change happens in one transaction that also calls the `JobListener` (the report adds
 its outbox rows there: a transactional outbox) and, after commit, wakes waiting claims and
 calls `on_commit` (which kicks the outbox): `job_store.py`. Claiming and leases are
-`job_leases.py`; this module makes jobs, records how they end and reads them.
+`job_leases.py`, results and cancels `job_results.py`; `JobQueue` composes them, and this
+module makes jobs and reads them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Select, func, select
@@ -16,8 +17,6 @@ from sqlalchemy.exc import IntegrityError
 
 from service.db.engine import utcnow
 from service.db.models import ACTIVE_STATUSES, Job
-from service.queue import queries
-from service.queue.flaky import record_flaky
 from service.queue.job_leases import (
     MAX_ATTEMPTS,
     QUEUE_REFRESH,
@@ -25,11 +24,10 @@ from service.queue.job_leases import (
     CancelState,
     Heartbeat,
     JobLeases,
-    unfinished,
 )
+from service.queue.job_results import RUNNER_REPORTABLE, JobResults
 from service.queue.job_store import CLAIM_ACK_S, JobListener, job_channel
-from service.queue.operators import record_operators
-from workflows.models import JobOptions, JobResult, JobSpec, JobStatus
+from workflows.models import JobOptions, JobSpec, JobStatus
 
 __all__ = [
     "CLAIM_ACK_S",
@@ -45,16 +43,6 @@ __all__ = [
     "job_channel",
     "job_spec",
 ]
-
-RUNNER_REPORTABLE = frozenset(
-    {
-        JobStatus.succeeded,
-        JobStatus.failed,
-        JobStatus.errored,
-        JobStatus.cancelled,
-        JobStatus.timed_out,
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -98,7 +86,7 @@ def job_spec(job: Job, lease_seconds: int, git_token: str | None = None) -> JobS
     )
 
 
-class JobQueue(JobLeases):
+class JobQueue(JobLeases, JobResults):
     """Every job state change; safe to call from many threads and processes."""
 
     def create_job(self, new: NewJob) -> tuple[Job, bool]:
@@ -177,110 +165,6 @@ class JobQueue(JobLeases):
     def get_job(self, job_id: int) -> Job | None:
         with self.db.reads() as session:
             return session.get(Job, job_id)
-
-    def complete(self, runner_id: int, job_id: int, result: JobResult) -> JobStatus | None:
-        """Record the result of a job `runner_id` holds; the same call again changes nothing."""
-        if result.status not in RUNNER_REPORTABLE:
-            raise ValueError(
-                f"a runner may complete a job as {', '.join(sorted(RUNNER_REPORTABLE))}, "
-                f"not {result.status}"
-            )
-        now = utcnow()
-        with self._tx() as (session, pending):
-            job = self._held(session, runner_id, job_id)
-            if job is None:
-                return None
-            if job.status != JobStatus.running:
-                return JobStatus(job.status)
-            job.status = result.status
-            job.result = result.model_dump(mode="json")
-            if result.operators:
-                record_operators(session, job.repo, job.sha, result.operators)
-            record_flaky(session, job, result)
-            job.finished_at = now
-            job.lease_expires_at = None
-            pending.backends.add(job_channel(job.id))  # the runner's open channel can close
-            if result.status != JobStatus.cancelled and not job.cancel_requested:
-                job.reason = None
-            elif result.status == JobStatus.cancelled and not job.reason:
-                job.reason = result.error_message  # the runner's own, where it gave one
-            self._changed(session, pending, job)
-            return JobStatus(job.status)
-
-    def interrupt(self, runner_id: int, job_id: int, reason: str) -> JobStatus | None:
-        """A job `runner_id` started and stopped for its own reasons (its daemon was told to
-        stop): not the pull request's fault, so it is requeued for another attempt on any
-        runner, as a lost runner's is, and ends errored only after the last. A job someone
-        cancelled meanwhile stays cancelled. None when the runner does not hold it."""
-        now = utcnow()
-        with self._tx() as (session, pending):
-            job = self._held(session, runner_id, job_id)
-            if job is None:
-                return None
-            if job.status != JobStatus.running:
-                return JobStatus(job.status)
-            why = f"{job.runner_name or f'runner {job.runner_id}'} {reason}"  # "runner-a stopped…"
-            unfinished(job, now, why, f"{why} on its last attempt")
-            pending.backends.add(job_channel(job.id))
-            self._changed(session, pending, job)
-            return JobStatus(job.status)
-
-    def cancel(
-        self,
-        repo: str,
-        pr_number: int,
-        reason: str,
-        *,
-        match: Callable[[Job], bool] = lambda _job: True,
-        queued_status: JobStatus = JobStatus.cancelled,
-    ) -> list[Job]:
-        """End this PR's queued jobs that `match` (as `queued_status`) and ask its running ones
-        to stop; returns every job affected."""
-        now = utcnow()
-        affected: list[Job] = []
-        with self._tx() as (session, pending):
-            jobs = session.scalars(self.db.for_update(queries.active_of_pr(repo, pr_number))).all()
-            for job in jobs:
-                if not match(job):
-                    continue
-                if job.status == JobStatus.queued:
-                    job.status = queued_status
-                    job.finished_at = now
-                elif job.cancel_requested:
-                    continue
-                else:
-                    job.cancel_requested = True
-                    pending.backends.add(job_channel(job.id))  # its runner hears it at once
-                job.reason = reason
-                affected.append(job)
-                self._changed(session, pending, job)
-        return affected
-
-    def accept_regression(self, job_ids: Sequence[int], login: str) -> list[Job]:
-        """Record that `login` accepted the regression of these finished jobs (their gate then
-        passes); the listener hears of each, so its comment and status say so."""
-        now = utcnow()
-        accepted: list[Job] = []
-        with self._tx() as (session, pending):
-            for job_id in job_ids:
-                job = session.get(Job, job_id)
-                if job is None or job.accepted_by:
-                    continue
-                job.accepted_by, job.accepted_at = login, now
-                accepted.append(job)
-                self._changed(session, pending, job)
-        return accepted
-
-    def supersede(self, repo: str, pr_number: int, new_sha: str) -> list[Job]:
-        """The PR moved to `new_sha`: its jobs for other SHAs are superseded (queued) or
-        cancelled (running)."""
-        return self.cancel(
-            repo,
-            pr_number,
-            f"superseded by {new_sha[:7]}",
-            match=lambda job: job.sha != new_sha,
-            queued_status=JobStatus.superseded,
-        )
 
     def latest_per_target(self, repo: str, pr_number: int) -> list[Job]:
         """The last job of each (op, backend) this PR has run, in order of first request."""
