@@ -2,7 +2,9 @@
 outbox's items. Taking a row is one conditional UPDATE, so several workers (threads, or
 service replicas on one PostgreSQL database) never try the same row at once. The lock is
 short and renewed while the try runs (`held`), so a slow try (GitHub taking its time) is never
-taken twice, and the row of a worker that died comes back within `lock_s`, not minutes."""
+taken twice, and the row of a worker that died comes back within `lock_s`, not minutes. The
+round that takes, tries and finishes or retries them is written once, `service/worker.py`'s
+`RowWorker`, which the inbox and the outbox both are."""
 
 from __future__ import annotations
 

@@ -25,10 +25,9 @@ from sqlalchemy.orm import Session
 from ondemand.retry import RetryPolicy
 from report.comment import marker
 from report.views import CheckRunUpdate, CommentUpdate
-from service.db.engine import Database, utcnow
+from service.db.engine import Database
 from service.db.leases import Due, LeasedRows
 from service.db.models import HeadCheck, Job, OutboxItem, ResultComment
-from service.db.outage import is_transient
 from service.github.budget import Budget
 from service.github.client import (
     PERMISSION_RETRY,
@@ -37,7 +36,7 @@ from service.github.client import (
     MissingPermission,
 )
 from service.publish.low_budget import REACTION_LEFT_OUT, skippable
-from service.worker import Worker
+from service.worker import RowWorker
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -52,8 +51,9 @@ ComposeCheck = Callable[[Session, Job], CheckRunUpdate]
 ComposeHead = Callable[[Session, HeadCheck], CheckRunUpdate]
 
 
-class OutboxWorker(Worker):
-    """Delivers outbox rows to GitHub: in order per key, retried, paused on rate limits."""
+class OutboxWorker(RowWorker[OutboxItem]):
+    """Delivers outbox rows to GitHub: in order per key, retried, paused on rate limits. The
+    round over due items is `RowWorker`'s, shared with the inbox."""
 
     name = "outbox"
 
@@ -71,63 +71,42 @@ class OutboxWorker(Worker):
     ) -> None:
         """`reserve`: below this share of an installation's hourly budget left, the calls that
         only show a step on the way are left out (0: never)."""
-        super().__init__(stopping, db.outages, busy)
+        super().__init__(LeasedRows(db, OutboxItem), policy, stopping, db.outages, busy)
         self.db = db
         self.github = github
         self.compose = compose
         self.compose_check = compose_check
         self.compose_head = compose_head
-        self.policy = policy
         self.reserve = reserve
-        self.items = LeasedRows(db, OutboxItem)
+        self.items = self.rows  # the outbox's name for them
         self._thrifty: set[str] = set()  # budgets (`budget_key`) low at their last call
 
     def run_once(self) -> float | None:
         """Deliver every due item (the first undelivered of each key); returns seconds until the
-        next one is due (None: nothing pending)."""
+        next one is due (None: nothing pending, or no GitHub to deliver to)."""
         if self.github is None:
             return None
-        paused = self.github.paused_for()
-        if paused > 0:
-            return paused
+        return super().run_once()
+
+    def due(self) -> list[Due]:
+        """The first undelivered item of each key: a key's items go out in order."""
         heads: dict[str, Due] = {}
         for item in self.items.pending():
             heads.setdefault(item.key, item)
-        next_due: float | None = None
-        for item in heads.values():
-            if self.stopping.is_set():
-                break
-            due = self.items.due_at(item)
-            if due > utcnow():
-                wait = (due - utcnow()).total_seconds()
-                next_due = wait if next_due is None else min(next_due, wait)
-                continue
-            with self.paced():
-                retry_in = self._deliver(item.id)
-            if retry_in is not None:
-                next_due = retry_in if next_due is None else min(next_due, retry_in)
-            paused = self.github.paused_for()
-            if paused > 0:
-                return paused
-        return next_due
+        return list(heads.values())
 
-    def _deliver(self, item_id: int) -> float | None:
-        """Try one item; returns seconds until its retry, or None when it is finished."""
-        item = self.items.take(item_id)
-        if item is None:
-            return None
-        try:
-            with self.items.held(item.id):
-                outcome = self._send(item)
-        except GitHubError as exc:
-            return self._failed(item, exc)
-        except Exception as exc:
-            if is_transient(exc):
-                raise  # not this item's fault: the round is retried
-            log.exception("outbox item %s (%s) crashed", item.id, item.kind)
-            return self._failed(item, GitHubError(f"internal error: {exc}", None))
-        self.items.finish(item.id, outcome)
-        return None
+    def paused_for(self) -> float:
+        """While GitHub's rate limit or outage pauses the client, the round stops."""
+        return self.github.paused_for() if self.github is not None else 0.0
+
+    def attempt(self, row: OutboxItem) -> str:
+        return self._send(row)
+
+    def failed(self, row: OutboxItem, error: Exception) -> float | None:
+        if not isinstance(error, GitHubError):
+            log.error("outbox item %s (%s) crashed", row.id, row.kind, exc_info=error)
+            error = GitHubError(f"internal error: {error}", None)
+        return self._failed(row, error)
 
     def _send(self, item: OutboxItem) -> str:
         gh = self.github
@@ -328,12 +307,11 @@ class OutboxWorker(Worker):
                 exc,
             )
             return wait
-        wait = self.policy.delay(item.attempts, exc.retry_after)
         if exc.permanent and item.attempts >= MAX_PERMANENT_ATTEMPTS:
             self.items.give_up(item.id, str(exc))
             log.error("outbox item %s (%s) given up: %s", item.id, item.kind, exc)
             return None
-        self.items.retry(item.id, wait, str(exc))
+        wait = self.retry(item, exc.retry_after, str(exc))
         quiet = exc.unavailable or exc.rate_limited  # the client logs each pause once
         level = logging.DEBUG if quiet else logging.WARNING
         log.log(

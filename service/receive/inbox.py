@@ -12,22 +12,21 @@ import threading
 from collections.abc import Callable
 
 from ondemand.retry import RetryPolicy
-from service.db.engine import Database, utcnow
+from service.db.engine import Database
 from service.db.leases import LeasedRows
 from service.db.models import Delivery
-from service.db.outage import is_transient
 from service.github.client import PERMISSION_RETRY, GitHubError, MissingPermission
 from service.receive.handle import DeliveryHandler, RetryLater
-from service.worker import Worker
+from service.worker import RowWorker
 
 log = logging.getLogger(__name__)
 
 MAX_CRASHES = 3  # a delivery the handler crashes on (a bug) is given up after this many tries
 
 
-class Inbox(Worker):
+class Inbox(RowWorker[Delivery]):
     """Hands each recorded delivery to the handler once; retries it when GitHub could not be
-    read."""
+    read. The round over due deliveries is `RowWorker`'s, shared with the outbox."""
 
     name = "inbox"
 
@@ -39,68 +38,42 @@ class Inbox(Worker):
         stopping: threading.Event,
         busy: Callable[[], bool] | None = None,
     ) -> None:
-        super().__init__(stopping, db.outages, busy)
+        super().__init__(LeasedRows(db, Delivery), policy, stopping, db.outages, busy)
         self.handler = handler
-        self.policy = policy
-        self.deliveries = LeasedRows(db, Delivery)
+        self.deliveries = self.rows  # the inbox's name for them
 
-    def run_once(self) -> float | None:
-        """Process every due delivery; returns seconds until a retry is due (None: none)."""
-        next_due: float | None = None
-        for row in self.deliveries.pending():
-            if self.stopping.is_set():
-                break
-            due = self.deliveries.due_at(row)
-            now = utcnow()
-            if due > now:
-                wait = (due - now).total_seconds()
-                next_due = wait if next_due is None else min(next_due, wait)
-                continue
-            with self.paced():
-                retry = self.process(row.id)
-            if retry is not None:
-                next_due = retry if next_due is None else min(next_due, retry)
-        return next_due
+    def attempt(self, row: Delivery) -> str:
+        outcome = self.handler.handle(
+            row.delivery_id, row.event, row.payload or {}, row.received_at
+        )
+        log.info("delivery %s: %s", row.delivery_id, outcome)
+        return outcome
 
-    def process(self, row_id: int) -> float | None:
-        """Handle one delivery; returns seconds until its retry, None when finished."""
-        delivery = self.deliveries.take(row_id)
-        if delivery is None:
-            return None
-        try:
-            with self.deliveries.held(row_id):
-                outcome = self.handler.handle(
-                    delivery.delivery_id,
-                    delivery.event,
-                    delivery.payload or {},
-                    delivery.received_at,
-                )
-        except RetryLater as exc:
-            self.deliveries.retry(row_id, exc.after_s, str(exc))
-            log.info("delivery %s: %s; again in %.1fs", delivery.delivery_id, exc, exc.after_s)
-            return exc.after_s
-        except MissingPermission as exc:
-            return self._park(delivery, exc)
-        except GitHubError as exc:
-            if exc.permanent:
-                self.deliveries.give_up(row_id, str(exc))
-                log.error("delivery %s failed: %s", delivery.delivery_id, exc)
-                return None
-            quiet = exc.unavailable or exc.rate_limited  # the client logs each once
-            return self._retry(delivery, exc.retry_after, str(exc), quiet=quiet)
-        except Exception as exc:
-            if is_transient(exc):
-                raise  # not this delivery's fault: the round is retried, nothing is counted
-            log.exception("delivery %s crashed", delivery.delivery_id)
-            if delivery.attempts >= MAX_CRASHES:
-                self.deliveries.give_up(row_id, repr(exc))
-                return None
-            return self._retry(delivery, None, repr(exc))
-        log.info("delivery %s: %s", delivery.delivery_id, outcome)
-        self.deliveries.finish(row_id, outcome)
-        if delivery.event == "installation":
+    def finished(self, row: Delivery, outcome: str) -> None:
+        if row.event == "installation":
             self.kick()  # new permissions may have released parked deliveries: look again
-        return None
+
+    def failed(self, row: Delivery, error: Exception) -> float | None:
+        """A handler that asked to wait, a missing permission (parked), GitHub's answer (given
+        up when it cannot change, else retried), or a crash (a bug: retried a few times)."""
+        if isinstance(error, RetryLater):
+            self.deliveries.retry(row.id, error.after_s, str(error))
+            log.info("delivery %s: %s; again in %.1fs", row.delivery_id, error, error.after_s)
+            return error.after_s
+        if isinstance(error, MissingPermission):
+            return self._park(row, error)
+        if isinstance(error, GitHubError):
+            if error.permanent:
+                self.deliveries.give_up(row.id, str(error))
+                log.error("delivery %s failed: %s", row.delivery_id, error)
+                return None
+            quiet = error.unavailable or error.rate_limited  # the client logs each once
+            return self._retry(row, error.retry_after, str(error), quiet=quiet)
+        log.error("delivery %s crashed", row.delivery_id, exc_info=error)
+        if row.attempts >= MAX_CRASHES:
+            self.deliveries.give_up(row.id, repr(error))
+            return None
+        return self._retry(row, None, repr(error))
 
     def _park(self, delivery: Delivery, exc: MissingPermission) -> float:
         """Wait for the permission GitHub said is missing; the first time, tell the pull
@@ -127,8 +100,7 @@ class Inbox(Worker):
     ) -> float:
         """Try again later; `quiet` while GitHub is down or rate-limits (the client logs each
         pause once)."""
-        wait = self.policy.delay(delivery.attempts, retry_after)
-        self.deliveries.retry(delivery.id, wait, error)
+        wait = self.retry(delivery, retry_after, error)
         log.log(
             logging.DEBUG if quiet else logging.WARNING,
             "delivery %s: retry in %.1fs: %s",
