@@ -154,6 +154,8 @@ def progress_section(view: JobView, limits: Limits) -> str:
 
 
 def _environment(result: JobResult) -> list[str]:
+    """The device, vendor, driver, torch and triton, then the vendor's own packages by name
+    (the workflow's `device.packages`: `torch_musa `1.3.0``), and the host's notes."""
     env = result.environment
     fields = [
         ("device", env.device_name),
@@ -161,8 +163,13 @@ def _environment(result: JobResult) -> list[str]:
         ("driver", env.driver),
         ("torch", env.torch),
         ("triton", env.triton),
-        ("torch_musa", env.torch_musa),
     ]
+    for name, version in list(env.packages.items())[:8]:
+        # Letters and digits joined by single `._-` render as they are; anything else (a
+        # runner's word) is escaped, so no markdown in it acts.
+        parts = name.replace(".", "_").replace("-", "_").split("_")
+        plain = name.isascii() and all(part.isalnum() for part in parts)
+        fields.append((name if plain else escape_text(name, 64), version))
     shown = [f"{name} {code_span(value, 80)}" for name, value in fields if value]
     # The host's packages used where the repository pins other versions: said, not hidden.
     shown += [escape_text(note, 120) for note in env.notes[:10]]

@@ -121,11 +121,11 @@ def backend_findings(
             "(groups video, render)",
         ))  # fmt: skip
     info = environment_info(
-        python.executable, dict(os.environ), vendor=workflow.vendor, runner_name=None,
-        runner_version=None, cwd=home,
+        python.executable, dict(os.environ), workflow, runner_name=None, runner_version=None,
+        cwd=home,
     )  # fmt: skip
-    stack = [f"{key} {getattr(info, key)}" for key in ("torch", "triton", "torch_musa")
-             if getattr(info, key, None)]  # fmt: skip
+    versions = [("torch", info.torch), ("triton", info.triton), *info.packages.items()]
+    stack = [f"{name} {version}" for name, version in versions if version]
     found.append(ok(f"versions ({name})", ", ".join(stack) + f" · {info.device_name}"))
     return found, python
 

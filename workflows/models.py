@@ -8,11 +8,19 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -269,13 +277,26 @@ class BenchmarkResult(_Model):
         return sum(vals) / len(vals), math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
+# Fields an older runner sent for a vendor's package, now named in `EnvironmentInfo.packages`.
+LEGACY_PACKAGES = ("torch_musa",)
+MAX_PACKAGES = 16
+_PACKAGE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$")
+
+
 class EnvironmentInfo(_Model):
+    """What the job ran on: the device, torch and triton, and the vendor's own packages
+    (the workflow's `device.packages`) by name."""
+
     device_name: str | None = None
     vendor: str | None = None
     driver: str | None = None
     torch: str | None = None
     triton: str | None = None
-    torch_musa: str | None = None
+    packages: dict[str, str] = Field(
+        default_factory=dict,
+        description="the vendor's packages beside torch and triton, name to version, in the "
+        "workflow's order (`torch_musa` → `1.3.0`)",
+    )
     python: str | None = None
     runner_name: str | None = None
     runner_version: str | None = None
@@ -283,6 +304,32 @@ class EnvironmentInfo(_Model):
         default_factory=list,
         description="host packages used where the repository pins other versions",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_fields(cls, data: Any) -> Any:
+        """An older runner's `torch_musa` field is that package in `packages`."""
+        if not isinstance(data, dict) or not any(key in data for key in LEGACY_PACKAGES):
+            return data
+        data = dict(data)
+        packages = data.get("packages")
+        if packages is not None and not isinstance(packages, dict):
+            return data  # left as it came: validation says what is wrong
+        merged = dict(packages or {})
+        for key in LEGACY_PACKAGES:
+            value = data.pop(key, None)
+            if value is not None:
+                merged.setdefault(key, value)
+        data["packages"] = merged
+        return data
+
+    @field_validator("packages")
+    @classmethod
+    def _package_names(cls, packages: dict[str, str]) -> dict[str, str]:
+        """A runner's word, shown in a comment: names of letters, digits and `._-` (others are
+        left out), versions of 100 characters at most, 16 packages at most."""
+        kept = {k: v[:100] for k, v in packages.items() if _PACKAGE_NAME.match(k)}
+        return dict(list(kept.items())[:MAX_PACKAGES])
 
 
 MAX_PROGRESS_FAILURES = 20

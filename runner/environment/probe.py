@@ -1,5 +1,7 @@
-"""What the job ran on (device, vendor, driver, torch, triton, torch_musa) and whether the
-backend's device is usable, both asked of the Python the steps use, in a subprocess."""
+"""What the job ran on (device, vendor, driver, torch, triton, the vendor's packages) and
+whether the backend's device is usable, both asked of the Python the steps use, in a
+subprocess. What to ask comes from the workflow's `device:` section: the probe names no
+vendor."""
 
 from __future__ import annotations
 
@@ -10,47 +12,40 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workflows.models import EnvironmentInfo
+from workflows.spec import WorkflowSpec
 
 # Runs in the job's Python (isolated: `-I`, so neither the working directory nor PYTHONPATH
-# is on its path, and nothing of the checkout is imported); prints one JSON object. Versions
-# come from package metadata and the NVIDIA device from nvidia-smi, so nothing is imported and
-# no device is initialized; only a MUSA host imports torch_musa to name its device. Every
-# probe is optional.
+# is on its path, and nothing of the checkout is imported); its one argument is the JSON the
+# workflow's device section makes (`_question`); prints one JSON object. Versions come from
+# package metadata; the device from the workflow's query tool (nothing imported, no device
+# initialized; the runtime's version read from torch's version.py), else from torch's device
+# module after the vendor's plugin is imported. Every probe is optional.
 _PROBE = r"""
-import json, os, platform, re, subprocess
+import json, os, platform, re, subprocess, sys
 from importlib import metadata, util
 
-info = {"python": platform.python_version()}
-for key in ("torch", "triton", "torch_musa"):
+ask = json.loads(sys.argv[1])
+info = {"python": platform.python_version(), "versions": {}}
+for name in ask["packages"]:
     try:
-        info[key] = metadata.version(key)
+        info["versions"][name] = metadata.version(name)
     except metadata.PackageNotFoundError:
         pass
 
 
-def cuda_version():
+def torch_version_file(attribute):
     try:
         spec = util.find_spec("torch")
         text = open(os.path.join(os.path.dirname(spec.origin), "version.py")).read()
     except Exception:
         return None
-    found = re.search(r"^cuda\b[^=]*=\s*['\"]([^'\"]+)['\"]", text, re.M)
+    found = re.search(r"^" + attribute + r"\b[^=]*=\s*['\"]([^'\"]+)['\"]", text, re.M)
     return found.group(1) if found else None
 
 
-if "torch_musa" in info:
-    try:
-        import torch, torch_musa
-        if torch.musa.is_available():
-            info["device_name"] = torch.musa.get_device_name()
-            info["driver"] = "MUSA " + str(getattr(torch.version, "musa", "") or "")
-    except Exception:
-        pass
-else:
-    device = (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",")[0].strip()
-    argv = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
-    if device:
-        argv += ["-i", device]
+def by_query():
+    visible = (os.environ.get(ask["visible"] or "") or "").split(",")[0].strip()
+    argv = [arg.replace("{device}", visible or "0") for arg in ask["query"]]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=20)
         first = done.stdout.strip().splitlines()[0] if done.returncode == 0 else ""
@@ -58,13 +53,52 @@ else:
         first = ""
     if "," in first:
         name, driver = (part.strip() for part in first.split(",", 1))
-        cuda = cuda_version()
+        runtime = torch_version_file(ask["version"]) if ask["version"] else None
         info["device_name"] = name
-        info["driver"] = f"{driver} (CUDA {cuda})" if cuda else driver
+        info["driver"] = f"{driver} ({ask['label']} {runtime})" if runtime else driver
+
+
+def by_module():
+    try:
+        import importlib
+        import torch
+        if ask["plugin"]:
+            importlib.import_module(ask["plugin"])
+        module = getattr(torch, ask["module"])
+        if module.is_available():
+            info["device_name"] = module.get_device_name()
+            if ask["version"]:
+                version = getattr(torch.version, ask["version"], "") or ""
+                info["driver"] = ask["label"] + " " + str(version)
+    except Exception:
+        pass
+
+
+if ask["query"]:
+    by_query()
+elif ask["module"] and (not ask["plugin"] or util.find_spec(ask["plugin"]) is not None):
+    by_module()
 if "device_name" not in info:
     info["device_name"] = (platform.processor() or platform.machine()) + " (CPU)"
 print(json.dumps(info))
 """
+_FIELDS = frozenset({"python", "device_name", "driver"})
+
+
+def _question(workflow: WorkflowSpec) -> str:
+    """What the probe asks, from the workflow's device section: one argv element of JSON."""
+    device = workflow.device
+    return json.dumps(
+        {
+            "packages": list(device.reported()),
+            "plugin": device.plugin,
+            "module": device.module,
+            "version": device.version,
+            "label": device.driver_label(),
+            "query": device.query,
+            "visible": workflow.visible_devices_var,
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -77,17 +111,18 @@ class DeviceCheck:
 def environment_info(
     python: Path | str,
     env: Mapping[str, str],
+    workflow: WorkflowSpec,
     *,
-    vendor: str,
     runner_name: str | None,
     runner_version: str | None,
     cwd: Path | None = None,
 ) -> EnvironmentInfo:
-    """The EnvironmentInfo of the job's Python; fields that cannot be read stay None."""
-    data: dict[str, str] = {}
+    """The EnvironmentInfo of the job's Python on `workflow`'s device; fields that cannot be
+    read stay None, and the vendor's packages the Python lacks are left out."""
+    data: dict[str, object] = {}
     try:
         proc = subprocess.run(
-            [str(python), "-I", "-c", _PROBE],
+            [str(python), "-I", "-c", _PROBE, _question(workflow)],
             env=dict(env),
             cwd=cwd,
             capture_output=True,
@@ -100,10 +135,17 @@ def environment_info(
             data = json.loads(lines[-1])
     except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
         pass
-    known = set(EnvironmentInfo.model_fields)
-    fields = {k: str(v) for k, v in data.items() if k in known}
+    fields = {k: str(v) for k, v in data.items() if k in _FIELDS}
+    found = data.get("versions")
+    versions = {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
     return EnvironmentInfo(
-        **fields, vendor=vendor, runner_name=runner_name, runner_version=runner_version
+        **fields,
+        torch=versions.pop("torch", None),
+        triton=versions.pop("triton", None),
+        packages=versions,
+        vendor=workflow.vendor,
+        runner_name=runner_name,
+        runner_version=runner_version,
     )
 
 

@@ -385,7 +385,7 @@ class _Job:
         self.environment = environment_info(
             tree.python,
             tree.env,
-            vendor=self.workflow.vendor,
+            self.workflow,
             runner_name=self.ctx.runner_name,
             runner_version=self.ctx.runner_version,
             cwd=self.ctx.job_dir,  # never the checkout: nothing of the pull request runs here

@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 
 from runner.environment.probe import environment_info
+from workflows.spec import load_workflows
+
+WORKFLOWS = load_workflows()
 
 
 def test_versions_and_an_nvidia_device_without_importing_anything(tmp_path: Path) -> None:
@@ -20,7 +23,7 @@ def test_versions_and_an_nvidia_device_without_importing_anything(tmp_path: Path
     smi.chmod(0o755)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": "3,4"}
     info = environment_info(
-        sys.executable, env, vendor="nvidia", runner_name="r", runner_version="1", cwd=tmp_path
+        sys.executable, env, WORKFLOWS["nvidia"], runner_name="r", runner_version="1", cwd=tmp_path
     )
     assert info.device_name == "NVIDIA H200" and (info.driver or "").startswith("580.159.04")
     assert info.torch and info.triton and info.python
@@ -36,7 +39,7 @@ def test_nothing_of_the_directory_or_pythonpath_is_imported(tmp_path: Path) -> N
         (trap / f"{name}.py").write_text(f"open({marker!r}, 'a').write({name!r})\n")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(trap)}
     info = environment_info(
-        sys.executable, env, vendor="cpu", runner_name="r", runner_version="1", cwd=trap
+        sys.executable, env, WORKFLOWS["cpu"], runner_name="r", runner_version="1", cwd=trap
     )
     assert not (tmp_path / "pwned").exists()
     assert info.device_name and info.device_name.endswith("(CPU)") and info.torch

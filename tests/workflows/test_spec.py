@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ steps:
     argv: ["{{python}}", "-m", "pytest", "-m", "{{op}}", "--junitxml={{artifacts}}/junit.xml"]
 """
 SPECIAL = 'kind: accuracy\n    proof: {prefix: X, specialization: ["%s"]}'  # where it lives
+DEVICE = "device:\n  %s\n"  # one field of a device section
 
 
 def test_shipped_workflows() -> None:
@@ -48,6 +50,33 @@ def test_shipped_workflows() -> None:
     assert [(p.prefix, p.logger) for p in flaggems_proof] == [
         ("GEMS_MTHREADS", "flag_gems.runtime.backend._mthreads")
     ]
+
+
+def test_each_backend_declares_its_device_stack() -> None:
+    specs = load_workflows()
+    musa, cuda, cpu = specs["mthreads"].device, specs["nvidia"].device, specs["cpu"].device
+    assert musa.reported() == ("torch", "triton", "torch_musa")
+    assert (musa.plugin, musa.module, musa.version, musa.driver_label()) == (
+        "torch_musa", "musa", "musa", "MUSA"
+    )  # fmt: skip
+    assert "torch-musa" in musa.host_only_names() and "torch_musa" in musa.stack()
+    assert cuda.query and cuda.query[-1] == "{device}" and cuda.driver_label() == "CUDA"
+    assert cuda.host_only_names() == cpu.host_only_names() == {"torch", "triton", "pytorch-triton"}
+    assert (musa.inherit, cuda.inherit, cpu.inherit) == (["MUSA_HOME"], ["CUDA_HOME"], [])
+    assert cpu.reported() == ("torch", "triton") and cpu.module is None and cpu.query is None
+
+
+def test_the_vendor_walkthroughs_workflow_loads(tmp_path: Path) -> None:
+    """docs/adding-a-vendor.md's workflow file, as the page gives it."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "adding-a-vendor.md").read_text()
+    found = re.search(r"^```yaml file=workflows/(\w+)\.yaml\n(.*?)^```$", page, re.M | re.S)
+    assert found is not None
+    (tmp_path / f"{found.group(1)}.yaml").write_text(found.group(2))
+    specs = load_workflows(tmp_path)
+    assert backend_names(specs) == {"acme": "acme", "acme_ai": "acme"}
+    device = specs["acme"].device
+    assert device.packages == ["torch_acme"] and device.module == "acme"
+    assert "torch-acme" in device.host_only_names() and device.inherit == ["ACME_HOME"]
 
 
 def test_render_keeps_each_placeholder_in_its_element() -> None:
@@ -116,6 +145,11 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
             GOOD.format(name="demo", aliases="[]").replace("kind: accuracy", SPECIAL % "../{op}"),
             "a path inside the checkout",
         ),
+        (GOOD.format(name="demo", aliases="[]") + DEVICE % "packages: [a b]", "device.packages"),
+        (GOOD.format(name="demo", aliases="[]") + DEVICE % "module: torch.musa", "device.module"),
+        (GOOD.format(name="demo", aliases="[]") + DEVICE % "query: [smi, '{gpu}']", "{device}"),
+        (GOOD.format(name="demo", aliases="[]") + DEVICE % "inherit: [ONDEMAND_X]", "inherit"),
+        (GOOD.format(name="demo", aliases="[]") + DEVICE % "drivers: x", "device.drivers"),
     ],
 )
 def test_bad_files_say_file_field_and_why(tmp_path: Path, text: str, fragment: str) -> None:
