@@ -63,7 +63,7 @@ def _job(repo: FailRepo, base_sha: str, cache: Path, work: Path, n: int) -> tupl
 
 
 def _view(result: JobResult) -> JobView:
-    """The job as the service's renderer sees it (the gate predicate's input)."""
+    """The job as the report sees it (the gate predicate's input)."""
     spec = JobSpec(id=0, repo="o/failops", clone_url="x", pr_number=9, sha=result.sha, op=OP,
                    backend="cpu")  # fmt: skip
     return job_view(spec, result, Path("job.log"), DEFAULTS.for_op(OP))

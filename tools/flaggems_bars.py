@@ -13,7 +13,7 @@ whether the runner was warm), the report and the tail of its log, as soon as it 
 call cut short still returns what it finished. The reader (the first form) prints the bars
 from those files with PASS, FAIL or MISSING each; exit 0 when none fails or is missing.
 
-The bars, per operator (a row's verdict and band are the report's: `service.render.verdicts`):
+The bars, per operator (a row's verdict and band are the report's: `report.verdicts`):
 
 - A/A (comment-only pull requests): no row flagged; at most 10 % of the rows too noisy to
   judge; the median after/before over all rows within ±2 % (no order bias).
