@@ -1,7 +1,8 @@
 """The dashboard (`GET /`): a banner naming each permission the GitHub App lacks (and what
 waits for it), the queue of each backend, the runners and what they run, the known flaky
-tests, the speedup charts per (operator, backend), and the job history, filterable. A private
-repository's jobs are counted, never shown."""
+tests, the speedup charts per (operator, backend), the default branch's trend pages of each
+public repository, and the job history, filterable. A private repository's jobs are counted,
+never shown."""
 
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ from report.markdown import utc
 from service.db.engine import Database, utcnow
 from service.db.models import Job
 from service.github.installations import PermissionProblem
+from service.links import trends_path
 from service.queue import queries
 from service.queue.flaky import FlakyTests
 from service.queue.runners import RunnerRegistry
-from service.web import dashboard_views, speedup_chart
+from service.web import dashboard_views, speedup_chart, trend_reads
 from service.web.job_page_views import job_duration, waited
 from service.web.templating import templates
 from workflows.models import JobStatus
@@ -80,6 +82,7 @@ def _dashboard(
         charted = queries.public_benchmarked(session, CHART_JOBS)
         waiting, held = queries.parked(session)
         private = queries.private_repos(session, {str(i.payload.get("repo")) for i in held})
+        trended = trend_reads.public_operators(session)
     flaky_found = flaky_tests.listed()
     with db.reads() as session:
         hidden = queries.private_repos(session, {r.repo for r in flaky_found})
@@ -100,6 +103,7 @@ def _dashboard(
         "queues": dashboard_views.queues(queued, backends, online, now),
         "runners": [_runner_row(row, now) for row in rows],
         "charts": [_chart(c) for c in speedup_chart.charts(charted)],
+        "trends": [_trends(repo, ops) for repo, ops in trended.items()],
         "flaky": dashboard_views.flaky_rows(flaky_found, hidden, now),
         "history": [_history_row(j, now) for j in history],
         "choices": choices,
@@ -122,6 +126,12 @@ def _runner_row(row: dashboard_views.RunnerRow, now: datetime) -> dict[str, Any]
 def _chart(chart: speedup_chart.Chart) -> dict[str, Any]:
     return {"op": chart.op, "backend": chart.backend, "points": chart.points,
             "svg": Markup(chart.svg)}  # fmt: skip
+
+
+def _trends(repo: str, ops: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """A repository's default-branch trend pages: its index and each operator's."""
+    pages = [{"op": op, "backend": b, "url": trends_path(repo, op, b)} for op, b in ops]
+    return {"repo": repo, "url": trends_path(repo), "operators": pages}
 
 
 def _history_row(job: Job, now: datetime) -> dict[str, Any]:

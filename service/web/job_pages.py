@@ -29,7 +29,7 @@ from service.links import Links
 from service.publish.job_views import JobViews
 from service.queue.jobs import JobQueue
 from service.queue.logs import JobLogs
-from service.web import job_page_views
+from service.web import job_page_views, trend_reads
 from service.web.ranges import Unsatisfiable, byte_range
 from service.web.report_html import report_html
 from service.web.templating import templates
@@ -98,6 +98,15 @@ class JobReader:
             "log_pruned": job.log_pruned_at is not None,
         }
 
+    def trend_url(self, view: JobView) -> str | None:
+        """The default branch's trend page of the job's operator and backend, where it has
+        history; a private repository's with its key (the job's page opened with the job's)."""
+        with self.db.reads() as session:
+            if not trend_reads.has_history(session, view.repo, view.op, view.backend):
+                return None
+            hidden = trend_reads.private(session, view.repo)
+        return self.links.trends_path(view.repo, hidden, view.op, view.backend)
+
     def job_state(
         self, job_id: int, key: str | None
     ) -> tuple[JobView, list[JobView], dict[str, Any]]:
@@ -144,6 +153,7 @@ def job_page_router(reader: JobReader, github_html_url: str) -> APIRouter:
             result_url=f"/jobs/{job_id}/result.json{key_query}",
             pr_url=f"{repo_url}/pull/{current.pr_number}",
             commit_url=f"{repo_url}/commit/{current.sha}",
+            trend_url=reader.trend_url(current),
             refresh=None,
         )
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})

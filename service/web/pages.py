@@ -6,6 +6,8 @@
 - `GET /jobs/{id}`: the job page (its commit status's *Details*): state, step timeline,
   progress, the report rendered from its Markdown, the log's tail, updated live while the job
   runs (`/static/live.js` reads `GET /jobs/{id}/live`);
+- `GET /trends/{owner}/{name}` and `/trends/{owner}/{name}/{op}/{backend}`: the default
+  branch's history, each row of an operator over its commits (`trends.py`);
 - `GET /jobs/{id}/log`: the log as text, streamed from the store (`Range` or `?tail=N`);
   410 with a sentence once retention pruned it;
 - `GET /healthz` (liveness: the process answers; it reads no database, so a database outage,
@@ -17,7 +19,8 @@
 A job of a private repository opens only with the key its links carry (else the same 404 as
 for a job that does not exist, or was pruned: a sentence says which it may be) and is never
 listed. This module composes them: the dashboard is `dashboard.py`, a job's pages are
-`job_pages.py`, and liveness, readiness and the static files are here."""
+`job_pages.py`, the trend pages `trends.py`, and liveness, readiness and the static files
+are here."""
 
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ from service.queue.retention import Retention
 from service.queue.runners import RunnerRegistry
 from service.web.dashboard import dashboard_router
 from service.web.job_pages import JobReader, job_data_router, job_page_router
+from service.web.trends import trends_router
 from workflows.spec import WorkflowSpec
 
 STATIC = {"live.js": "text/javascript", "ondemand.css": "text/css"}
@@ -67,6 +71,7 @@ def pages_router(
     router.include_router(health_router(db))
     router.include_router(job_page_router(reader, github_html_url))
     router.include_router(job_data_router(reader))
+    router.include_router(trends_router(db, links, github_html_url))
     router.include_router(
         dashboard_router(
             db=db,
