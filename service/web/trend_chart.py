@@ -89,7 +89,8 @@ def _band_areas(plot: _Plot, points: Sequence[TrendPoint]) -> list[str]:
 def _main_point(plot: _Plot, p: TrendPoint) -> str:
     cx, cy = plot.x(p.slot), plot.y(p.value)
     out = [
-        f'<a href="{escape(p.href)}"><g class="point main {escape(p.verdict)}" '
+        f'<a href="{escape(p.href)}" aria-label="{escape(p.title)}">'
+        f'<g class="point main {escape(p.verdict)}" '
         f'data-point="{p.id}" data-job="{p.job_id}" data-sha="{escape(p.sha)}">'
         f"<title>{escape(p.title)}</title>"
     ]
@@ -110,7 +111,8 @@ def _pull_point(plot: _Plot, p: PullPoint) -> str:
         f"L{cx:.1f},{cy + 4.5:.1f} L{cx - 4.5:.1f},{cy:.1f} Z"
     )
     return (
-        f'<a href="{escape(p.href)}"><g class="point pull" data-job="{p.job_id}" '
+        f'<a href="{escape(p.href)}" aria-label="{escape(p.title)}">'
+        f'<g class="point pull" data-job="{p.job_id}" '
         f'data-pr="{p.pr_number}"><title>{escape(p.title)}</title>'
         f'<path d="{diamond}"/></g></a>'
     )
@@ -127,7 +129,9 @@ def _marker(plot: _Plot, m: Marker) -> str:
             f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{PAD_T - 6}" y2="{plot.height - PAD_B}"/>'
             f'<text x="{cx + 3:.1f}" y="{PAD_T - 8}">issue</text></g>'
         )
-        return f'<a href="{escape(m.href)}">{drawn}</a>' if m.href else drawn
+        if m.href:
+            return f'<a href="{escape(m.href)}" aria-label="{escape(m.label)}">{drawn}</a>'
+        return drawn
     top = plot.y(m.value) - 7
     tri = f"M{cx - 5:.1f},{top - 7:.1f} L{cx + 5:.1f},{top - 7:.1f} L{cx:.1f},{top:.1f} Z"
     return (
@@ -144,11 +148,16 @@ def _commit_labels(plot: _Plot, points: Sequence[TrendPoint]) -> list[str]:
     shown = [
         p for p in points if (p.slot % every == 0 and last - p.slot >= every) or p is points[-1]
     ]
-    return [
-        f'<text class="commit" x="{plot.x(p.slot):.1f}" y="{plot.height - 8}" '
-        f'text-anchor="middle">{escape(p.sha[:7])}</text>'
-        for p in shown
-    ]
+    out = []
+    for p in shown:
+        x, anchor = plot.x(p.slot), "middle"
+        if x + LABEL_PX / 2 > plot.width:  # the last, near the edge: kept whole
+            x, anchor = plot.width - 2, "end"
+        out.append(
+            f'<text class="commit" x="{x:.1f}" y="{plot.height - 8}" '
+            f'text-anchor="{anchor}">{escape(p.sha[:7])}</text>'
+        )
+    return out
 
 
 def _legend(has_pulls: bool) -> str:
@@ -168,14 +177,15 @@ def _legend(has_pulls: bool) -> str:
 
 
 def trend_svg(row: RowTrend, commits: int, index: int) -> str:
-    """A row's chart over `commits` commits; `index` makes its title's id unique on the page."""
+    """A row's chart over `commits` commits; `index` makes its title's id unique on the page.
+    A group, not an image: its points are links, each named by its title."""
     plot = _Plot(commits, value_axis(_values(row)))
     title_id = f"trend-title-{index}"
     what = "host time" if row.metric == "host" else "device time"
     heading = f"{row.dtype} {row.shape}: {what} over {len(row.points)} default-branch commits"
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {plot.width} {plot.height}" '
-        f'width="{plot.width}" height="{plot.height}" role="img" class="chart trend" '
+        f'width="{plot.width}" height="{plot.height}" role="group" class="chart trend" '
         f'aria-labelledby="{title_id}"><title id="{title_id}">{escape(heading)}</title>',
         _legend(bool(row.pulls)),
         *_grid(plot, row.unit),

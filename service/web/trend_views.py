@@ -301,7 +301,7 @@ def place_pulls(
 
 
 def _change(record: Recorded) -> str:
-    change = Change(
+    change = Change.model_construct(  # stored, so valid: no second validation
         rounds=max(1, record.rounds), ratio=record.ratio, low=record.low, high=record.high
     )
     rounds = f"{record.rounds} round{'' if record.rounds == 1 else 's'}"
@@ -320,11 +320,10 @@ def _point(
     if noise is not None:
         shown += f" (band {time_text(noise.low, unit)} to {time_text(noise.high, unit)})"
     marked = f", marked {record.mark}" if record.mark else ""
-    title = (
-        f"{where} · {shown} · {_change(record)} · {record.verdict}{marked} · job #{record.job_id}"
-    )
+    change = _change(record)
+    title = f"{where} · {shown} · {change} · {record.verdict}{marked} · job #{record.job_id}"
     return TrendPoint(
-        record.id, slot, record.sha, record.job_id, value, noise, _change(record),
+        record.id, slot, record.sha, record.job_id, value, noise, change,
         record.verdict, record.mark, href(record.job_id), title,
     )  # fmt: skip
 

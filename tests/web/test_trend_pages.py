@@ -6,6 +6,8 @@ its key, and the security headers every page has."""
 
 from __future__ import annotations
 
+import re
+
 import httpx
 
 from service.web.headers import HEADERS
@@ -45,13 +47,17 @@ def test_trend_pages_over_http(db_url: str) -> None:
         assert page.count('class="band-area"') == 2  # the first row's: c4 to c6 (c2 alone)
         assert page.count('class="point pull"') == 4
         for job_id in public.pull_jobs:
-            assert f'<a href="/jobs/{job_id}"><g class="point pull" data-job="{job_id}"' in page
+            linked = (
+                f'<a href="/jobs/{job_id}" aria-label="pull request #[^"]+"><g class="point pull"'
+            )
+            assert len(re.findall(linked, page)) == 2  # in both rows
         slower = public.points[(BIG, "device", COMMITS[3])]
         drift = public.points[(SMALL, "device", COMMITS[5])]
         assert f'<g class="marker slower" data-point="{slower}">' in page
         assert f'<g class="marker drift" data-point="{drift}">' in page
         issue = "https://github.com/octo/kernels/issues/77"
-        assert f'<a href="{issue}"><g class="marker issue" data-point="{slower}">' in page
+        linked = f'<a href="{issue}" aria-label="issue #77: slower counted from 4444444">'
+        assert f'{linked}<g class="marker issue" data-point="{slower}">' in page
         assert f'<a href="{issue}" id="issue-link">Issue #77</a>' in page
         assert page.count("Not enough history") == 1  # the host-time row, measured once
         assert "35.5 µs" in page and "push, merged #15" in page

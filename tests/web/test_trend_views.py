@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 
 import pytest
 
@@ -193,7 +194,7 @@ def test_the_trend_draws_points_bands_pulls_and_markers_with_their_links() -> No
 
     svg = trend_svg(big, len(shown.commits), 0)
     root = ET.fromstring(svg)  # well-formed
-    assert root.get("role") == "img" and root.get("aria-labelledby") == "trend-title-0"
+    assert root.get("role") == "group" and root.get("aria-labelledby") == "trend-title-0"
     mains = root.findall(f".//{SVG}g[@class='point main same']") + root.findall(
         f".//{SVG}g[@class='point main slower']"
     )
@@ -204,6 +205,8 @@ def test_the_trend_draws_points_bands_pulls_and_markers_with_their_links() -> No
     assert len(root.findall(f".//{SVG}g[@class='marker issue']")) == 1  # no number: no link
     hrefs = [a.get("href") for a in root.iter(f"{SVG}a")]
     assert hrefs == [f"/jobs/{job_id}?key={links.key(job_id)}" for job_id in (101, 102, 103, 201)]
+    named = [a.get("aria-label") for a in root.iter(f"{SVG}a")]
+    assert named[0] == big.points[0].title and "pull request #1" in (named[-1] or "")
     titles = [t.text for t in root.iter(f"{SVG}title")]
     assert all(titles) and any("pull request #1" in (t or "") for t in titles)
     shaped = trend_svg(once, 3, 1)
@@ -221,3 +224,20 @@ def test_paths_of_the_trend_pages() -> None:
     assert not links.opens_repo("o/r", True, None) and links.opens_repo("o/r", False, None)
     assert Links("http://svc.test", [b"other", b"new"]).opens_repo("o/r", True, key)  # rotated
     assert key != links.key(1) and links.job_path(3, False) == "/jobs/3"
+
+
+def test_a_long_history_labels_the_commits_that_fit_and_keeps_the_newest() -> None:
+    records = [rec(i, f"{i:07d}" + "0" * 33, 1.0 + i / 100) for i in range(1, 81)]
+    shown = trend(records, {}, [], None, lambda job_id: f"/jobs/{job_id}")
+    assert len(shown.commits) == 60 and shown.older == 20  # the newest 60 drawn
+    (row,) = shown.rows
+    root = ET.fromstring(trend_svg(row, len(shown.commits), 0))
+    labels = root.findall(f".//{SVG}text[@class='commit']")
+    assert 5 <= len(labels) <= 14  # a short SHA needs about 56 px of the 684
+    assert labels[-1].text == "0000080" and labels[0].text == "0000021"
+    last = labels[-1]
+    assert last.get("text-anchor") == "end" and float(last.get("x") or 0) <= 760
+    xs = [float(t.get("x") or 0) for t in labels]
+    assert all(b - a >= 50 for a, b in pairwise(xs))  # none overlaps
+    ticks = root.findall(f".//{SVG}g[@class='grid']/{SVG}text")
+    assert [t.text for t in ticks] == ["1.2 ms", "1.4 ms", "1.6 ms", "1.8 ms"]
