@@ -90,15 +90,10 @@ class Service:
 
 
 def build(settings: Settings, github: GitHubClient | None = None) -> Service:
-    """Open (and migrate) the database and make every part, in dependency order."""
-    workflows = load_workflows(settings.workflows_dir)
-    names = backend_names(workflows)
-    unknown = [b for b in settings.default_backends if b not in names]
-    if unknown:
-        raise ValueError(
-            f"ONDEMAND_DEFAULT_BACKENDS: unknown backend(s) {', '.join(unknown)}; "
-            f"known: {', '.join(sorted(workflows))}"
-        )
+    """Open (and migrate) the database and make every part, in dependency order: the database
+    and the queue's repositories, what the service says to GitHub (`_outbox`), the queue, the
+    receiving side (`_receiving`), then the workers."""
+    workflows, names = _workflows(settings)
     db = Database.connect(settings.database_url)
     upgrade(db.engine)
     github = github or GitHubClient.from_settings(settings)
@@ -108,6 +103,65 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
     runners = RunnerRegistry(db, online_seconds=settings.runner_online_seconds)
     links = Links(settings.public_url, settings.link_keys())
     views = JobViews(links, runners, workflows)
+    notices, recorder, outbox = _outbox(settings, db, github, views, policy, stopping)
+    jobs = JobQueue(
+        db,
+        wakeup,
+        lease_seconds=settings.lease_seconds,
+        listener=notices,
+        on_commit=outbox.kick,
+    )
+    receiving = _receiving(settings, db, github, jobs, views, workflows, names, outbox, notices)
+    return Service(
+        settings=settings,
+        db=db,
+        workflows=workflows,
+        backend_names=names,
+        wakeup=wakeup,
+        runners=runners,
+        views=views,
+        links=links,
+        notices=notices,
+        github=github,
+        outbox=outbox,
+        jobs=jobs,
+        logs=JobLogs(db, settings.log_max_bytes),
+        handler=receiving.handler,
+        recorder=recorder,
+        inbox=Inbox(db, receiving.handler, policy, stopping, busy=recorder.busy),
+        reaper=LeaseReaper(
+            jobs, stopping, runners=runners, forget_days=settings.runner_forget_days
+        ),
+        pruner=Pruner(db, retention(settings), stopping, busy=recorder.busy),
+        stopping=stopping,
+        problems=receiving.problems,
+    )
+
+
+def _workflows(settings: Settings) -> tuple[dict[str, WorkflowSpec], dict[str, str]]:
+    """The workflows and the names their backends answer to; ValueError when a default
+    backend is none of them."""
+    workflows = load_workflows(settings.workflows_dir)
+    names = backend_names(workflows)
+    unknown = [b for b in settings.default_backends if b not in names]
+    if unknown:
+        raise ValueError(
+            f"ONDEMAND_DEFAULT_BACKENDS: unknown backend(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(workflows))}"
+        )
+    return workflows, names
+
+
+def _outbox(
+    settings: Settings,
+    db: Database,
+    github: GitHubClient | None,
+    views: JobViews,
+    policy: RetryPolicy,
+    stopping: threading.Event,
+) -> tuple[Notices, DeliveryRecorder, OutboxWorker]:
+    """What the service says to GitHub: the notices that compose it, the webhook's recorder
+    (whose backlog the outbox yields to) and the outbox worker that sends it."""
     checks = github is not None and github.app_mode
     notices = Notices(db, views, settings.progress_edit_interval_s, checks=checks)
     recorder = DeliveryRecorder(db)
@@ -122,13 +176,29 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
         busy=recorder.busy,
         reserve=settings.github_budget_reserve,
     )
-    jobs = JobQueue(
-        db,
-        wakeup,
-        lease_seconds=settings.lease_seconds,
-        listener=notices,
-        on_commit=outbox.kick,
-    )
+    return notices, recorder, outbox
+
+
+@dataclass(frozen=True)
+class _Receiving:
+    """The receiving side, as `build` hands it on."""
+
+    handler: DeliveryHandler
+    problems: InstallationProblems  # what the App's installations lack, as last found
+
+
+def _receiving(
+    settings: Settings,
+    db: Database,
+    github: GitHubClient | None,
+    jobs: JobQueue,
+    views: JobViews,
+    workflows: dict[str, WorkflowSpec],
+    names: dict[str, str],
+    outbox: OutboxWorker,
+    notices: Notices,
+) -> _Receiving:
+    """Who may start jobs, what every handler is given, and the handler of each event."""
     trust = TrustPolicy(
         allowed_users=frozenset(settings.allowed_users),
         allowed_teams=frozenset(settings.allowed_teams),
@@ -163,30 +233,7 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
             "merge_group": MergeGroupHandler(receiving),
         }
     )
-    return Service(
-        settings=settings,
-        db=db,
-        workflows=workflows,
-        backend_names=names,
-        wakeup=wakeup,
-        runners=runners,
-        views=views,
-        links=links,
-        notices=notices,
-        github=github,
-        outbox=outbox,
-        jobs=jobs,
-        logs=JobLogs(db, settings.log_max_bytes),
-        handler=handler,
-        recorder=recorder,
-        inbox=Inbox(db, handler, policy, stopping, busy=recorder.busy),
-        reaper=LeaseReaper(
-            jobs, stopping, runners=runners, forget_days=settings.runner_forget_days
-        ),
-        pruner=Pruner(db, retention(settings), stopping, busy=recorder.busy),
-        stopping=stopping,
-        problems=problems,
-    )
+    return _Receiving(handler, problems)
 
 
 def retention(settings: Settings) -> Retention:
