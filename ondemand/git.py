@@ -226,3 +226,46 @@ class Tree:
     def read(self, path: str) -> str | None:
         """A Python file's source; None for a path that is not one (or too large to read)."""
         return self._sources.get(self._blobs.get(path, ""))
+
+
+def changed_between(repo: Path, before: str, after: str) -> list[tuple[str, str, str | None]]:
+    """What `after` changes against `before` (two commits whose trees the mirror holds, one
+    deep will do): each file's status letter (A, M, D, R, C, T), its path at `after` (its old
+    one for a removal) and the path it was renamed or copied from."""
+    out = _run_bytes(["diff", "--raw", "-z", "-M", "--no-abbrev", "--end-of-options",
+                      check_sha(before), check_sha(after)], repo)  # fmt: skip
+    fields = out.decode("utf-8", "replace").split("\0")
+    found: list[tuple[str, str, str | None]] = []
+    at = 0
+    while at < len(fields) - 1:
+        letter = fields[at].lstrip(":").split()[-1][:1]
+        if letter in "RC":
+            found.append((letter, fields[at + 2], fields[at + 1]))
+            at += 3
+        else:
+            found.append((letter, fields[at + 1], None))
+            at += 2
+    return found
+
+
+def diff_zero(repo: Path, before: str, after: str) -> str:
+    """`git diff -U0` of `after` against `before`, renames found (its hunks give each file's
+    changed lines); undecodable bytes replaced."""
+    argv = ["diff", "-U0", "-M", "--no-color", "--no-ext-diff", "--no-textconv",
+            "--end-of-options", check_sha(before), check_sha(after)]  # fmt: skip
+    return _run_bytes(argv, repo).decode("utf-8", "replace")
+
+
+def _run_bytes(args: Sequence[str], cwd: Path, timeout: float = 300) -> bytes:
+    """git with `args`, its stdout as bytes (a diff is any bytes), or GitError."""
+    try:
+        proc = subprocess.run(
+            ["git", *GIT_SAFE, *args], cwd=cwd, env=_env(), capture_output=True,
+            timeout=timeout, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GitError(f"git {args[0]}: {exc}") from exc
+    if proc.returncode != 0:
+        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise GitError(f"git {' '.join(args[:2])}: {' / '.join(detail[-3:]) or 'failed'}")
+    return proc.stdout

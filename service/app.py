@@ -22,11 +22,14 @@ from service.db.engine import Database
 from service.db.migrate import upgrade
 from service.github.client import GitHubClient
 from service.github.installations import InstallationProblems
+from service.history.issues_outbox import IssueSender
+from service.history.record import History
 from service.links import Links
 from service.publish.job_views import JobViews
 from service.publish.notices import Notices
 from service.publish.outbox import OutboxWorker
 from service.queue.jobs import JobQueue
+from service.queue.listeners import JobListeners
 from service.queue.logs import JobLogs
 from service.queue.operators import OperatorCatalog
 from service.queue.reaper import LeaseReaper
@@ -40,10 +43,13 @@ from service.receive.events.comment import CommentHandler
 from service.receive.events.installation import InstallationHandler
 from service.receive.events.merge_group import MergeGroupHandler
 from service.receive.events.pull_request import PullRequestHandler
+from service.receive.events.push import PushHandler
 from service.receive.gate import Gate
 from service.receive.handle import DeliveryHandler
 from service.receive.heads import PullHeads
 from service.receive.inbox import Inbox
+from service.receive.main_runs import MainRuns
+from service.receive.nightly import Nightly
 from service.receive.recorder import DeliveryRecorder
 from service.receive.trust import TrustPolicy
 from service.receive.webhook import webhook_router
@@ -80,6 +86,7 @@ class Service:
     inbox: Inbox
     reaper: LeaseReaper
     pruner: Pruner
+    nightly: Nightly  # the default branches' nightly runs
     stopping: threading.Event
     problems: InstallationProblems  # what the App's installations lack, as last found
 
@@ -108,7 +115,7 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
         db,
         wakeup,
         lease_seconds=settings.lease_seconds,
-        listener=notices,
+        listener=JobListeners((notices, History(db, links))),
         on_commit=outbox.kick,
     )
     receiving = _receiving(settings, db, github, jobs, views, workflows, names, outbox, notices)
@@ -133,6 +140,7 @@ def build(settings: Settings, github: GitHubClient | None = None) -> Service:
             jobs, stopping, runners=runners, forget_days=settings.runner_forget_days
         ),
         pruner=Pruner(db, retention(settings), stopping, busy=recorder.busy),
+        nightly=Nightly(receiving.services, receiving.main_runs, stopping),
         stopping=stopping,
         problems=receiving.problems,
     )
@@ -175,6 +183,7 @@ def _outbox(
         compose_head=notices.head_check,
         busy=recorder.busy,
         reserve=settings.github_budget_reserve,
+        senders=IssueSender(db).senders(),  # the default branch's regression issues
     )
     return notices, recorder, outbox
 
@@ -183,8 +192,10 @@ def _outbox(
 class _Receiving:
     """The receiving side, as `build` hands it on."""
 
+    services: Services  # what every handler is given
     handler: DeliveryHandler
     problems: InstallationProblems  # what the App's installations lack, as last found
+    main_runs: MainRuns  # the default branches' own runs (a push, a night)
 
 
 def _receiving(
@@ -224,6 +235,7 @@ def _receiving(
         problems=problems,
         mark_idle=notices.head_idle,
     )
+    main_runs = MainRuns(receiving, settings.nightly_hour_utc)
     handler = DeliveryHandler(
         {
             "issue_comment": CommentHandler(receiving, REGISTRY),
@@ -231,9 +243,10 @@ def _receiving(
             "check_run": CheckRunHandler(receiving),
             "installation": InstallationHandler(receiving),
             "merge_group": MergeGroupHandler(receiving),
+            "push": PushHandler(receiving, main_runs),
         }
     )
-    return _Receiving(handler, problems)
+    return _Receiving(receiving, handler, problems, main_runs)
 
 
 def retention(settings: Settings) -> Retention:
@@ -246,8 +259,8 @@ def retention(settings: Settings) -> Retention:
 
 
 def create_app(settings: Settings | None = None, *, github: GitHubClient | None = None) -> FastAPI:
-    """The service. Its lifespan runs the inbox, the outbox, the lease reaper, the pruner and
-    (on PostgreSQL) the LISTEN thread."""
+    """The service. Its lifespan runs the inbox, the outbox, the lease reaper, the pruner, the
+    nightly schedule and (on PostgreSQL) the LISTEN thread."""
     settings = settings or Settings()
     service = build(settings, github)
 
@@ -258,7 +271,7 @@ def create_app(settings: Settings | None = None, *, github: GitHubClient | None 
             conninfo = make_url(settings.database_url).set(drivername="postgresql")
             listener = PgListener(conninfo.render_as_string(hide_password=False), service.wakeup)
             listener.start()
-        workers = (service.reaper, service.outbox, service.inbox, service.pruner)
+        workers = (service.reaper, service.outbox, service.inbox, service.pruner, service.nightly)
         if settings.process_workers and not service.db.postgres:
             # One process serves a SQLite database: what it finds locked, its last life left.
             for rows in (service.inbox.deliveries, service.outbox.items):

@@ -1,19 +1,22 @@
 """The change selection in the service: the pull request's files from GitHub (every page, up
 to GitHub's cap), its tree at the commit from a cached bare mirror, and the pure selection of
-`workflows.changes` over both."""
+`workflows.changes` over both. For the default branch's own runs, a push's files come from the
+mirror instead (`before..after`, both commits fetched one deep: no cap), and a run of every
+operator selects as if every file of the tree had changed."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ondemand.git import Mirrors, Tree
+from ondemand.git import Mirrors, Tree, changed_between, diff_zero
 from service.github.client import FILES_CAP, GitHubClient, PullFile, PullInfo
 from workflows.changes import (
     Changed,
     Rule,
     Selection,
     accuracy_argv,
+    changed_lines,
     patch_lines,
     select_for_workflow,
 )
@@ -84,7 +87,56 @@ class ChangeSelector:
         changed = [as_changed(f) for f in files]
         token = self.github.git_token(repo) if pull.private else None
         mirror = self.mirrors.fetch(pull.clone_url, sha, pull.number, shallow=True, token=token)
+        report = self._selected(Tree(mirror, sha), changed, backends, rules, sha)
+        total = max(pull.changed_files, len(files))
+        return ChangeReport(sha, total, len(files), report.selection, report.by_backend)
+
+    def select_push(
+        self,
+        repo: str,
+        clone_url: str,
+        private: bool,
+        before: str,
+        after: str,
+        backends: Sequence[str],
+        rules: Sequence[Rule] = (),
+    ) -> ChangeReport:
+        """The operators a push to the default branch changes (`before..after`), from the
+        mirror: both commits one deep, their diff. GitError when either cannot be fetched."""
+        token = self.github.git_token(repo) if private else None
+        mirror = self.mirrors.fetch(clone_url, after, None, shallow=True, token=token)
+        self.mirrors.fetch(clone_url, before, None, shallow=True, token=token)
+        lines = changed_lines(diff_zero(mirror, before, after))
+        changed = []
+        for letter, path, previous in changed_between(mirror, before, after):
+            if letter == "D":
+                changed.append(Changed(path, removed=True))
+            elif path not in lines and letter in "RC":
+                changed.append(Changed(path, previous=previous, lines=()))  # moved, unchanged
+            else:  # no hunk: a binary file, its lines unknown
+                changed.append(Changed(path, previous=previous, lines=lines.get(path)))
+        return self._selected(Tree(mirror, after), changed, backends, rules, after)
+
+    def select_all(
+        self, repo: str, clone_url: str, private: bool, sha: str, backends: Sequence[str]
+    ) -> ChangeReport:
+        """Every operator of the tree at `sha`, per backend: the selection of a change to
+        every file (each operator's own files and tests among them)."""
+        token = self.github.git_token(repo) if private else None
+        mirror = self.mirrors.fetch(clone_url, sha, None, shallow=True, token=token)
         tree = Tree(mirror, sha)
+        return self._selected(tree, [Changed(p) for p in tree.paths], backends, (), sha)
+
+    def _selected(
+        self,
+        tree: Tree,
+        changed: Sequence[Changed],
+        backends: Sequence[str],
+        rules: Sequence[Rule],
+        sha: str,
+    ) -> ChangeReport:
+        """The selection of `changed` in `tree`, per backend's workflow (once per distinct set
+        of accuracy steps), and their union."""
         union = Selection()
         by_key: dict[tuple[tuple[str, ...], ...], Selection] = {}
         by_backend: dict[str, frozenset[str]] = {}
@@ -100,6 +152,6 @@ class ChangeSelector:
                     union.add(op, why)
         selections = list(by_key.values())
         union.operators = dict(sorted(union.operators.items()))
-        union.unmatched = sorted(set.intersection(*(set(s.unmatched) for s in selections)))
-        total = max(pull.changed_files, len(files))
-        return ChangeReport(sha, total, len(files), union, by_backend)
+        if selections:
+            union.unmatched = sorted(set.intersection(*(set(s.unmatched) for s in selections)))
+        return ChangeReport(sha, len(changed), len(changed), union, by_backend)

@@ -307,6 +307,10 @@ class MainRun(Base):
     clone_url: Mapped[str] = mapped_column(Text)
     private: Mapped[bool] = mapped_column(Boolean, default=False)
     default_branch: Mapped[str] = mapped_column(String(255))
+    # What its settings (at `sha`) said when it began: where a regression is said
+    # (`main.alerts`) and the drift test's window, for its jobs' results to use.
+    alerts: Mapped[list[str]] = mapped_column(JSON, default=list)
+    drift_window: Mapped[int] = mapped_column(Integer, default=8)
     outcome: Mapped[str | None] = mapped_column(Text)
     settled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -331,16 +335,25 @@ class MainSchedule(Base):
 
 class HistoryPoint(Base):
     """One row's result of one default-branch run: a point of the series (repository,
-    operator, backend, dtype, shape), the change from the commit it was compared with
+    operator, backend, dtype, shape, metric: its device time, or a host-bound row's host time
+    over processes), the change from the commit it was compared with
     (`base_sha`) to its commit, its interval and verdict, and `mark` where an alert starts
     anew from it (a row flagged on its own, or a drift found over the window)."""
 
     __tablename__ = "history_points"
     __table_args__ = (
         UniqueConstraint(
-            "repo", "op", "backend", "dtype", "shape", "sha", "base_sha", name="uq_history_points"
+            "repo",
+            "op",
+            "backend",
+            "dtype",
+            "shape",
+            "metric",
+            "sha",
+            "base_sha",
+            name="uq_history_points",
         ),
-        Index("ix_history_series", "repo", "op", "backend", "dtype", "shape", "id"),
+        Index("ix_history_series", "repo", "op", "backend", "dtype", "shape", "metric", "id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -349,6 +362,7 @@ class HistoryPoint(Base):
     backend: Mapped[str] = mapped_column(String(64))
     dtype: Mapped[str] = mapped_column(String(32))
     shape: Mapped[str] = mapped_column(String(200))
+    metric: Mapped[str] = mapped_column(String(8))  # device, or host (a host-bound row's)
     sha: Mapped[str] = mapped_column(String(64))
     base_sha: Mapped[str] = mapped_column(String(64))
     job_id: Mapped[int] = mapped_column(Integer)

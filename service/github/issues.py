@@ -86,6 +86,14 @@ class IssueCalls:
             if isinstance(item, dict) and item.get("number")
         ]
 
+    def commit_parent(self, repo: str, sha: str) -> str | None:
+        """The first parent of commit `sha` (what a night's run of an operator never run on
+        the default branch compares with), or None for a root commit."""
+        data = self._request(repo, "GET", f"/repos/{repo}/commits/{sha}", need="contents:read")
+        parents = data.get("parents") if isinstance(data, dict) else None
+        first = parents[0] if isinstance(parents, list) and parents else None
+        return str(first["sha"]) if isinstance(first, dict) and first.get("sha") else None
+
     def merged_pull(self, repo: str, sha: str) -> int | None:
         """The pull request whose merge made `sha` (a push to the default branch), or None:
         a direct push."""

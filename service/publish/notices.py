@@ -23,7 +23,7 @@ from report.comment import render_comment
 from report.head_check import render_head_check
 from report.views import CheckRunUpdate, CommentUpdate, JobView
 from service.db.engine import Database, utcnow
-from service.db.models import HeadCheck, Job, OutboxItem, ResultComment
+from service.db.models import NO_PULL, HeadCheck, Job, OutboxItem, ResultComment
 from service.publish.job_views import JobViews
 from service.queue import queries
 from workflows.models import JobStatus
@@ -72,8 +72,11 @@ class Notices:
     # -- the listener -------------------------------------------------------------------
 
     def job_changed(self, session: Session, job: Job) -> None:
-        row = self._comment_row(session, job)
-        self._enqueue_comment(session, row)
+        """Its result comment (a default-branch job has no pull request to comment on: its
+        check run or status on the commit says it, and its history the rest), its check run or
+        status, and its head's `ondemand` check."""
+        if job.pr_number != NO_PULL:
+            self._enqueue_comment(session, self._comment_row(session, job))
         self._enqueue_status(session, job)
         self._enqueue_head(session, job.repo, job.sha)
 
@@ -96,13 +99,15 @@ class Notices:
         else:
             due = max(now, (noticed or job.started_at or now) + self.progress_interval)
         job.progress_noticed_at = due
-        self._enqueue_comment(session, self._comment_row(session, job), due)
+        if job.pr_number != NO_PULL:
+            self._enqueue_comment(session, self._comment_row(session, job), due)
         self._enqueue_status(session, job, due)
 
     def queue_moved(self, session: Session, jobs: Sequence[Job]) -> None:
         """Their comments show a queue position: refresh them (statuses stay as they are)."""
         for job in jobs:
-            self._enqueue_comment(session, self._comment_row(session, job))
+            if job.pr_number != NO_PULL:
+                self._enqueue_comment(session, self._comment_row(session, job))
 
     # -- what the outbox delivers --------------------------------------------------------
 

@@ -17,7 +17,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from sqlalchemy.orm import Session
@@ -49,6 +49,8 @@ Compose = Callable[[Session, ResultComment], CommentUpdate | None]
 ComposeCheck = Callable[[Session, Job], CheckRunUpdate]
 # compose_head(session, row) -> a head's aggregate check run now
 ComposeHead = Callable[[Session, HeadCheck], CheckRunUpdate]
+# A sender of a kind another stage writes (the default branch's regression issue): its outcome
+Send = Callable[[GitHubClient, OutboxItem], str]
 
 
 class OutboxWorker(RowWorker[OutboxItem]):
@@ -68,9 +70,11 @@ class OutboxWorker(RowWorker[OutboxItem]):
         compose_head: ComposeHead | None = None,
         busy: Callable[[], bool] | None = None,
         reserve: float = 0.0,
+        senders: Mapping[str, Send] | None = None,
     ) -> None:
         """`reserve`: below this share of an installation's hourly budget left, the calls that
-        only show a step on the way are left out (0: never)."""
+        only show a step on the way are left out (0: never). `senders`: how items of further
+        kinds are sent, by kind."""
         super().__init__(LeasedRows(db, OutboxItem), policy, stopping, db.outages, busy)
         self.db = db
         self.github = github
@@ -78,6 +82,7 @@ class OutboxWorker(RowWorker[OutboxItem]):
         self.compose_check = compose_check
         self.compose_head = compose_head
         self.reserve = reserve
+        self.senders = dict(senders or {})
         self.items = self.rows  # the outbox's name for them
         self._thrifty: set[str] = set()  # budgets (`budget_key`) low at their last call
 
@@ -146,6 +151,8 @@ class OutboxWorker(RowWorker[OutboxItem]):
             return self._send_check(gh, item, Job)
         if item.kind == "head_check":
             return self._send_check(gh, item, HeadCheck)
+        if item.kind in self.senders:
+            return self.senders[item.kind](gh, item)
         return f"unknown kind {item.kind}: dropped"
 
     def _send_comment(self, gh: GitHubClient, item: OutboxItem) -> str:

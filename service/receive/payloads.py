@@ -114,12 +114,25 @@ class MergeGroupPayload(_Model):
     reason: str | None = None  # destroyed: merged, invalidated or dequeued
 
 
+class PushPayload(_Model):
+    """`push`: a branch moved from `before` to `after` (all zeros: created, or `deleted`)."""
+
+    ref: str = Field(max_length=1000)
+    before: str = Field(min_length=7, max_length=64)
+    after: str = Field(min_length=7, max_length=64)
+    deleted: bool = False
+    repository: Repository
+    sender: Account | None = None
+    pusher: dict[str, Any] | None = None
+
+
 MODELS: dict[str, type[_Model]] = {
     "issue_comment": CommentPayload,
     "pull_request": PullRequestPayload,
     "check_run": CheckRunPayload,
     "installation": InstallationPayload,
     "merge_group": MergeGroupPayload,
+    "push": PushPayload,
 }
 
 

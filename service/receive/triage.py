@@ -60,4 +60,19 @@ def triage(event: str, payload: dict[str, Any], bot_login: str | None) -> Triage
         if action == "destroyed":
             return Triage(True, "merge_group destroyed: its jobs still on their way stop")
         return Triage(False, f"merge_group {action}: not handled")
+    if event == "push":
+        return _push(payload)
     return Triage(False, f"event {event}: not handled")
+
+
+def _push(payload: dict[str, Any]) -> Triage:
+    """A push to the default branch may start its own runs; any other push says nothing the
+    service keeps (a pull request's pushes come as `pull_request` `synchronize`)."""
+    repository = payload.get("repository")
+    default = repository.get("default_branch") if isinstance(repository, dict) else None
+    ref = payload.get("ref")
+    if not default or ref != f"refs/heads/{default}":
+        return Triage(False, f"push to {ref}: not the default branch")
+    if payload.get("deleted"):
+        return Triage(False, "the default branch was deleted")
+    return Triage(True, "push to the default branch: its own runs, where configured")

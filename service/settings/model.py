@@ -80,6 +80,13 @@ class Settings(BaseSettings):
         ge=0,
         description="how long a command waits for a late push event before it is refused",
     )
+    nightly_hour_utc: int = Field(
+        default=2,
+        ge=0,
+        le=23,
+        description="the hour (UTC) each night's run of the default branches that ask for one "
+        "(`main.nightly` in their settings) begins",
+    )
     github_secondary_wait_s: float = Field(
         default=60.0,
         ge=0,

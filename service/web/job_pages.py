@@ -151,7 +151,12 @@ def job_page_router(reader: JobReader, github_html_url: str) -> APIRouter:
             log_pruned=live["log_pruned"],
             live_url=f"/jobs/{job_id}/live{key_query}",
             result_url=f"/jobs/{job_id}/result.json{key_query}",
-            pr_url=f"{repo_url}/pull/{current.pr_number}",
+            # A default-branch job has no pull request: its commit stands for it.
+            pr_url=(
+                f"{repo_url}/pull/{current.pr_number}"
+                if current.pr_number
+                else f"{repo_url}/commit/{current.sha}"
+            ),
             commit_url=f"{repo_url}/commit/{current.sha}",
             trend_url=reader.trend_url(current),
             refresh=None,

@@ -135,7 +135,12 @@ def test_redelivery_is_a_no_op(svc: LiveService) -> None:
     ("event", "payload", "why"),
     [
         ("ping", {"zen": "Keep it logically awesome."}, "pong"),
-        ("push", {"ref": "refs/heads/main"}, "not handled"),
+        ("star", {"action": "created"}, "not handled"),
+        (
+            "push",
+            {"ref": "refs/heads/feature", "repository": {"default_branch": "main"}},
+            "not the default branch",
+        ),
         ("issue_comment", {**comment_payload(), "action": "edited"}, "only created"),
         ("issue_comment", {**comment_payload(), "action": "deleted"}, "only created"),
         ("issue_comment", comment_payload("/test add:cpu", "Bot"), "bot"),

@@ -1,11 +1,13 @@
 """`check_run` rerequested: the Re-run button of one of the App's check runs runs the same job
-again, on the same commit, when the one who pressed it may start jobs."""
+again, on the same commit, when the one who pressed it may start jobs (a default-branch job's
+against the same commit it was compared with; its history keeps the first result of a link)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
+from service.db.models import NO_PULL
 from service.queue import queries
 from service.queue.jobs import NewJob
 from service.receive.context import Services
@@ -44,9 +46,13 @@ class CheckRunHandler:
             ]
         if since:
             return f"re-run of job {old.id}: job {since[0].id} already stands for it"
-        pull = services.github.pull(repo, old.pr_number)
-        if pull.state != "open":
-            return f"#{old.pr_number} is {pull.state}: nothing runs"
+        if old.pr_number == NO_PULL:  # the default branch's: the same commit, the same base
+            base_ref, base_sha = old.base_ref, old.base_sha
+        else:
+            pull = services.github.pull(repo, old.pr_number)
+            if pull.state != "open":
+                return f"#{old.pr_number} is {pull.state}: nothing runs"
+            base_ref, base_sha = pull.base_ref, pull.base_sha
         job, new = services.jobs.create_job(
             NewJob(
                 repo=repo,
@@ -57,12 +63,15 @@ class CheckRunHandler:
                 backend=old.backend,
                 bench=old.bench,
                 compare=old.compare,
-                base_ref=pull.base_ref,
-                base_sha=pull.base_sha,
+                exact_base=old.pr_number == NO_PULL and old.exact_base,
+                base_ref=base_ref,
+                base_sha=base_sha,
                 requested_by=data.sender.login,
                 private=old.private,
                 threshold=old.threshold,
                 gate=old.gate,
+                trigger=old.trigger,
+                main_run_id=old.main_run_id,
             )
         )
         again = "" if new else " (it was still queued or running)"
