@@ -155,7 +155,8 @@ def progress_section(view: JobView, limits: Limits) -> str:
 
 def _environment(result: JobResult) -> list[str]:
     """The device, vendor, driver, torch and triton, then the vendor's own packages by name
-    (the workflow's `device.packages`: `torch_musa `1.3.0``), and the host's notes."""
+    (the workflow's `device.packages`: `torch_musa `1.3.0``), the runner's slot that ran it
+    (its device and cores), and the host's notes."""
     env = result.environment
     fields = [
         ("device", env.device_name),
@@ -170,6 +171,9 @@ def _environment(result: JobResult) -> list[str]:
         parts = name.replace(".", "_").replace("-", "_").split("_")
         plain = name.isascii() and all(part.isalnum() for part in parts)
         fields.append((name if plain else escape_text(name, 64), version))
+    if env.slot is not None:  # where on the runner: a fan-out's jobs each say their slot
+        fields += [("slot", str(env.slot.index)), ("visible device", env.slot.device)]
+        fields.append(("cores", env.slot.cores))
     shown = [f"{name} {code_span(value, 80)}" for name, value in fields if value]
     # The host's packages used where the repository pins other versions: said, not hidden.
     shown += [escape_text(note, 120) for note in env.notes[:10]]

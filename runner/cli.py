@@ -26,6 +26,7 @@ from ondemand.options import (
 )
 from runner import local
 from runner.daemon.config import DaemonConfig
+from runner.daemon.cores import AUTO, OFF, CorePlan, CoresPerSlot, host_cores, partition
 from runner.daemon.fitness import DEFAULT_DRAIN_AFTER, MAX_DRAIN_AFTER, undrain
 from runner.daemon.pool import serve
 from runner.environment import interpreter
@@ -110,6 +111,13 @@ def _identity_options(parser: argparse.ArgumentParser) -> None:
         "--devices",
         help="comma-separated device ids, one slot each, exported to the job as the backend's "
         "visible-devices variable (e.g. 0,1,2,3)",
+    )
+    parser.add_argument(
+        "--cores-per-slot",
+        type=CoresPerSlot(),
+        default=AUTO,
+        help="CPU cores each slot's steps are pinned to (auto: the host's cores divided evenly, "
+        "when each slot gets at least two; off: unpinned; docs/runner.md)",
     )
 
 
@@ -201,6 +209,7 @@ class Options:
     workflows: Mapping[str, WorkflowSpec] = field(default_factory=dict)
     pythons: dict[str, Path] = field(default_factory=dict)
     devices: list[str | None] = field(default_factory=lambda: [None])
+    cores: CorePlan = field(default_factory=lambda: CorePlan((), ()))
     token: str | None = None
 
 
@@ -239,6 +248,10 @@ def read_options(
     )
     if args.ephemeral and len(out.devices) != 1:
         say("--ephemeral runs one job: give one slot (no --slots or --devices beyond one)")
+    out.cores = partition(host_cores(), len(out.devices), args.cores_per_slot)
+    if args.cores_per_slot not in (AUTO, OFF) and out.cores.unpinned:
+        why = out.cores.unpinned
+        say(f"--cores-per-slot={args.cores_per_slot}: {why}; give fewer, {AUTO} or {OFF}")
     for dest, value in VALUES.items():
         raw = getattr(args, dest, None)
         if raw in (None, []) or value.kind in ("token_file", "program"):
@@ -380,6 +393,7 @@ def daemon_main(argv: list[str]) -> int:
         backends=backends,
         labels=labels,
         devices=devices,
+        cores=options.cores,
         state_dir=args.state_dir,
         work_dir=args.work_dir or args.state_dir / "work",
         registration_token=token,

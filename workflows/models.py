@@ -283,6 +283,16 @@ MAX_PACKAGES = 16
 _PACKAGE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$")
 
 
+class SlotInfo(_Model):
+    """The runner's slot that ran a job: its index, the device it was given (its
+    visible-devices variable's value) and the CPU cores its steps were pinned to (`0-3`; None:
+    unpinned)."""
+
+    index: int = Field(ge=0, le=4095)
+    device: str | None = Field(default=None, max_length=100)
+    cores: str | None = Field(default=None, max_length=300)
+
+
 class EnvironmentInfo(_Model):
     """What the job ran on: the device, torch and triton, and the vendor's own packages
     (the workflow's `device.packages`) by name."""
@@ -300,6 +310,7 @@ class EnvironmentInfo(_Model):
     python: str | None = None
     runner_name: str | None = None
     runner_version: str | None = None
+    slot: SlotInfo | None = Field(default=None, description="where on the runner it ran")
     notes: list[str] = Field(
         default_factory=list,
         description="host packages used where the repository pins other versions",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.daemon.cores import CorePlan
 from runner.daemon.fitness import DEFAULT_DRAIN_AFTER
 from runner.environment.pyenv import PackageSources
 from runner.job.logstream import DEFAULT_LIMIT
@@ -20,6 +21,8 @@ class DaemonConfig:
     work_dir: Path
     labels: list[str] = field(default_factory=list)
     devices: list[str | None] = field(default_factory=lambda: [None])  # one entry per slot
+    # Each slot's CPU cores (runner/daemon/cores.py); the default pins nothing.
+    cores: CorePlan = field(default_factory=lambda: CorePlan((), (), "not asked"))
     registration_token: str | None = None
     poll_s: float = 25.0
     check_interval_s: float = 60.0

@@ -26,6 +26,7 @@ from typing import Protocol, TypeVar
 
 from ondemand.retry import Backoff, RetryPolicy
 from runner.daemon.config import DaemonConfig
+from runner.daemon.cores import span
 from runner.daemon.fitness import Blame, Fitness, needs_check, outcome
 from runner.daemon.health import Health
 from runner.daemon.heartbeat import Heartbeat
@@ -41,7 +42,7 @@ from runner.job.workspace import Workspaces
 from runner.link.client import NotHeld, Rejected, ServiceClient, ServiceUnavailable
 from runner.link.credentials import Registration
 from runner.results.progress import ProgressSender
-from workflows.models import JobResult, JobSpec, JobStatus
+from workflows.models import JobResult, JobSpec, JobStatus, SlotInfo
 from workflows.spec import WorkflowSpec
 
 log = logging.getLogger("ondemand.runner")
@@ -161,6 +162,7 @@ class JobRunner:
             if pool.stop_now.is_set():
                 cancel.set()
         log.info("slot %d: job %s: %s on %s at %s", slot, spec.id, spec.op, spec.backend, spec.sha)
+        cores = config.cores.cores(slot)
         context = JobContext(
             workspaces=pool.workspaces,
             env_cache=config.work_dir / "envs",
@@ -177,7 +179,9 @@ class JobRunner:
             on_step_start=lambda pid: note_group(pidfile, pid),
             on_progress=progress.update,
             compile_cache=pool.compile_cache,
-            workers=default_workers(len(config.devices)),
+            # A pinned slot's thread sees only its own cores: they are the slot's share.
+            workers=default_workers(1 if cores else len(config.devices)),
+            slot=SlotInfo(index=slot, device=config.devices[slot], cores=span(cores) or None),
         )
         try:
             with Heartbeat(pool.client, spec, cancel) as beat, progress:

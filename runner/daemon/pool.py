@@ -286,6 +286,11 @@ class Daemon:
             len(self.config.devices),
             describe(self.jail),
         )
+        plan, devices = self.config.cores, self.config.devices
+        for line in plan.describe(devices):
+            log.info("%s", line)
+        if plan.unpinned and len(devices) > 1:
+            log.warning("the slots are not pinned to cores of their own: %s", plan.unpinned)
         threads = [
             threading.Thread(target=worker.run, name=f"slot-{worker.slot}", daemon=True)
             for worker in self.workers

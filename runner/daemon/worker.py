@@ -21,6 +21,7 @@ from typing import Protocol
 
 from ondemand.retry import Backoff, RetryPolicy
 from runner.daemon.config import DaemonConfig
+from runner.daemon.cores import pin_thread
 from runner.daemon.fitness import Fitness
 from runner.daemon.health import Health
 from runner.daemon.job_runner import JobRunner
@@ -56,6 +57,8 @@ class Worker:
     def run(self) -> None:
         """Claim and run jobs until stopped; a bug in one round is logged, not fatal."""
         pool = self.pool
+        # The slot's cores: every step, check and build this thread starts inherits them.
+        pin_thread(pool.config.cores.cores(self.slot))
         backoff = Backoff(pool.retry)
         while not (pool.stopping.is_set() or pool.claimed.is_set()):
             try:

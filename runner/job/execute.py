@@ -46,6 +46,7 @@ from workflows.models import (
     JobSpec,
     JobStatus,
     Progress,
+    SlotInfo,
     StepResult,
     StepStatus,
 )
@@ -85,6 +86,7 @@ class JobContext:
     trusted: bool = False  # a trusted build (runner.daemon.warmup): compiles fill the shared cache
     workers: int = field(default_factory=default_workers)  # `{xdist}` on a cold cache
     warm_workers: int | None = None  # `{xdist}` once kernels load (None: WARM_WORKERS at most)
+    slot: SlotInfo | None = None  # the runner's slot it runs on (None: `ondemand run`)
 
 
 class _Job:
@@ -98,7 +100,10 @@ class _Job:
         self.accuracy: AccuracyResult | None = None
         self.benchmark: BenchmarkResult | None = None
         self.environment = EnvironmentInfo(
-            vendor=workflow.vendor, runner_name=ctx.runner_name, runner_version=ctx.runner_version
+            vendor=workflow.vendor,
+            runner_name=ctx.runner_name,
+            runner_version=ctx.runner_version,
+            slot=ctx.slot,
         )
         self.unknown_op = False
         self.close_matches: list[str] = []
@@ -389,7 +394,7 @@ class _Job:
             runner_name=self.ctx.runner_name,
             runner_version=self.ctx.runner_version,
             cwd=self.ctx.job_dir,  # never the checkout: nothing of the pull request runs here
-        ).model_copy(update={"notes": self.notes})
+        ).model_copy(update={"notes": self.notes, "slot": self.ctx.slot})
         steps = self.workflow.steps_for(layout)
         try:
             for index, step in enumerate(steps):

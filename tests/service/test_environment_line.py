@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from report.comment import render_comment
 from tests.service.test_report import seed_result, view
-from workflows.models import EnvironmentInfo, JobResult, known_part
+from workflows.models import EnvironmentInfo, JobResult, SlotInfo, known_part
 
 # The line of a MUSA job, as the report has always written it.
 MUSA_LINE = (
@@ -52,3 +52,17 @@ def test_a_package_name_cannot_carry_markdown() -> None:
     line = _line(env)
     assert "a.\\_b\\_c `1`" in line and "x-\\_y `2`" in line and "ok_name `4`" in line
     assert line.endswith("v `` `5` | <i> ``")  # a version is a code span, whatever it holds
+
+
+def test_the_slot_that_ran_the_job_is_named_after_the_stack() -> None:
+    """A fan-out's jobs each say which slot, device and cores ran them; an older runner's
+    result (no slot) reads as it always did."""
+    env = EnvironmentInfo(
+        vendor="nvidia", torch="2.6.0", slot=SlotInfo(index=3, device="3", cores="12-15")
+    )
+    assert _line(env).endswith("torch `2.6.0` · slot `3` · visible device `3` · cores `12-15`")
+    unpinned = EnvironmentInfo(vendor="cpu", slot=SlotInfo(index=0))
+    assert _line(unpinned).endswith("vendor `cpu` · slot `0`")
+    assert "slot" not in _line(EnvironmentInfo(vendor="cpu"))
+    stored = EnvironmentInfo.model_validate_json(env.model_dump_json())
+    assert stored.slot == env.slot
