@@ -17,6 +17,7 @@ import httpx
 from ondemand.doctor import Finding, exit_status, fail, ok, render, warn
 from ondemand.git import GitError, git
 from runner.cli import REGISTRATION_TOKEN_ENV, daemon_parser, read_options
+from runner.daemon.cores import CorePlan, span
 from runner.daemon.fitness import DRAIN_FILE, read_drain
 from runner.daemon.health import run_device_check
 from runner.environment import interpreter
@@ -90,6 +91,20 @@ def drain_findings(state_dir: Path) -> list[Finding]:
         "fix what the errors say; it claims again once its environment check passes (every "
         f"--check-interval), or at once after `ondemand runner --undrain --state-dir {state_dir}`",
     )]  # fmt: skip
+
+
+def slot_findings(devices: list[str | None], plan: CorePlan) -> list[Finding]:
+    """The runner's slots: each one's device and the CPU cores its steps are pinned to, and
+    why they are not pinned where more than one slot shares every core."""
+    slots = "; ".join(plan.describe(devices))
+    if plan.unpinned and len(devices) > 1:
+        return [warn(
+            "slots", f"{len(devices)}: {slots}: {plan.unpinned}",
+            "give each slot two cores or more (fewer slots, or --cores-per-slot N): a "
+            "neighbour's compile then cannot take a timing process's core (docs/runner.md)",
+        )]  # fmt: skip
+    spare = f"; spare cores {span(plan.spare)}" if plan.spare and not plan.unpinned else ""
+    return [ok("slots", f"{len(devices)}: {slots}{spare}")]
 
 
 def backend_findings(
@@ -216,6 +231,7 @@ def main(argv: list[str]) -> int:
     url = args.service.rstrip("/")
     findings, repositories = service_findings(url, args.state_dir, token)
     findings += drain_findings(args.state_dir)
+    findings += slot_findings(options.devices, options.cores)
     used: list[Interpreter] = []
     device = args.devices.split(",")[0].strip() if args.devices else None
     with tempfile.TemporaryDirectory(prefix="ondemand-doctor-") as home:

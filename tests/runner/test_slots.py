@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ondemand.doctor import Level
 from runner.cli import daemon_parser, read_options
 from runner.daemon.cores import host_cores, partition, span
+from runner.doctor import slot_findings
 from service.app import create_app
 from tests.runner.test_daemon_service import REGISTRATION, Daemon, Service
 from tests.runner.tinyrepo import TinyRepo
@@ -63,6 +65,15 @@ def test_more_cores_than_the_host_has_is_refused_in_one_line(tmp_path: Path) -> 
     assert [p for p in options.problems if p.startswith(f"--cores-per-slot={many}:")]
     with pytest.raises(SystemExit):
         parser.parse_args([*argv[:-4], "--cores-per-slot", "some"])
+
+
+def test_the_doctor_names_each_slots_device_and_cores() -> None:
+    (found,) = slot_findings(["0", "1"], partition(range(8), 2, 3))
+    assert found.level is Level.ok, found
+    assert "slot 1: device 1, cores 3-5" in found.detail and "spare cores 6-7" in found.detail
+    (shared,) = slot_findings(["0", "1"], partition(range(2), 2, "auto"))
+    assert shared.level is Level.warn and "fewer than 2 each" in shared.detail, shared
+    assert "all cores (unpinned)" in shared.detail
 
 
 @pytest.fixture
