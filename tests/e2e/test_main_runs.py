@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from sqlalchemy import select
 from sandbox.app import create_app as create_sandbox
 from sandbox.client import SandboxAdmin
 from service.app import create_app
-from service.db.engine import Database
+from service.db.engine import Database, utcnow
 from service.db.models import Delivery, HistoryPoint, Job, OutboxItem
 from tests.e2e.mainrepo import BASE_COST_US, branch_with, make_main_repo
 from tests.service.helpers import service_settings
@@ -174,29 +175,39 @@ def _push_recorded(world: World, sha: str) -> bool:
 
 
 def test_main_runs_alert_once_track_issues_and_find_a_drift(tmp_path: Path) -> None:
-    with world_of(tmp_path) as world:
+    with world_of(tmp_path) as world, ExitStack() as stack:
         url = f"http://127.0.0.1:{world.port}"
-        with serving(world), runner(url, world.settings.workflows_dir, tmp_path / "runner"):
-            first, _ = world.merge("gelu-note", {"gelu": (BASE_COST_US, "a comment")})
-            wait_until(lambda: world.settled(world.merged[-1][1], 1), 180, "the first run")
-            slow, slow_sha = world.merge("gelu-slow", {"gelu": (SLOW_US, "")})
-            # Down between the merge and its run's result: the push is in the inbox.
-            wait_until(lambda: _push_recorded(world, slow_sha), 30, "the push delivered")
-        with serving(world), runner(url, world.settings.workflows_dir, tmp_path / "runner"):
-            wait_until(lambda: world.settled(slow_sha, 1), 180, "the slow run")
-            third, _ = world.merge("gelu-again", {"gelu": (SLOW_US, "still dear")})
-            wait_until(lambda: world.settled(world.merged[-1][1], 1), 180, "the third run")
-            fourth, _ = world.merge(
-                "gelu-back", {"gelu": (BASE_COST_US, ""), "drift": (BASE_COST_US * 104 // 100, "")}
-            )
-            wait_until(lambda: world.settled(world.merged[-1][1], 2), 180, "the fourth run")
-            cost = BASE_COST_US * 104 / 100
-            for n in range(2, 6):
-                cost *= 1.04
-                world.merge(f"drift-{n}", {"drift": (round(cost), "")})
-                wait_until(lambda: world.settled(world.merged[-1][1], 1), 180, f"drift run {n}")
-            _assert_runs(world)
-            _assert_alerts(world, first, slow, third, fourth)
+        down = stack.enter_context(ExitStack())
+        down.enter_context(serving(world))
+        daemon = stack.enter_context(runner(url, world.settings.workflows_dir, tmp_path / "runner"))
+        first, _ = world.merge("gelu-note", {"gelu": (BASE_COST_US, "a comment")})
+        wait_until(lambda: world.settled(world.merged[-1][1], 1), 180, "the first run")
+        # The service stops between the merge and its run's result: the push is in its inbox,
+        # the runner (held meanwhile, so no result can come first) has not claimed its job;
+        # then the service starts again on the same database and the runner goes on.
+        daemon.send_signal(signal.SIGSTOP)
+        slow, slow_sha = world.merge("gelu-slow", {"gelu": (SLOW_US, "")})
+        wait_until(lambda: _push_recorded(world, slow_sha), 30, "the push delivered")
+        down.close()
+        restarted = utcnow()
+        stack.enter_context(serving(world))
+        daemon.send_signal(signal.SIGCONT)
+        wait_until(lambda: world.settled(slow_sha, 1), 180, "the slow run")
+        (slow_job,) = [j for j in world.jobs() if j.sha == slow_sha]
+        assert slow_job.finished_at is not None and slow_job.finished_at > restarted
+        third, _ = world.merge("gelu-again", {"gelu": (SLOW_US, "still dear")})
+        wait_until(lambda: world.settled(world.merged[-1][1], 1), 180, "the third run")
+        fourth, _ = world.merge(
+            "gelu-back", {"gelu": (BASE_COST_US, ""), "drift": (BASE_COST_US * 104 // 100, "")}
+        )
+        wait_until(lambda: world.settled(world.merged[-1][1], 2), 180, "the fourth run")
+        cost = BASE_COST_US * 104 / 100
+        for n in range(2, 6):
+            cost *= 1.04
+            world.merge(f"drift-{n}", {"drift": (round(cost), "")})
+            wait_until(lambda: world.settled(world.merged[-1][1], 1), 180, f"drift run {n}")
+        _assert_runs(world)
+        _assert_alerts(world, first, slow, third, fourth)
 
 
 def _assert_runs(world: World) -> None:
