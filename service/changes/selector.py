@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ondemand.git import Mirrors, Tree, changed_between, diff_zero
-from service.github.client import FILES_CAP, GitHubClient, PullFile, PullInfo
+from service.github.client import GitHubClient
+from service.github.reads import FILES_CAP, PullFile, PullInfo
 from workflows.changes import (
     Changed,
     Rule,

@@ -10,14 +10,12 @@ it, and whatever waits goes out within seconds of its return. Each outage is log
 
 from __future__ import annotations
 
-import base64
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import quote, urlencode
 
 import jwt
 import requests
@@ -26,8 +24,16 @@ from github import Auth, Consts, Github, GithubException, GithubIntegration
 
 from ondemand.retry import RetryPolicy
 from service.github.budget import Budget
+from service.github.errors import (
+    SECONDARY_LIMIT_WAIT_S,
+    GitHubError,
+    MissingPermission,
+    classify,
+    missing_permission,
+)
 from service.github.issues import IssueCalls
-from service.github.permissions import accepted, find
+from service.github.posts import PostCalls
+from service.github.reads import ReadCalls
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -36,11 +42,6 @@ TIMEOUT_S = 15
 # Answers that say GitHub itself is failing: every call waits for the next try.
 UNAVAILABLE_STATUSES = frozenset({500, 502, 503, 504})
 OUTAGE_PROBE_MAX_S = 5.0
-# Answers that will not change on retry: the item is given up (logged), not retried forever.
-PERMANENT_STATUSES = frozenset({400, 401, 404, 410, 422})
-# GitHub's advice for a secondary rate limit that names no time: wait at least a minute.
-SECONDARY_LIMIT_WAIT_S = 60.0
-_RATE_LIMIT_WORDS = ("rate limit", "abuse")
 # GitHub's 403 for a permission the App's installation (or a fine-grained token) lacks:
 # "Resource not accessible by integration" (or "by personal access token").
 NOT_ACCESSIBLE = "resource not accessible by"
@@ -48,69 +49,6 @@ NOT_GRANTED = "not granted to this installation"  # a token asked for more than 
 # How often what waits for a permission is tried again: every few minutes, backing off (an
 # owner's `new_permissions_accepted` retries it at once).
 PERMISSION_RETRY = RetryPolicy(base_s=60.0, cap_s=900.0)
-
-
-class GitHubError(Exception):
-    """A failed call: `status` None for network errors; `retry_after` seconds when GitHub said
-    (or when its rate-limit rules say, or until the next try of an outage); `rate_limited` for
-    any rate or abuse limit; `unavailable` while GitHub is unreachable or failing."""
-
-    def __init__(
-        self,
-        message: str,
-        status: int | None,
-        retry_after: float | None = None,
-        rate_limited: bool = False,
-        unavailable: bool = False,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retry_after = retry_after
-        self.rate_limited = rate_limited
-        self.unavailable = unavailable
-
-    @property
-    def permanent(self) -> bool:
-        """A retry will get the same answer: a 4xx that is not a rate limit (a 403 that is not
-        one refuses the call; one for a missing permission is a `MissingPermission`, which
-        waits for it)."""
-        if self.rate_limited:
-            return False
-        return self.status in PERMANENT_STATUSES or self.status == 403
-
-
-class MissingPermission(GitHubError):
-    """GitHub refused a call for a permission the App's installation (or the token) lacks:
-    `permission` and `level` as GitHub's API spells them (`contents`, `read`). Not permanent:
-    it comes back when an owner grants it, so what needed it waits rather than being dropped."""
-
-    def __init__(self, message: str, permission: str, level: str) -> None:
-        super().__init__(message, 403)
-        self.permission = permission
-        self.level = level
-
-    @property
-    def key(self) -> str:
-        """`contents:read`, as a parked delivery or outbox item records what it waits for."""
-        return f"{self.permission}:{self.level}"
-
-    @property
-    def permanent(self) -> bool:
-        return False
-
-
-def missing_permission(headers: dict[str, str], need: str | None) -> tuple[str, str]:
-    """Which permission a refused call lacked: the one the call needs (`need`, e.g.
-    `contents:read`) when GitHub's `X-Accepted-GitHub-Permissions` names it or says nothing;
-    else the first it names that the App asks for, else the first it names."""
-    named = accepted(
-        {k.lower(): v for k, v in headers.items()}.get("x-accepted-github-permissions")
-    )
-    wanted = tuple(need.split(":", 1)) if need else None
-    if wanted is not None and (not named or wanted in named):
-        return wanted[0], wanted[1]
-    ours = [pair for pair in named if find(*pair) is not None]
-    return (ours or named or [("unknown", "read")])[0]
 
 
 @dataclass(frozen=True)
@@ -121,81 +59,6 @@ class InstallationInfo:
     account: str
     permissions: dict[str, str]
     suspended: bool = False
-
-
-class FileTooLarge(GitHubError):
-    """A file whose content GitHub's contents API leaves out (over 1 MB): `size` in bytes.
-    Permanent: the same file reads the same way again."""
-
-    def __init__(self, message: str, size: int) -> None:
-        super().__init__(message, 413)
-        self.size = size
-
-    @property
-    def permanent(self) -> bool:
-        return True
-
-
-@dataclass(frozen=True)
-class PullInfo:
-    number: int
-    state: str
-    head_sha: str
-    head_ref: str
-    base_ref: str
-    base_sha: str
-    clone_url: str
-    changed_files: int = 0  # all of them, also past what the files API lists
-    author: str = ""
-    private: bool = False  # git fetches it with a token
-
-
-@dataclass(frozen=True)
-class PullFile:
-    """One file of a pull request as the files API lists it; `patch` None when GitHub gives
-    none (a binary file, a diff too large)."""
-
-    filename: str
-    status: str
-    previous_filename: str | None = None
-    patch: str | None = None
-    changes: int = 0  # lines added and removed
-
-
-FILES_PAGE = 100  # the files API's largest page
-FILES_CAP = 3000  # GitHub lists at most this many files of a pull request
-
-
-def classify(
-    status: int,
-    message: str,
-    headers: dict[str, str],
-    now: float,
-    secondary_wait_s: float = SECONDARY_LIMIT_WAIT_S,
-) -> tuple[bool, float | None]:
-    """(rate limited, seconds to wait) for a failed answer, by GitHub's rules: `Retry-After`
-    when given; the reset time when no requests remain; at least a minute for a secondary or
-    abuse limit that says neither (a 403 or 429 whose message names the limit)."""
-    headers = {k.lower(): v for k, v in headers.items()}
-    wait: float | None = None
-    if "retry-after" in headers:
-        wait = _seconds(headers["retry-after"])
-    elif headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
-        reset = _seconds(headers["x-ratelimit-reset"])
-        wait = None if reset is None else max(0.0, reset - now)
-    if status not in (403, 429):
-        return False, wait
-    named = any(word in message.lower() for word in _RATE_LIMIT_WORDS)
-    if wait is None and (named or status == 429):
-        wait = secondary_wait_s
-    return wait is not None, wait
-
-
-def _seconds(value: str) -> float | None:
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
 
 
 def _stated(client: Github) -> Budget | None:
@@ -221,7 +84,7 @@ def app_signer(private_key: str) -> Callable[[dict[str, Any]], str]:
     return sign
 
 
-class GitHubClient(IssueCalls):
+class GitHubClient(ReadCalls, IssueCalls, PostCalls):
     """Thread-safe wrapper of the few calls the service makes (the issue and commit calls of
     the default branch's runs in `issues.py`)."""
 
@@ -485,63 +348,6 @@ class GitHubClient(IssueCalls):
     def _repo(self, repo: str) -> Any:
         return self._gh(repo).get_repo(repo)  # lazy: the client is built with lazy=True
 
-    def pull(self, repo: str, number: int) -> PullInfo:
-        """The pull request as GitHub has it now."""
-
-        def read() -> PullInfo:
-            pr = self._repo(repo).get_pull(number)
-            return PullInfo(
-                number=number,
-                state=pr.state,
-                head_sha=pr.head.sha,
-                head_ref=pr.head.ref,
-                base_ref=pr.base.ref,
-                base_sha=pr.base.sha,
-                clone_url=pr.base.repo.clone_url,
-                changed_files=int(pr.changed_files or 0),
-                author=pr.user.login if pr.user else "",
-                private=bool(pr.base.repo.private),
-            )
-
-        return self._call(read, "pull_requests:read", repo)
-
-    def pull_files(self, repo: str, number: int) -> list[PullFile]:
-        """The pull request's files, every page of them: at most FILES_CAP, as GitHub lists
-        no more (the pull request's `changed_files` counts them all)."""
-        found: list[PullFile] = []
-        for page in range(1, FILES_CAP // FILES_PAGE + 1):
-            query = urlencode({"per_page": FILES_PAGE, "page": page})
-            path = f"/repos/{repo}/pulls/{int(number)}/files?{query}"
-            data = self._request(repo, "GET", path, need="pull_requests:read")
-            items = data if isinstance(data, list) else []
-            found += [
-                PullFile(
-                    filename=str(item["filename"]),
-                    status=str(item.get("status") or "modified"),
-                    previous_filename=item.get("previous_filename"),
-                    patch=item.get("patch"),
-                    changes=int(item.get("changes") or 0),
-                )
-                for item in items
-                if isinstance(item, dict) and item.get("filename")
-            ]
-            if len(items) < FILES_PAGE:
-                break
-        return found
-
-    def permission(self, repo: str, login: str) -> str:
-        """The user's permission on `repo` ("none" when not a collaborator)."""
-
-        def read() -> str:
-            return str(self._repo(repo).get_collaborator_permission(login))
-
-        try:
-            return self._call(read, "metadata:read", repo)
-        except GitHubError as exc:
-            if exc.status == 404:
-                return "none"
-            raise
-
     def team_member(self, org: str, team: str, login: str) -> bool:
         """Whether `login` is an active member of `org/team`."""
         url = f"/orgs/{org}/teams/{team}/memberships/{login}"
@@ -570,66 +376,6 @@ class GitHubClient(IssueCalls):
             lambda: requester.requestJsonAndCheck(verb, path, input=body), need, repo
         )
         return data
-
-    def file_at(self, repo: str, path: str, ref: str) -> str | None:
-        """The text of the file at `path` on `ref` (a branch, tag or SHA), decoded as UTF-8
-        with replacement; None when GitHub answers 404 (no such path or ref) or `path` is not
-        a file (a directory, a submodule). A file over 1 MB, whose content GitHub leaves out,
-        raises FileTooLarge with its size; other failures are GitHubError as for every call."""
-        url = f"/repos/{repo}/contents/{quote(path)}?{urlencode({'ref': ref})}"
-        try:
-            data = self._request(repo, "GET", url, need="contents:read")
-        except GitHubError as exc:
-            if exc.status == 404:
-                return None
-            raise
-        if not isinstance(data, dict) or data.get("type") != "file":
-            return None
-        if data.get("encoding") != "base64":  # "none": GitHub leaves out content past 1 MB
-            size = int(data.get("size") or 0)
-            raise FileTooLarge(
-                f"{path} on {ref} is {size:,} bytes: GitHub's contents API returns up to 1 MB",
-                size,
-            )
-        return base64.b64decode(str(data.get("content") or "")).decode("utf-8", "replace")
-
-    def commit_sha(self, repo: str, ref: str) -> str | None:
-        """The commit `ref` (a branch, tag or SHA) names, or None when GitHub knows none (404,
-        or 422 for a malformed one)."""
-        try:
-            data = self._request(repo, "GET", f"/repos/{repo}/commits/{quote(ref, safe='')}",
-                                 need="contents:read")  # fmt: skip
-        except GitHubError as exc:
-            if exc.status in (404, 422):
-                return None
-            raise
-        sha = data.get("sha") if isinstance(data, dict) else None
-        return str(sha) if sha else None
-
-    def add_reaction(self, repo: str, comment_id: int, content: str) -> None:
-        path = f"/repos/{repo}/issues/comments/{comment_id}/reactions"
-        self._request(repo, "POST", path, {"content": content}, need="issues:write")
-
-    def create_comment(self, repo: str, number: int, body: str) -> int:
-        path = f"/repos/{repo}/issues/{number}/comments"
-        return int(self._request(repo, "POST", path, {"body": body}, need="issues:write")["id"])
-
-    def edit_comment(self, repo: str, comment_id: int, body: str) -> None:
-        path = f"/repos/{repo}/issues/comments/{comment_id}"
-        self._request(repo, "PATCH", path, {"body": body}, need="issues:write")
-
-    def find_comment(self, repo: str, number: int, marker: str) -> int | None:
-        """The id of the PR's comment by this bot whose body starts with `marker` (anyone may
-        write a marker: another's comment is never taken for the bot's own)."""
-        me = self.login()
-
-        def scan() -> int | None:
-            for comment in self._repo(repo).get_issue(number).get_comments():
-                if comment.body.startswith(marker) and comment.user.login == me:
-                    return int(comment.id)
-            return None
-
-        return self._call(scan, "issues:read", repo)
 
     def login(self) -> str:
         """The login comments are posted as: the token's user, or the App's bot
@@ -670,44 +416,3 @@ class GitHubClient(IssueCalls):
         integration = self._integration()
         _, data = self._call(lambda: integration.requester.requestJsonAndCheck("GET", path))
         return data
-
-    def create_check_run(self, repo: str, body: dict[str, Any]) -> int:
-        data = self._request(repo, "POST", f"/repos/{repo}/check-runs", body, need="checks:write")
-        return int(data["id"])
-
-    def update_check_run(self, repo: str, run_id: int, body: dict[str, Any]) -> None:
-        path = f"/repos/{repo}/check-runs/{run_id}"
-        self._request(repo, "PATCH", path, body, need="checks:write")
-
-    def find_check_run(self, repo: str, sha: str, name: str, external_id: str) -> int | None:
-        """This App's check run `name` on `sha` made for `external_id` (a create retried
-        after an answer that never came), or None."""
-        query = urlencode({"check_name": name, "filter": "all"})
-        path = f"/repos/{repo}/commits/{sha}/check-runs?{query}"
-        data = self._request(repo, "GET", path, need="checks:read")
-        for run in data.get("check_runs", []) if isinstance(data, dict) else []:
-            if str(run.get("external_id")) == external_id:
-                return int(run["id"])
-        return None
-
-    def latest_status(self, repo: str, sha: str, context: str) -> dict[str, Any] | None:
-        """The newest commit status of `context` on `sha` (GitHub lists them newest first), or
-        None: whether a create retried after an answer that never came already stands."""
-        path = f"/repos/{repo}/commits/{sha}/statuses?per_page=100"
-        data = self._request(repo, "GET", path, need="statuses:write")
-        for status in data if isinstance(data, list) else []:
-            if isinstance(status, dict) and status.get("context") == context:
-                return status
-        return None
-
-    def create_status(
-        self, repo: str, sha: str, state: str, description: str, context: str, target_url: str
-    ) -> None:
-        body = {
-            "state": state,
-            "description": description,
-            "context": context,
-            "target_url": target_url,
-        }
-        path = f"/repos/{repo}/statuses/{sha}"
-        self._request(repo, "POST", path, body, need="statuses:write")

@@ -15,8 +15,10 @@ from report.views import JobView
 from service.changes.selector import ChangeSelector
 from service.db.engine import Database
 from service.db.models import Job
-from service.github.client import FileTooLarge, GitHubClient, PullInfo
+from service.github.client import GitHubClient
+from service.github.errors import FileTooLarge
 from service.github.installations import InstallationProblems
+from service.github.reads import PullInfo
 from service.publish.job_views import JobViews
 from service.publish.notices import enqueue_reaction, enqueue_reply
 from service.queue.jobs import JobQueue

@@ -16,7 +16,7 @@ from report.selection import (
 )
 from report.views import JobView
 from service.db.models import Job
-from service.github.client import FILES_CAP, PullInfo
+from service.github.reads import FILES_CAP, PullInfo
 from service.queue.jobs import NewJob
 from service.receive.commands.words import Target
 from service.receive.context import NO_CREDENTIALS, NoCredentials, Origin, Services

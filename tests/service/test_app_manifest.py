@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ondemand.cli import main
-from service.github.client import missing_permission
+from service.github.errors import missing_permission
 from service.github.permissions import (
     EVENTS,
     PERMISSIONS,

@@ -11,7 +11,8 @@ import pytest
 
 from sandbox.app import create_app as create_sandbox
 from sandbox.client import SandboxAdmin
-from service.github.client import FileTooLarge, GitHubClient, GitHubError
+from service.github.client import GitHubClient, GitHubError
+from service.github.errors import FileTooLarge
 from tests.support.git import git
 from tests.support.keys import rsa_keypair
 from tests.support.live import live_server

@@ -10,8 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from service.db.engine import utcnow
-from service.github.client import MissingPermission, PullInfo
+from service.github.client import MissingPermission
 from service.github.permissions import find
+from service.github.reads import PullInfo
 from service.receive.approval import Approval, approved_head
 from service.receive.commands.registry import Registry
 from service.receive.commands.words import CommandError
