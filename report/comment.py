@@ -3,7 +3,8 @@
 The comment is updated in place as the job goes from queued to its end; earlier runs of the
 same pair stay under it, collapsed. Layout: headline, the commit/runner/device/duration/links
 line, the environment, then accuracy (`accuracy`), performance (`performance`) and, for
-errors, the failing step's log tail. Everything is capped so the comment stays under GitHub's
+errors, the failing step's log tail; under the table, a `/test profile` job's Profile section
+(`profile`), never part of the verdict. Everything is capped so the comment stays under GitHub's
 65536-character limit: the renderer tries ever smaller limits (`limits.LEVELS`) until it fits.
 """
 
@@ -26,6 +27,7 @@ from report.markdown import (
     utc,
 )
 from report.performance import performance_section
+from report.profile import profile_section
 from report.summary import failed_step, headline
 from report.views import JobView
 from workflows.models import JobResult, JobStatus, StepStatus
@@ -68,6 +70,7 @@ def _comment(view: JobView, earlier: Sequence[JobView], limits: Limits) -> str:
         else:
             parts += accuracy_section(result.accuracy, view, limits)
             parts += performance_section(result.benchmark, view, limits)
+            parts += profile_section(result.profile, view, limits)
             parts += _error(view, result, limits)
     elif view.status in (JobStatus.errored, JobStatus.timed_out) and view.reason:
         parts.append(f"**Error:** {escape_text(view.reason, limits.message_chars)}")

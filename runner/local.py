@@ -28,6 +28,7 @@ from runner.environment.interpreter import InterpreterError
 from runner.environment.parallel import default_workers
 from runner.environment.pyenv import PackageSources
 from runner.job.execute import OP_NAME, JobContext, execute
+from runner.job.kinds.benchmark.profiling import trace_files
 from runner.job.logstream import LogStream
 from runner.job.sandboxing import JailError, jail_for_host
 from runner.job.selection import select_changed
@@ -170,6 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
         f"repository's {CONFIG_PATH} there",
     )
     parser.add_argument("--no-bench", action="store_true", help="skip the benchmark step")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="with --base: after the comparison, profile the rows that changed most on both "
+        "sides (the workflow's device.profiler) and keep their Chrome traces (/test profile)",
+    )
     parser.add_argument("--json", type=Path, help="also write the JobResult as JSON here")
     parser.add_argument("--workflows", type=Path, help="directory of workflow YAML files")
     parser.add_argument("--cache", type=Path, default=None, help="mirrors and Python envs")
@@ -280,7 +287,9 @@ def _run_op(
         base_sha=base_sha,
         op=op,
         backend=backend,
-        options=JobOptions(bench=not args.no_bench, compare=base_sha is not None),
+        options=JobOptions(
+            bench=not args.no_bench, compare=base_sha is not None, profile=args.profile
+        ),
     )
     cache = args.cache or default_cache()
     # The steps' environment is scrubbed; the device choice made here is kept.
@@ -330,6 +339,8 @@ def _run_op(
         stream.close()
     if args.json:
         args.json.write_text(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
+    for name, path in trace_files(context.job_dir / "artifacts"):
+        print(f"ondemand run: trace {name}: {path}", file=sys.stderr)
     policy = config.for_op(op)
     print(render(spec, result, log_path, policy), flush=True)
     # After the verdict: the trusted build that warms the next run (runner/daemon/warmup.py).

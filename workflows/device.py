@@ -32,6 +32,38 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+class Profiler(BaseModel):
+    """How `/test profile` records a row (`torch.profiler`, its activities by name: `cpu`,
+    `cuda`, or the vendor's own as torch names it), and which timers of a harness it wraps to
+    find the rows: `module:attribute` (a class's method as `Class.method`), each called with
+    the timed function first, twice a row (the reference's, then the kernel's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    activities: list[str] = Field(default_factory=lambda: ["cpu"], min_length=1, max_length=4)
+    timers: list[str] = Field(
+        default_factory=lambda: ["triton.testing:do_bench"], min_length=1, max_length=8
+    )
+
+    @field_validator("activities")
+    @classmethod
+    def _activities(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not _MODULE.match(name):
+                raise ValueError(f"not an activity name: {name!r}")
+        return names
+
+    @field_validator("timers")
+    @classmethod
+    def _timers(cls, names: list[str]) -> list[str]:
+        for name in names:
+            module, colon, attribute = name.partition(":")
+            parts = [*module.split("."), *attribute.split(".")]
+            if not colon or not all(_MODULE.match(p) for p in parts):
+                raise ValueError(f"not a timer (module:attribute): {name!r}")
+        return names
+
+
 class Device(BaseModel):
     """The vendor's device stack beside torch and triton. Two ways name the device: `query`,
     a tool that prints `name, driver` (nothing is imported, no device initialized), else the
@@ -91,6 +123,12 @@ class Device(BaseModel):
         max_length=16,
         description="variables of the runner's environment the steps keep beside the few "
         "every step keeps (PATH, LD_LIBRARY_PATH, the locale): the vendor's toolkit (MUSA_HOME)",
+    )
+
+    profiler: Profiler = Field(
+        default_factory=Profiler,
+        description="how `/test profile` records a row: the profiler's activities and the "
+        "harness's timers it wraps",
     )
 
     @field_validator("packages", "host_only")

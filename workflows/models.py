@@ -71,13 +71,17 @@ def known_part(model: type[M], data: Any) -> tuple[M, list[str]]:
 
 
 class JobOptions(_Model):
-    """Switches from the command line: `--no-bench`, `--no-compare`, `vs REF`."""
+    """Switches from the command line: `--no-bench`, `--no-compare`, `vs REF`, `/test
+    profile`."""
 
     bench: bool = True
     compare: bool = True
     # Compare with `base_sha` itself (`/test ... vs REF`: a release, any commit), not with the
     # merge base of the head and it.
     exact_base: bool = False
+    # `/test profile`: after the comparison, the rows that changed most are profiled on both
+    # sides (`JobResult.profile`); never part of the verdict.
+    profile: bool = False
 
 
 class JobSpec(_Model):
@@ -404,6 +408,45 @@ class FailureClasses(_Model):
     duration_s: float = 0.0
 
 
+MAX_PROFILE_ROWS = 3
+MAX_PROFILE_KERNELS = 20
+
+
+class KernelTime(_Model):
+    """One kernel (on a device without one, one op) of a profiled row: its time per call of
+    the row's function on each side (µs) and how often it ran per call; None where that side
+    did not run it."""
+
+    name: str = Field(max_length=300)
+    before_us: float | None = None
+    after_us: float | None = None
+    before_calls: float | None = None
+    after_calls: float | None = None
+
+
+class ProfiledRow(_Model):
+    """One row timed under the workflow's profiler on the merge base and the pull request:
+    its kernels and the host time per call around them; `traces` names the uploaded traces
+    (the job's artifacts) of each side."""
+
+    dtype: str = Field(max_length=100)
+    size: list[int] = Field(default_factory=list, max_length=16)
+    ratio: float | None = Field(default=None, description="the comparison's change, after/before")
+    before_host_us: float | None = None
+    after_host_us: float | None = None
+    kernels: list[KernelTime] = Field(default_factory=list, max_length=MAX_PROFILE_KERNELS)
+    traces: list[str] = Field(default_factory=list, max_length=2)
+
+
+class ProfileResult(_Model):
+    """`/test profile`'s answer: the rows that changed most (else the slowest), each profiled
+    on both sides. Shown under the table, never part of the verdict."""
+
+    profiler: str = Field(default="", max_length=100, description="the activities recorded")
+    rows: list[ProfiledRow] = Field(default_factory=list, max_length=MAX_PROFILE_ROWS)
+    message: str | None = Field(default=None, max_length=500, description="why none, if none")
+
+
 class JobResult(_Model):
     """What a runner uploads on completion. `status` is one of the final job states a runner
     may report: succeeded, failed, errored, cancelled, timed_out."""
@@ -425,6 +468,9 @@ class JobResult(_Model):
     )
     failures: FailureClasses | None = Field(
         default=None, description="the accuracy step's failures classified by their re-runs"
+    )
+    profile: ProfileResult | None = Field(
+        default=None, description="`/test profile`: the changed rows' kernels, both sides"
     )
     started_at: datetime | None = None
     finished_at: datetime | None = None

@@ -15,12 +15,14 @@ the job logs are pruned and the trusted build of its base warms the next job
 
 from __future__ import annotations
 
+import gzip
 import logging
 import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -35,6 +37,7 @@ from runner.environment.compile_cache import CompileCache
 from runner.environment.interpreter import Interpreter
 from runner.environment.parallel import default_workers
 from runner.job.execute import JobContext, execute
+from runner.job.kinds.benchmark.profiling import trace_files
 from runner.job.logstream import LogStream
 from runner.job.redact import Redactor, redact_text
 from runner.job.sandboxing import Jail, visible_devices
@@ -48,6 +51,7 @@ from workflows.spec import WorkflowSpec
 log = logging.getLogger("ondemand.runner")
 REPORT_DEADLINE_S = 600.0  # keep retrying a result upload this long
 REPORT_TRIES_WHEN_STOPPING = 3  # after a second signal, give up sooner
+ARTIFACT_DEADLINE_S = 60.0  # keep retrying an artifact upload this long
 HAND_BACK_CHARS = 150  # of the error, in the reason a job is handed back with
 T = TypeVar("T")
 
@@ -189,6 +193,8 @@ class JobRunner:
                     result = execute(spec, workflow, context)
                 finally:
                     pidfile.unlink(missing_ok=True)
+                if result.profile is not None:  # while held: before the directory is emptied
+                    self.upload_traces(spec, job_dir / "artifacts")
         finally:
             redacted.flush()
             stream.close()
@@ -196,6 +202,22 @@ class JobRunner:
                 pool.cancels.pop(spec.id, None)
             empty(job_dir)
         return result, beat, context
+
+    def upload_traces(self, spec: JobSpec, artifacts: Path) -> None:
+        """Upload a profiling job's traces (gzip, redacted as its log is) as its artifacts;
+        one the service refuses or cannot take is logged and left out (the profile is never
+        the verdict)."""
+        for name, path in trace_files(artifacts):
+            text = redact_text(path.read_text(errors="replace"), [*self.secrets(), spec.git_token])
+            data = gzip.compress(text.encode(), compresslevel=6)
+            try:
+                self.retried(
+                    f"job {spec.id}: artifact {name}",
+                    partial(self.pool.client.upload_artifact, spec.id, name, data),
+                    ARTIFACT_DEADLINE_S,
+                )
+            except (NotHeld, Rejected, ServiceUnavailable) as exc:
+                log.warning("job %s: artifact %s not uploaded: %s", spec.id, name, exc)
 
     def warm(self, context: JobContext, spec: JobSpec, workflow: WorkflowSpec) -> None:
         """The trusted build of the job's base after its verdict (runner/daemon/warmup.py); a

@@ -45,6 +45,7 @@ from workflows.models import (
     JobResult,
     JobSpec,
     JobStatus,
+    ProfileResult,
     Progress,
     SlotInfo,
     StepResult,
@@ -109,6 +110,7 @@ class _Job:
         self.close_matches: list[str] = []
         self.operators: list[str] = []
         self.failures: FailureClasses | None = None
+        self.profile: ProfileResult | None = None
         self._settings: RepoConfig | None = None
         self.notes: list[str] = []
         self.worktrees: list[tuple[Path, Path]] = []
@@ -467,6 +469,7 @@ def execute(spec: JobSpec, workflow: WorkflowSpec, ctx: JobContext) -> JobResult
         close_matches=job.close_matches,
         operators=job.operators,
         failures=job.failures,
+        profile=job.profile,
         started_at=started,
         finished_at=now(),
     )

@@ -185,6 +185,25 @@ class ServiceClient:
         data = self._post(f"/api/v1/jobs/{job_id}/complete", result.model_dump(mode="json")).json()
         return str(data.get("status", ""))
 
+    def upload_artifact(self, job_id: int, name: str, data: bytes) -> None:
+        """Store a held job's artifact `name` (gzip bytes; a profile's trace)."""
+        headers = {"Content-Type": "application/gzip"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        path = f"/api/v1/jobs/{job_id}/artifacts/{name}"
+        try:
+            response = self._http.put(path, content=data, headers=headers)
+        except httpx.HTTPError as exc:
+            raise ServiceUnavailable(f"PUT {path}: {type(exc).__name__}: {exc}") from exc
+        if response.status_code >= 500:
+            raise ServiceUnavailable(f"PUT {path}: {response.status_code}")
+        if response.status_code == 404:
+            raise NotHeld(f"PUT {path}: 404 {response.text[:200]}")
+        if response.status_code >= 400:
+            raise Rejected(
+                f"PUT {path}: {response.status_code} {response.text[:300]}", response.status_code
+            )
+
     def interrupt(self, job_id: int, reason: str) -> str:
         """Hand back a started job this runner stopped for its own reasons (it is shutting
         down); the service requeues it or, after its last attempt, errors it."""

@@ -23,6 +23,7 @@ from workflows.models import (
     FailureClasses,
     JobSpec,
     JobStatus,
+    ProfileResult,
     Progress,
     StepResult,
     StepStatus,
@@ -80,6 +81,7 @@ class StepContext(Protocol):
     unknown_op: bool
     close_matches: list[str]
     failures: FailureClasses | None
+    profile: ProfileResult | None
 
     @property
     def job_dir(self) -> Path: ...

@@ -3,7 +3,8 @@ job has one, each row's change judged from its rounds (`stats`); the result beco
 `job.benchmark`. This package holds the step and its parts: one run and its rows (`measure`),
 the ways to compare (`compare_*`), the ABBA rounds loop and the merging of their samples
 (`comparison`), the benchmark workers and the files they are spoken to through
-(`bench_workers`), and what the rounds say (`stats`). Which way it compares is the step's to
+(`bench_workers`), what the rounds say (`stats`), and `/test profile`'s pass over the rows
+that changed most (`profiling`, its traces read by `traces`). Which way it compares is the step's to
 say:
 
 - `compare.argv`: in one process (`compare_in_process`), else in separate processes;
@@ -20,6 +21,7 @@ from runner.job.kinds.benchmark import (
     compare_processes,
     compare_workers,
     measure,
+    profiling,
     stats,
 )
 from runner.job.kinds.context import Comparison, HeadStart, MergeBase, StepContext, Tree
@@ -33,6 +35,8 @@ def run(step: Step, job: StepContext, tree: Tree) -> None:
         job.record(StepResult(name=step.name, status=StepStatus.skipped, message="--no-bench"))
         return
     job.benchmark = compared(step, job, tree)
+    if job.spec.options.profile:  # after the verdict's numbers, which it never changes
+        job.profile = profiling.profile(step, job, tree, job.benchmark)
 
 
 def head_start(step: Step, job: StepContext, tree: Tree, wait_s: float) -> HeadStart | None:
