@@ -126,6 +126,8 @@ class Job(Base):
     compare: Mapped[bool] = mapped_column(Boolean, default=True)
     # `/test ... vs REF`: compared with base_sha itself, not the merge base (migration 0017)
     exact_base: Mapped[bool] = mapped_column(Boolean, default=False)
+    # `/test profile`: the changed rows profiled after the comparison (migration 0019)
+    profile: Mapped[bool] = mapped_column(Boolean, default=False)
     # What started it (migration 0018): `pull_request` (a command, a push to a pull request, a
     # merge queue, a Re-run), or the default branch's own runs, `push` and `nightly`, which
     # have no pull request (`pr_number` NO_PULL) and belong to a `MainRun`.
@@ -171,6 +173,21 @@ class LogChunk(Base):
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
     offset: Mapped[int] = mapped_column(Integer)
     data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class JobArtifact(Base):
+    """A file a runner uploaded for a job (a profile's trace, gzip), by its name; pruned with
+    the job (migration 0019)."""
+
+    __tablename__ = "job_artifacts"
+    __table_args__ = (UniqueConstraint("job_id", "name", name="uq_job_artifacts_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200))
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    size: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class ResultComment(Base):

@@ -56,6 +56,7 @@ class NewJob:
     bench: bool = True
     compare: bool = True
     exact_base: bool = False  # compare with base_sha itself, not the merge base
+    profile: bool = False  # `/test profile`: the changed rows profiled after the comparison
     base_ref: str | None = None
     base_sha: str | None = None
     requested_by: str | None = None
@@ -79,7 +80,9 @@ def job_spec(job: Job, lease_seconds: int, git_token: str | None = None) -> JobS
         base_sha=job.base_sha,
         op=job.op,
         backend=job.backend,
-        options=JobOptions(bench=job.bench, compare=job.compare, exact_base=job.exact_base),
+        options=JobOptions(
+            bench=job.bench, compare=job.compare, exact_base=job.exact_base, profile=job.profile
+        ),
         lease_seconds=lease_seconds,
         attempt=job.attempt,
         git_token=git_token,
@@ -113,6 +116,7 @@ class JobQueue(JobLeases, JobResults):
                     bench=new.bench,
                     compare=new.compare,
                     exact_base=new.exact_base,
+                    profile=new.profile,
                     base_ref=new.base_ref,
                     base_sha=new.base_sha,
                     requested_by=new.requested_by,

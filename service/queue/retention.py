@@ -25,7 +25,15 @@ from sqlalchemy import Select, delete, exists, or_, select, text, update
 from sqlalchemy.orm import Session, aliased
 
 from service.db.engine import Database, utcnow
-from service.db.models import ACTIVE_STATUSES, LOGGED_SQL, Delivery, Job, LogChunk, OutboxItem
+from service.db.models import (
+    ACTIVE_STATUSES,
+    LOGGED_SQL,
+    Delivery,
+    Job,
+    JobArtifact,
+    LogChunk,
+    OutboxItem,
+)
 from service.worker import Worker
 from workflows.models import JobStatus
 
@@ -222,9 +230,13 @@ class Pruner(Worker):
         return Pruned(logs=len(whole), chunks=deleted)
 
     def _jobs(self, session: Session, cutoff: datetime) -> Pruned:
-        """Up to `batch` jobs `jobs_due` (their logs are gone already, log_size 0; the foreign
-        key would cascade to any chunk regardless)."""
-        return Pruned(jobs=self._delete(session, Job, jobs_due(cutoff)))
+        """Up to `batch` jobs `jobs_due` with their artifacts (their logs are gone already,
+        log_size 0; the foreign key would cascade to any chunk regardless)."""
+        ids = self._ids(session, jobs_due(cutoff))
+        if not ids:
+            return Pruned()
+        session.execute(delete(JobArtifact).where(JobArtifact.job_id.in_(ids)))
+        return Pruned(jobs=_rowcount(session.execute(delete(Job).where(Job.id.in_(ids)))))
 
     def _deliveries(self, session: Session, cutoff: datetime) -> Pruned:
         return Pruned(deliveries=self._delete(session, Delivery, done_due(Delivery, cutoff)))

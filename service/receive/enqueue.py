@@ -4,6 +4,7 @@ the commands that start jobs and by the events that do (a trusted push)."""
 
 from __future__ import annotations
 
+import difflib
 import logging
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from service.github.reads import FILES_CAP, PullInfo
 from service.queue.jobs import NewJob
 from service.receive.commands.words import Target
 from service.receive.context import NO_CREDENTIALS, NoCredentials, Origin, Services
+from service.render.replies import render_unknown_operator
 from workflows.repo_config import ConfigReading
 
 log = logging.getLogger(__name__)
@@ -28,11 +30,13 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Run:
     """How a target runs: with its benchmark, and compared with the merge base, or with a
-    commit of its own (`against`: the ref as written and its SHA)."""
+    commit of its own (`against`: the ref as written and its SHA); `profile`: its changed rows
+    profiled after the comparison (`/test profile`)."""
 
     bench: bool = True
     compare: bool = True
     against: tuple[str, str] | None = None
+    profile: bool = False
 
 
 def queue_target(
@@ -59,6 +63,7 @@ def queue_target(
             bench=run.bench,
             compare=run.compare,
             exact_base=run.against is not None,
+            profile=run.profile,
             base_ref=base_ref,
             base_sha=base_sha,
             requested_by=origin.login,
@@ -70,6 +75,29 @@ def queue_target(
     )
     again = origin.comment_id is not None and job.command_comment_id == origin.comment_id
     return job, new or again
+
+
+def unknown_operator(
+    services: Services, repo: str, sha: str, target: Target, new_op: bool
+) -> str | None:
+    """The answer for an operator the service knows is not there, or None to queue it:
+    certain when a runner reported this very commit's operators; otherwise only for a near
+    miss of a known operator (a typo), unless the command says the operator is new. Shared
+    by the commands that name operators (`/test`, `/test profile`)."""
+    operators = services.operators
+    exact = operators.at(repo, sha)
+    if exact is not None:
+        if target.op in exact:
+            return None
+        close = difflib.get_close_matches(target.op, sorted(exact), n=3, cutoff=0.6)
+        return render_unknown_operator(target.op, target.backend, close, sha)
+    known = operators.of_repo(repo)
+    if new_op or not known or target.op in known:
+        return None
+    close = difflib.get_close_matches(target.op, sorted(known), n=3, cutoff=0.8)
+    if not close:
+        return None  # perhaps new in this pull request: the runner will tell
+    return render_unknown_operator(target.op, target.backend, close, None)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """A job's pages: its page (the commit status's *Details*) and the live state `live.js`
-refreshes it from, its result as JSON and its log as text. A private repository's job opens
+refreshes it from, its result as JSON, its log as text and its artifacts (a profile's traces,
+gzip). A private repository's job opens
 only with the key its links carry (`JobReader.visible`)."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from service.db.engine import Database, utcnow
 from service.db.models import Job
 from service.links import Links
 from service.publish.job_views import JobViews
+from service.queue.artifacts import JobArtifacts, valid_name
 from service.queue.jobs import JobQueue
 from service.queue.logs import JobLogs
 from service.web import job_page_views, trend_reads
@@ -159,6 +161,10 @@ def job_page_router(reader: JobReader, github_html_url: str) -> APIRouter:
             ),
             commit_url=f"{repo_url}/commit/{current.sha}",
             trend_url=reader.trend_url(current),
+            artifacts=[
+                (a.name, a.size, f"/jobs/{job_id}/artifacts/{a.name}{key_query}")
+                for a in JobArtifacts(reader.db).list(job_id)
+            ],
             refresh=None,
         )
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
@@ -232,5 +238,16 @@ def job_data_router(reader: JobReader) -> APIRouter:
             headers["Content-Range"] = wanted.content_range(size)
         code = 200 if tail is not None else 206
         return StreamingResponse(body, status_code=code, media_type=media, headers=headers)
+
+    @router.get("/jobs/{job_id}/artifacts/{name}")
+    def job_artifact(job_id: int, name: str, key: str | None = None) -> Response:
+        """A file the job's runner uploaded (a profile's trace), as it was sent: gzip."""
+        reader.visible(reader.jobs.get_job(job_id), job_id, key)
+        data = JobArtifacts(db).read(job_id, name) if valid_name(name) else None
+        if data is None:
+            raise HTTPException(404, f"job {job_id} has no artifact of that name")
+        disposition = f'attachment; filename="{name}.gz"'
+        headers = {"Content-Disposition": disposition, "Cache-Control": "no-store"}
+        return Response(data, media_type="application/gzip", headers=headers)
 
     return router

@@ -1,5 +1,6 @@
 """The runner API (docs/runner-protocol.md): register, health, claim (long-poll), heartbeat,
-a job's open channel (long-poll: cancel at once), progress, logs by offset, complete. A runner
+a job's open channel (long-poll: cancel at once), progress, logs by offset, artifacts
+(`runner_api_artifacts`), complete. A runner
 sees only jobs it holds: anything else is 404."""
 
 # No `from __future__ import annotations`: the routes' annotations name the runner dependency
@@ -21,11 +22,13 @@ from starlette.concurrency import run_in_threadpool
 
 from service.db.models import Runner
 from service.github.client import GitHubError
+from service.queue.artifacts import JobArtifacts
 from service.queue.jobs import JobQueue, job_channel, job_spec
 from service.queue.logs import JobLogs
 from service.queue.runners import RunnerRegistry
 from service.queue.wakeup import Wakeup
 from service.settings import Settings
+from service.web.runner_api_artifacts import artifacts_router
 from workflows.models import JobResult, Progress, known_part
 
 MAX_LOG_CHUNK = 1024 * 1024
@@ -203,6 +206,8 @@ def runner_api_router(
         )
     )
     router.include_router(output_router(jobs=jobs, logs=logs, current_runner=current))
+    artifacts = JobArtifacts(jobs.db)
+    router.include_router(artifacts_router(artifacts=artifacts, current_runner=current))
     return router
 
 

@@ -7,6 +7,7 @@ and one line in `REGISTRY`.
     /test [changed[:BACKENDS]] [--all] [--no-bench] [--no-compare]
     /test help | /test ?           /test cancel [SPEC ...]           /retest
     /test accept-regression [SPEC ...]
+    /test profile OP:BACKEND [OP:BACKEND ...] [vs REF]
 
 Which lines are commands: `scan.py`; the words they share: `words.py`; the dispatch:
 `registry.py`. A lone bare word close to a subcommand (`/test hlep`) is answered with "did you
@@ -15,11 +16,20 @@ mean `help`"; name a backend (`hlep:cpu`) to test an operator spelled like that.
 
 from __future__ import annotations
 
-from service.receive.commands import accept_regression, cancel, changed, help, retest, test
+from service.receive.commands import (
+    accept_regression,
+    cancel,
+    changed,
+    help,
+    profile,
+    retest,
+    test,
+)
 from service.receive.commands.accept_regression import AcceptCommand
 from service.receive.commands.cancel import CancelCommand
 from service.receive.commands.changed import ChangedCommand
 from service.receive.commands.help import HelpCommand
+from service.receive.commands.profile import ProfileCommand
 from service.receive.commands.registry import MAX_COMMANDS, CommandSpec, Needs, Registry
 from service.receive.commands.retest import RetestCommand
 from service.receive.commands.scan import command_lines, may_hold_commands
@@ -33,6 +43,7 @@ REGISTRY = Registry(
         help.SPEC,
         cancel.SPEC,
         accept_regression.SPEC,
+        profile.SPEC,
         retest.SPEC,
     ]
 )
@@ -43,6 +54,7 @@ Command = (
     | HelpCommand
     | CancelCommand
     | AcceptCommand
+    | ProfileCommand
     | RetestCommand
     | CommandError
 )
@@ -64,6 +76,7 @@ __all__ = [
     "CommandSpec",
     "HelpCommand",
     "Needs",
+    "ProfileCommand",
     "Registry",
     "RetestCommand",
     "Selector",

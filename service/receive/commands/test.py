@@ -5,7 +5,6 @@ release, a branch, or a commit)."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 
@@ -26,8 +25,8 @@ from service.receive.commands.words import (
     split_spec,
 )
 from service.receive.context import CommandContext
-from service.receive.enqueue import Run, queue_target
-from service.render.replies import render_duplicate, render_unknown_operator, render_unknown_ref
+from service.receive.enqueue import Run, queue_target, unknown_operator
+from service.render.replies import render_duplicate, render_unknown_ref
 
 # A branch, a tag or a SHA as git allows them, conservatively: no option, no range, no `..`.
 REF_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/+-]{0,99}")
@@ -149,7 +148,7 @@ def handle(ctx: CommandContext, cmd: TestCommand) -> Answer:
             return render_unknown_ref(cmd.against), "unknown ref: nothing queued"
         run = Run(cmd.bench, cmd.compare, (cmd.against, base))
     for target in cmd.targets:
-        unknown = _unknown_operator(ctx, sha, target, cmd.new_op)
+        unknown = unknown_operator(services, ev.repo, sha, target, cmd.new_op)
         if unknown is not None:
             answers.append(unknown)
             continue
@@ -159,26 +158,6 @@ def handle(ctx: CommandContext, cmd: TestCommand) -> Answer:
             continue
         answers.append(render_duplicate(target.op, target.backend, services.view(job)))
     return "\n\n".join(answers), f"{created} job(s) queued, {len(answers)} not queued"
-
-
-def _unknown_operator(ctx: CommandContext, sha: str, target: Target, new_op: bool) -> str | None:
-    """The answer for an operator the service knows is not there, or None to queue it:
-    certain when a runner reported this very commit's operators; otherwise only for a near
-    miss of a known operator (a typo), unless the command says the operator is new."""
-    operators, repo = ctx.services.operators, ctx.event.repo
-    exact = operators.at(repo, sha)
-    if exact is not None:
-        if target.op in exact:
-            return None
-        close = difflib.get_close_matches(target.op, sorted(exact), n=3, cutoff=0.6)
-        return render_unknown_operator(target.op, target.backend, close, sha)
-    known = operators.of_repo(repo)
-    if new_op or not known or target.op in known:
-        return None
-    close = difflib.get_close_matches(target.op, sorted(known), n=3, cutoff=0.8)
-    if not close:
-        return None  # perhaps new in this pull request: the runner will tell
-    return render_unknown_operator(target.op, target.backend, close, None)
 
 
 SPEC = CommandSpec(
