@@ -125,6 +125,28 @@ class Slots:
             print(f"{step} slot {slot}: {job.name}: exit {done.returncode} in {wall:.1f} s")
         return meta
 
+    def devices_seen(self, module: str | None, plugin: str | None) -> list[str]:
+        """What each slot's process sees of the devices (`torch.<module>.device_count()`
+        after importing `plugin`, with the slot's variable and cores): one each, its own."""
+        lines = []
+        for slot in range(len(self.devices)):
+            code = (f"import torch{', ' + plugin if plugin else ''}; "
+                    f"print(torch.{module}.device_count(), torch.{module}.get_device_name(0))"
+                    if module else "print('no device module (cpu)')")  # fmt: skip
+            box: dict[str, str] = {}
+
+            def ask(slot: int = slot, code: str = code, box: dict[str, str] = box) -> None:
+                pin_thread(self.plan.cores(slot))
+                env = {**os.environ, self.var: self.devices[slot]}
+                done = self.run([sys.executable, "-c", code], capture_output=True, env=env)
+                box["seen"] = (done.stdout or done.stderr or b"").decode().strip()[-200:]
+
+            thread = threading.Thread(target=ask)
+            thread.start()
+            thread.join()
+            lines.append(f"slot {slot} ({self.var}={self.devices[slot]}) sees: {box['seen']}")
+        return lines
+
     def loop(self, slot: int, jobs: Sequence[Job], stop: threading.Event, step: str) -> None:
         """Run `jobs` round after round on `slot` until `stop` (each round's names numbered)."""
         rounds = 0
@@ -172,13 +194,16 @@ def drive(args: argparse.Namespace, run: Runner = subprocess.run) -> int:
     write_workflows(Path(args.workflows_src), full, bench, "auto")
     from workflows.spec import load_workflows
 
-    var = load_workflows(full)[args.backend].visible_devices_var or "CUDA_VISIBLE_DEVICES"
+    workflow = load_workflows(full)[args.backend]
+    var = workflow.visible_devices_var or "CUDA_VISIBLE_DEVICES"
     plan = partition(host_cores(), args.slots, args.cores_per_slot)
     slots = Slots(args.out, work, plan, [str(i) for i in range(args.slots)], var, run)
     for line in plan.describe(slots.devices):
         print(line)
     if plan.unpinned:
         print(f"slots not pinned: {plan.unpinned}")
+    for line in slots.devices_seen(workflow.device.module, workflow.device.plugin):
+        print(line)
     sources = make_sources(args, work)
 
     def aa(source: Source, step: str) -> list[Job]:

@@ -11,6 +11,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from runner.daemon.cores import host_cores
 from tests.tools.test_flaggems_bars import change, result, same, save
 from tools import slots_bars as sb
@@ -27,12 +29,26 @@ def test_bands_alone_and_with_neighbours_flags_and_jobs_per_hour(tmp_path: Path)
         save(tmp_path, f"aa{i}-busy", result(busy), step="busy")
     for i in range(2):  # one slot: two jobs in the hour
         start = HOUR + timedelta(minutes=30 * i)
-        save(tmp_path, f"n-tp1-{i}", result([]), step="throughput-1", kind="neighbour",
-             started=start.isoformat(), ended=(start + timedelta(minutes=30)).isoformat())
+        save(
+            tmp_path,
+            f"n-tp1-{i}",
+            result([]),
+            step="throughput-1",
+            kind="neighbour",
+            started=start.isoformat(),
+            ended=(start + timedelta(minutes=30)).isoformat(),
+        )
     for i in range(4):  # two slots: four jobs in the hour, and one without a result
         start = HOUR + timedelta(minutes=30 * (i // 2))
-        save(tmp_path, f"n-tp2-{i}", result([]), step="throughput-2", kind="neighbour",
-             started=start.isoformat(), ended=(start + timedelta(minutes=30)).isoformat())
+        save(
+            tmp_path,
+            f"n-tp2-{i}",
+            result([]),
+            step="throughput-2",
+            kind="neighbour",
+            started=start.isoformat(),
+            ended=(start + timedelta(minutes=30)).isoformat(),
+        )
     save(tmp_path, "n-lost", None, step="throughput-2", kind="neighbour")
     text = sb.report(load_runs([tmp_path]), 0.10)
     lines = text.splitlines()
@@ -54,20 +70,28 @@ def _tiny_source(top: Path) -> Path:
     return top
 
 
-def test_the_driver_runs_each_job_as_its_slot_would(tmp_path: Path) -> None:
+def test_the_driver_runs_each_job_as_its_slot_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     seen: list[dict[str, Any]] = []
     lock = threading.Lock()
 
     def fake_run(argv: list[str], env: dict[str, str], **_: Any) -> Any:
-        """`ondemand run`: what the job would see, and a result."""
+        """`ondemand run`: what the job would see, and a result; the device question: its
+        answer."""
+        done = type("Done", (), {"returncode": 0, "stdout": b"", "stderr": b""})()
+        if "--ref" not in argv:
+            done.stdout = f"1 device {env['CUDA_VISIBLE_DEVICES']}".encode()
+            return done
         with lock:
             seen.append({"ref": argv[argv.index("--ref") + 1], "cache": env["XDG_CACHE_HOME"],
                          "device": env["CUDA_VISIBLE_DEVICES"],
                          "cores": sorted(os.sched_getaffinity(0))})  # fmt: skip
         time.sleep(0.05)
-        Path(argv[argv.index("--json") + 1]).write_text(JobResult(status="succeeded",
-                                                                  sha="a" * 40).model_dump_json())
-        return type("Done", (), {"returncode": 0, "stdout": b"", "stderr": b""})()
+        Path(argv[argv.index("--json") + 1]).write_text(
+            JobResult(status="succeeded", sha="a" * 40).model_dump_json()
+        )
+        return done
 
     args = sb.drive_parser().parse_args([
         "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"), "--slots", "2",
@@ -76,6 +100,7 @@ def test_the_driver_runs_each_job_as_its_slot_would(tmp_path: Path) -> None:
         "--cores-per-slot", "1",
     ])  # fmt: skip
     assert sb.drive(args, run=fake_run) == 0
+    assert "slot 1 (CUDA_VISIBLE_DEVICES=1) sees: 1 device 1" in capsys.readouterr().out
     aa = [s for s in seen if s["ref"].startswith("a_op-aa")]
     neighbours = [s for s in seen if s["ref"] == "b_op-n"]
     assert len(aa) == 4 and {s["device"] for s in aa} == {"0"}  # alone and busy, slot 0
