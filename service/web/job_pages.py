@@ -192,7 +192,8 @@ def job_data_router(reader: JobReader) -> APIRouter:
             body = {
                 "id": job.id,
                 "repo": job.repo,
-                "pr_number": job.pr_number,
+                "pr_number": job.pr_number,  # 0: the default branch's own (`trigger`)
+                "trigger": job.trigger,
                 "sha": job.sha,
                 "base_sha": job.base_sha,
                 "op": job.op,

@@ -146,3 +146,26 @@ def test_each_night_runs_once_through_restarts_crashes_and_nights_missed(
         world.night(clock).run_once()
         assert world.nights()[-1] == "nightly:2099-01-05" and len(world.nights()) == 3
         assert len(world.jobs()) == 4  # the head was measured: nothing changed since
+
+
+def test_a_merge_that_breaks_the_settings_is_told_and_runs_nothing(tmp_path: Path) -> None:
+    """The merged pull request is told each problem of the settings file on its line (the
+    reply every command gets for a malformed file), once, and the default branch runs
+    nothing."""
+    with world_of(tmp_path) as world:
+        work = tmp_path / "work-bad"
+        git(world.repo, "worktree", "add", "-q", "-b", "bad", str(work), "main")
+        (work / ".github" / "ondemand.yml").write_text(
+            "main:\n  on_push: sometimes\n  backends: [cpu]\n"
+        )
+        git(work, "commit", "-q", "-am", "settings")
+        git(world.repo, "worktree", "remove", "--force", str(work))
+        number = int(world.admin.open_pull(REPO, head="bad", user="alice")["number"])
+        world.admin.merge_pull(REPO, number, user="alice")
+        reply = world.admin.wait_for_comment(REPO, number, user=BOT, contains="problem")
+        assert (
+            'line 2: main.on\\_push: "sometimes" is not a choice: give none, changed or all'
+            in (reply["body"])
+        )
+        assert len([c for c in world.admin.comments(REPO, number) if c["user"] == BOT]) == 1
+        assert world.jobs() == []
