@@ -371,6 +371,7 @@ class HistoryPoint(Base):
             name="uq_history_points",
         ),
         Index("ix_history_series", "repo", "op", "backend", "dtype", "shape", "metric", "id"),
+        Index("ix_history_points_job", "job_id"),  # is a job's result recorded?
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -95,6 +95,7 @@ def upgrade() -> None:
         "history_points",
         ["repo", "op", "backend", "dtype", "shape", "metric", "id"],
     )
+    op.create_index("ix_history_points_job", "history_points", ["job_id"])
     op.create_table(
         "regression_issues",
         sa.Column("id", sa.Integer, primary_key=True),
@@ -123,6 +124,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("uq_regression_issues_open", table_name="regression_issues")
     op.drop_table("regression_issues")
+    op.drop_index("ix_history_points_job", table_name="history_points")
     op.drop_index("ix_history_series", table_name="history_points")
     op.drop_table("history_points")
     op.drop_table("main_schedules")
