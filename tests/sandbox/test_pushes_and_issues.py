@@ -83,6 +83,7 @@ def test_a_merge_moves_the_base_and_links_its_commit_to_the_pull_request(
 ) -> None:
     admin = world.sandbox.admin
     admin.set_webhook(receiver.url, SECRET)
+    installed = admin.register_app(APP_ID + 1, rsa_keypair()[1], account="acme")
     merged = admin.merge_pull(REPO, 1, user="alice")
     sha = merged["sha"]
     assert git(world.repo.path, "rev-parse", "main") == sha
@@ -96,6 +97,7 @@ def test_a_merge_moves_the_base_and_links_its_commit_to_the_pull_request(
         "push", "refs/heads/main", sha,
     )  # fmt: skip
     assert push.payload["before"] == world.repo.main_sha
+    assert push.payload["installation"]["id"] == installed["installation_id"]
 
     gh = world.sandbox.github(world.bot_token)
     repo = gh.get_repo(REPO)
