@@ -130,8 +130,8 @@ class Slots:
         after importing `plugin`, with the slot's variable and cores): one each, its own."""
         lines = []
         for slot in range(len(self.devices)):
-            code = (f"import torch{', ' + plugin if plugin else ''}; "
-                    f"print(torch.{module}.device_count(), torch.{module}.get_device_name(0))"
+            code = (f"import torch{', ' + plugin if plugin else ''}; m = torch.{module}; "
+                    "n = m.device_count(); print(n, 'device(s)', m.get_device_name(0) if n else '')"
                     if module else "print('no device module (cpu)')")  # fmt: skip
             box: dict[str, str] = {}
 
@@ -139,7 +139,8 @@ class Slots:
                 pin_thread(self.plan.cores(slot))
                 env = {**os.environ, self.var: self.devices[slot]}
                 done = self.run([sys.executable, "-c", code], capture_output=True, env=env)
-                box["seen"] = (done.stdout or done.stderr or b"").decode().strip()[-200:]
+                said = (done.stdout or done.stderr or b"").decode().strip().splitlines()
+                box["seen"] = said[-1][:200] if said else f"nothing (exit {done.returncode})"
 
             thread = threading.Thread(target=ask)
             thread.start()
