@@ -19,7 +19,8 @@ def profile_section(profile: ProfileResult | None, view: JobView, limits: Limits
     if profile is None:
         return []
     traces = link("the job's page", f"{view.job_url}{TRACES_ANCHOR}")
-    where = escape_text(profile.profiler, 100) or "the profiler"
+    activities = escape_text(profile.profiler.replace(",", ", "), 100)
+    where = f"the profiler ({activities})" if activities else "the profiler"
     parts = [
         "#### Profile",
         f"_Not part of the verdict: the rows that changed most, timed under {where} on the "

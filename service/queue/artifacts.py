@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from service.db.engine import Database
 from service.db.models import JobArtifact
 from service.queue import queries
+from workflows.models import JobStatus
 
 MAX_ARTIFACT_BYTES = 8 * 1024 * 1024  # one file, gzip
 MAX_JOB_ARTIFACT_BYTES = 32 * 1024 * 1024  # all of one job's
@@ -46,12 +47,13 @@ class JobArtifacts:
 
     def put(self, runner_id: int, job_id: int, name: str, data: bytes) -> Stored:
         """Store `data` as the job's artifact `name` (replacing one of that name), while
-        `runner_id` holds the job; within the caps."""
+        `runner_id` holds the job and it runs (a finished job takes nothing more); within
+        the caps."""
         if len(data) > MAX_ARTIFACT_BYTES:
             return Stored.too_large
         with self.db.writes() as session, session.begin():
             job = session.scalars(self.db.for_update(queries.held(runner_id, job_id))).first()
-            if job is None:
+            if job is None or job.status != JobStatus.running:
                 return Stored.not_held
             others = session.execute(
                 select(func.count(), func.coalesce(func.sum(JobArtifact.size), 0)).where(

@@ -6,6 +6,7 @@ around each call of the row's function (`ondemand.call`)."""
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +59,8 @@ def events(text: str) -> list[dict[str, Any]]:
 
 def parse(text: str) -> Profile:
     """A trace's per-call summary: the calls are the `ondemand.call` ranges (one where there
-    are none); each kernel's total time and count divided by them."""
+    are none); each kernel's total time and count divided by them; the host time per call
+    the calls' median."""
     complete = events(text)
     ranges = [
         e
@@ -66,11 +68,10 @@ def parse(text: str) -> Profile:
         if str(e.get("name", "")).startswith(CALL_RANGE) and e.get("cat") != "gpu_user_annotation"
     ]
     calls = max(1, len(ranges))
-    host_us = sum(float(e["dur"]) for e in ranges) / len(ranges) if ranges else None
+    # The median call: one call a busy host preempted does not stand for the row.
+    host_us = statistics.median(float(e["dur"]) for e in ranges) if ranges else None
     device = [e for e in complete if e.get("cat") in DEVICE_CATEGORIES]
-    # Without a device the op itself (its call's range, `ondemand.call:OP` named OP) stands
-    # first, then the host ops it ran at its top level.
-    chosen = device if device else [*_named(ranges), *_top_ops(complete, ranges)]
+    chosen = device if device else _top_ops(complete, ranges)
     totals: dict[str, tuple[float, int]] = {}
     for e in chosen:
         name = str(e.get("name", "?"))
@@ -78,12 +79,12 @@ def parse(text: str) -> Profile:
         totals[name] = (us + float(e["dur"]), count + 1)
     kernels = [Kernel(n, us / calls, count / calls) for n, (us, count) in totals.items()]
     kernels.sort(key=lambda k: (-k.us, k.name))
+    if not device and host_us is not None:
+        # Without a device the op itself (its calls' range, `ondemand.call:OP`, named OP)
+        # stands first, its median call, then the host ops it ran at its top level.
+        op = str(ranges[0]["name"]).partition(":")[2] or CALL_RANGE
+        kernels.insert(0, Kernel(op, host_us, 1.0))
     return Profile(calls=len(ranges), host_us=host_us, kernels=kernels, device=bool(device))
-
-
-def _named(ranges: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The calls' ranges under the operator's name (the text after `ondemand.call:`)."""
-    return [{**e, "name": str(e["name"]).partition(":")[2] or CALL_RANGE} for e in ranges]
 
 
 def _top_ops(complete: list[dict[str, Any]], ranges: list[dict[str, Any]]) -> list[dict[str, Any]]:
