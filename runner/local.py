@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,13 +24,13 @@ from runner.daemon.pool import runner_version
 from runner.daemon.warmup import warm
 from runner.environment import interpreter
 from runner.environment.compile_cache import CompileCache
-from runner.environment.interpreter import InterpreterError
+from runner.environment.interpreter import Interpreter, InterpreterError
 from runner.environment.parallel import default_workers
 from runner.environment.pyenv import PackageSources
 from runner.job.execute import OP_NAME, JobContext, execute
 from runner.job.kinds.benchmark.profiling import trace_files
 from runner.job.logstream import LogStream
-from runner.job.sandboxing import JailError, jail_for_host
+from runner.job.sandboxing import Jail, JailError, jail_for_host
 from runner.job.selection import select_changed
 from runner.job.workspace import WorkspaceError, Workspaces, git
 from workflows.changes import Selection
@@ -318,21 +318,7 @@ def _run_op(
             sys.stderr.buffer.write(data)
             sys.stderr.buffer.flush()
 
-    context = JobContext(
-        workspaces=Workspaces(cache),
-        env_cache=cache / "envs",
-        job_dir=run_dir / "job",
-        runner_name=f"local ({os.uname().nodename})",
-        runner_version=runner_version(),
-        on_output=on_output,
-        visible_devices=visible,
-        jail=jail,
-        packages=PackageSources.from_args(args),
-        interpreter=python,
-        compile_cache=None if args.no_compile_cache else CompileCache(cache / "compile"),
-        workers=args.workers if args.workers is not None else default_workers(),
-        warm_workers=args.warm_workers,
-    )
+    context = _job_context(args, cache, run_dir, on_output, visible, jail, python)
     try:
         result = execute(spec, workflow, context)
     finally:
@@ -351,6 +337,34 @@ def _run_op(
     if failures_pass_gate(spec, result, policy):
         return 0
     return EXIT.get(result.status, 2)
+
+
+def _job_context(
+    args: argparse.Namespace,
+    cache: Path,
+    run_dir: Path,
+    on_output: Callable[[bytes], None],
+    visible: tuple[str, str] | None,
+    jail: Jail | None,
+    python: Interpreter,
+) -> JobContext:
+    """What a job run here is given: this machine's caches under `cache`, its output to
+    `on_output`, the options of `ondemand run`."""
+    return JobContext(
+        workspaces=Workspaces(cache),
+        env_cache=cache / "envs",
+        job_dir=run_dir / "job",
+        runner_name=f"local ({os.uname().nodename})",
+        runner_version=runner_version(),
+        on_output=on_output,
+        visible_devices=visible,
+        jail=jail,
+        packages=PackageSources.from_args(args),
+        interpreter=python,
+        compile_cache=None if args.no_compile_cache else CompileCache(cache / "compile"),
+        workers=args.workers if args.workers is not None else default_workers(),
+        warm_workers=args.warm_workers,
+    )
 
 
 def on_stderr(data: bytes) -> None:
