@@ -31,7 +31,7 @@ def test_a_claim_with_fields_from_a_newer_service_is_still_the_job(
     @app.post("/api/v1/jobs/claim")
     def claim() -> dict[str, object]:
         return {**SPEC, "priority": 3, "artifacts_url": "https://x",
-                "options": {"bench": False, "profile": True}}  # fmt: skip
+                "options": {"bench": False, "sanitizer": True}}  # fmt: skip
 
     with live_server(app) as url:
         client = ServiceClient(url, "t")
@@ -41,5 +41,5 @@ def test_a_claim_with_fields_from_a_newer_service_is_still_the_job(
     assert spec is not None and (spec.id, spec.op, spec.sha) == (9, "add", "c" * 40)
     assert spec.options.bench is False  # what it knows of a part is kept
     assert (
-        "ignoring fields this runner does not know: artifacts_url, options.profile, priority"
+        "ignoring fields this runner does not know: artifacts_url, options.sanitizer, priority"
     ) in caplog.text
