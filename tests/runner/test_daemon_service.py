@@ -25,7 +25,7 @@ from service.app import create_app
 from service.db.models import Runner
 from service.queue.jobs import NewJob
 from tests.runner.tinyrepo import TinyRepo
-from tests.service.helpers import service_settings
+from tests.service.helpers import service_settings, sqlite_at_head
 from tests.support.live import free_port, live_server
 from workflows.models import JobResult, JobStatus
 from workflows.spec import WORKFLOWS_DIR
@@ -84,7 +84,7 @@ class Service:
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     db = tmp_path_factory.mktemp("svc") / "ondemand.db"
     settings = service_settings(
-        f"sqlite:///{db}",
+        sqlite_at_head(db),
         registration_tokens=[REGISTRATION],
         lease_seconds=LEASE_S,
     )
@@ -230,7 +230,7 @@ def test_an_ephemeral_runner_runs_one_job_then_leaves(
     works, it is not listed) and exits 0, leaving the next job queued; the same state
     directory started again registers anew and takes that job."""
     settings = service_settings(
-        f"sqlite:///{tmp_path / 'ephemeral.db'}", registration_tokens=[REGISTRATION]
+        sqlite_at_head(tmp_path / "ephemeral.db"), registration_tokens=[REGISTRATION]
     )
     app = create_app(settings)
     with live_server(app) as url:
@@ -266,7 +266,7 @@ def test_cancellation(tiny_repo: TinyRepo, roomy_workflows: Path, tmp_path: Path
     """A cancel reaches a running step in under two seconds through the job's open channel:
     with a 60 s lease the next heartbeat is up to 20 s away, so only the channel can do it."""
     settings = service_settings(
-        f"sqlite:///{tmp_path / 'cancel.db'}",
+        sqlite_at_head(tmp_path / "cancel.db"),
         registration_tokens=[REGISTRATION],
         lease_seconds=60,
     )
@@ -501,7 +501,7 @@ def test_a_service_down_longer_than_the_lease_does_not_run_a_job_twice(
     at once, run again, and end "runner lost")."""
     port = free_port()
     settings = service_settings(
-        f"sqlite:///{tmp_path / 'restart.db'}",
+        sqlite_at_head(tmp_path / "restart.db"),
         registration_tokens=[REGISTRATION],
         lease_seconds=4,
     )
@@ -541,7 +541,7 @@ def test_a_claim_answered_while_the_runner_was_stopped_is_not_started_when_stale
     When the runner is continued it reads that stale answer: it must ask the service first,
     and not start a job whose verdict is already given."""
     settings = service_settings(
-        f"sqlite:///{tmp_path / 'stale.db'}", registration_tokens=[REGISTRATION], lease_seconds=3
+        sqlite_at_head(tmp_path / "stale.db"), registration_tokens=[REGISTRATION], lease_seconds=3
     )
     app = create_app(settings)
     with live_server(app) as url:
@@ -584,7 +584,7 @@ def test_a_claim_answered_while_the_runner_was_stopped_and_then_cancelled_is_not
     continued, the runner's first heartbeat hears the cancel, and it reports the stop without
     starting anything of the job."""
     settings = service_settings(
-        f"sqlite:///{tmp_path / 'stale.db'}", registration_tokens=[REGISTRATION], lease_seconds=3
+        sqlite_at_head(tmp_path / "stale.db"), registration_tokens=[REGISTRATION], lease_seconds=3
     )
     app = create_app(settings)
     with live_server(app) as url:

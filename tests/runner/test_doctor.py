@@ -24,7 +24,7 @@ from runner.doctor import (
 )
 from runner.environment.pyenv import PackageSources
 from runner.link.credentials import CredentialFile, Credentials
-from tests.service.helpers import LiveService, live_service, service_settings
+from tests.service.helpers import LiveService, live_service, service_settings, sqlite_at_head
 from tests.support.git import git
 from tests.support.live import free_port
 from workflows.spec import load_workflows
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def svc(tmp_path: Path) -> Iterator[LiveService]:
-    with live_service(service_settings(f"sqlite:///{tmp_path / 'svc.db'}")) as live:
+    with live_service(service_settings(sqlite_at_head(tmp_path / "svc.db"))) as live:
         yield live
 
 

@@ -21,7 +21,7 @@ import yaml
 from service.app import Service as Parts
 from service.app import create_app
 from service.queue.jobs import NewJob
-from tests.service.helpers import service_settings
+from tests.service.helpers import service_settings, sqlite_at_head
 from tests.support.git import git
 from tests.support.live import live_server
 from workflows.models import JobResult, JobStatus
@@ -156,7 +156,7 @@ def test_a_hostile_pull_request_owns_nothing(
     job_user: pwd.struct_passwd, reachable_python: None, base: Path, tmp_path: Path
 ) -> None:
     settings = service_settings(
-        f"sqlite:///{tmp_path / 'svc.db'}",
+        sqlite_at_head(tmp_path / "svc.db"),
         registration_tokens=[REGISTRATION],
         lease_seconds=30,
     )

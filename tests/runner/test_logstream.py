@@ -15,7 +15,7 @@ from runner.link.client import ServiceClient
 from service.app import Service as Parts
 from service.app import create_app
 from service.queue.jobs import NewJob
-from tests.service.helpers import service_settings
+from tests.service.helpers import service_settings, sqlite_at_head
 from tests.support.live import live_server
 
 
@@ -29,7 +29,7 @@ def test_utf8_prefix_never_splits_a_character() -> None:
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[tuple[str, Parts]]:
     settings = service_settings(
-        f"sqlite:///{tmp_path / 'svc.db'}",
+        sqlite_at_head(tmp_path / "svc.db"),
         registration_tokens=["reg"],
     )
     app = create_app(settings)
@@ -102,7 +102,7 @@ def test_the_service_cap_stops_the_stream_without_spinning(tmp_path: Path) -> No
     """A runner whose limit is larger than the service's: the service keeps its cap, says
     413, and the stream stops sending at once (its file keeps the rest)."""
     settings = service_settings(
-        f"sqlite:///{tmp_path / 'svc.db'}",
+        sqlite_at_head(tmp_path / "svc.db"),
         registration_tokens=["reg"],
         log_max_bytes=8 * 1024,
     )

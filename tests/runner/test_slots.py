@@ -20,7 +20,7 @@ from runner.doctor import slot_findings
 from service.app import create_app
 from tests.runner.test_daemon_service import REGISTRATION, Daemon, Service
 from tests.runner.tinyrepo import TinyRepo
-from tests.service.helpers import service_settings
+from tests.service.helpers import service_settings, sqlite_at_head
 from tests.support.live import live_server
 from workflows.models import JobStatus
 from workflows.spec import WORKFLOWS_DIR
@@ -79,7 +79,7 @@ def test_the_doctor_names_each_slots_device_and_cores() -> None:
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
     settings = service_settings(
-        f"sqlite:///{tmp_path / 'slots.db'}", registration_tokens=[REGISTRATION]
+        sqlite_at_head(tmp_path / "slots.db"), registration_tokens=[REGISTRATION]
     )
     app = create_app(settings)
     with live_server(app) as url:

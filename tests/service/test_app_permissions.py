@@ -21,7 +21,7 @@ from service.db.models import Delivery, OutboxItem
 from service.github.client import GitHubClient
 from service.github.installations import check_installations
 from service.github.permissions import manifest
-from tests.service.helpers import live_service, service_settings
+from tests.service.helpers import live_service, service_settings, sqlite_at_head
 from tests.service.test_flow import (
     APP_ID,
     REPO,
@@ -173,7 +173,7 @@ def test_start_up_checks_every_installation_and_does_not_wait_for_github(
         ]
 
         settings = service_settings(
-            f"sqlite:///{tmp_path / 'startup.db'}", github_api_url=world.url, **world.auth
+            sqlite_at_head(tmp_path / "startup.db"), github_api_url=world.url, **world.auth
         )
         with live_service(settings) as svc:
             world.admin.set_webhook(f"{svc.url}/webhook", SECRET)
@@ -191,7 +191,7 @@ def test_start_up_checks_every_installation_and_does_not_wait_for_github(
     # GitHub unreachable: the service starts and serves all the same, and says it once.
     caplog.clear()
     unreachable = service_settings(
-        f"sqlite:///{tmp_path / 'away.db'}",
+        sqlite_at_head(tmp_path / "away.db"),
         github_api_url=f"http://127.0.0.1:{free_port()}",
         **world.auth,
     )

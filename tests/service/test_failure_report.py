@@ -16,7 +16,13 @@ from report.gate import failures_fail_gate
 from report.summary import headline
 from report.views import KnownFlaky
 from service.queue.flaky import FlakyTests, known_flaky
-from tests.service.helpers import live_service, new_job, open_queue, service_settings
+from tests.service.helpers import (
+    live_service,
+    new_job,
+    open_queue,
+    service_settings,
+    sqlite_at_head,
+)
 from tests.service.test_report import view
 from workflows.models import (
     AccuracyResult,
@@ -214,7 +220,7 @@ def test_flaky_tests_are_kept_when_results_arrive(db_url: str) -> None:
 
 
 def test_a_result_posted_by_a_runner_lists_its_flaky_test_on_the_dashboard(tmp_path: Path) -> None:
-    settings = service_settings(f"sqlite:///{tmp_path / 'flaky.db'}", process_workers=False)
+    settings = service_settings(sqlite_at_head(tmp_path / "flaky.db"), process_workers=False)
     with live_service(settings) as live:
         runner_id, token = live.register("runner-one", ["cpu"])
         job, _ = live.service.jobs.create_job(new_job())

@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sandbox.app import create_app as create_sandbox
 from sandbox.client import SandboxAdmin
 from service.db.models import Delivery, Job, OutboxItem, ResultComment
-from tests.service.helpers import LiveService, live_service, service_settings
+from tests.service.helpers import LiveService, live_service, service_settings, sqlite_at_head
 from tests.support.git import git
 from tests.support.keys import rsa_keypair
 from tests.support.live import live_server
@@ -179,7 +179,7 @@ def make_flow(
             "head_wait_s": 3.0,
         }
         settings = service_settings(
-            db_url or f"sqlite:///{tmp_path / 'flow.db'}",
+            db_url or sqlite_at_head(tmp_path / "flow.db"),
             github_api_url=world.url,
             **{**compressed, **world.auth, **overrides},
         )

@@ -22,7 +22,7 @@ from sandbox.client import SandboxAdmin
 from service.db.models import Job, MainRun, MainSchedule
 from service.receive.nightly import Nightly
 from tests.e2e.mainrepo import BASE_COST_US, branch_with, make_main_repo
-from tests.service.helpers import LiveService, live_service, service_settings
+from tests.service.helpers import LiveService, live_service, service_settings, sqlite_at_head
 from tests.support.git import git
 from tests.support.live import live_server
 
@@ -82,7 +82,7 @@ def world_of(tmp_path: Path) -> Iterator[World]:
         admin.create_repo("acme", "mainops", str(repo))
         admin.set_permission(REPO, "alice", "write")
         settings = service_settings(
-            f"sqlite:///{tmp_path / 'nightly.db'}", github_api_url=gh_url, github_token=token,
+            sqlite_at_head(tmp_path / "nightly.db"), github_api_url=gh_url, github_token=token,
             bot_login=BOT, nightly_hour_utc=hour, changes_dir=tmp_path / "changes",
         )  # fmt: skip
         with live_service(settings) as svc:

@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 from service.db.models import Delivery
 from service.github.client import GitHubClient
 from service.settings import MAX_WEBHOOK_BYTES, Settings
-from tests.service.helpers import LiveService, live_service, service_settings
+from tests.service.helpers import LiveService, live_service, service_settings, sqlite_at_head
 
 
 def sign(body: bytes, secret: str) -> str:
@@ -75,7 +75,7 @@ def deliveries(svc: LiveService) -> int:
 
 @pytest.fixture
 def svc(tmp_path: Path) -> Iterator[LiveService]:
-    settings = service_settings(f"sqlite:///{tmp_path / 'hook.db'}", max_webhook_bytes=4096)
+    settings = service_settings(sqlite_at_head(tmp_path / "hook.db"), max_webhook_bytes=4096)
     with live_service(settings) as live:
         yield live
 
@@ -174,7 +174,7 @@ def hanging_github() -> Iterator[str]:
 
 def test_answers_fast_while_github_hangs(tmp_path: Path, hanging_github: str) -> None:
     hung = GitHubClient(hanging_github, token="t", timeout=1)
-    settings = service_settings(f"sqlite:///{tmp_path / 'down.db'}")
+    settings = service_settings(sqlite_at_head(tmp_path / "down.db"))
     with live_service(settings, github=hung) as svc:
         post(svc, comment_payload("warm-up"))
         timings = []
@@ -235,7 +235,7 @@ def test_form_encoded_deliveries_are_understood(svc: LiveService) -> None:
 def test_malformed_bodies_get_4xx_and_nothing_is_stored(
     tmp_path: Path, raw: bytes, content_type: str, fragment: str
 ) -> None:
-    settings = service_settings(f"sqlite:///{tmp_path / 'bad.db'}")
+    settings = service_settings(sqlite_at_head(tmp_path / "bad.db"))
     with live_service(settings) as svc:
         answer = post(svc, None, raw=raw, content_type=content_type)
         assert answer.status_code == 400 and fragment in answer.json()["detail"], answer.text

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.service.helpers import LiveService, live_service, service_settings
+from tests.service.helpers import LiveService, live_service, service_settings, sqlite_at_head
 from tests.service.test_flow import BOT, REPO, make_flow
 from tests.web.support import finish_job, new_job, result, run_job
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def live(tmp_path: Any) -> Iterator[LiveService]:
-    settings = service_settings(f"sqlite:///{tmp_path / 'web.db'}", process_workers=False)
+    settings = service_settings(sqlite_at_head(tmp_path / "web.db"), process_workers=False)
     with live_service(settings) as service:
         yield service
 

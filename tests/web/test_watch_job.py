@@ -22,7 +22,7 @@ from sandbox.app import create_app as create_sandbox
 from sandbox.client import SandboxAdmin
 from service.app import create_app
 from tests.runner.tinyrepo import make_tiny_repo
-from tests.service.helpers import service_settings
+from tests.service.helpers import service_settings, sqlite_at_head
 from tests.support.live import free_port, live_server
 from workflows.spec import WORKFLOWS_DIR
 
@@ -86,7 +86,7 @@ def test_watch_a_job_from_queued_to_verdict(tmp_path: Path, browser: Any, runner
         admin.set_permission(REPO, "alice", "write")
         pr = admin.open_pull(REPO, head="pr", base="main", user="alice", title="Faster good_op")
         settings = service_settings(
-            f"sqlite:///{tmp_path / 'svc.db'}",
+            sqlite_at_head(tmp_path / "svc.db"),
             github_api_url=gh_url,
             github_token=token,
             bot_login=BOT,
