@@ -185,6 +185,8 @@ def test_changed_runs_the_operators_the_commit_changes(
     subprocess.run([*git, "checkout", "-q", "-b", "base", "origin/main"], check=True)
     own = {f"kernels/ops/{op}/__init__.py": f"def {op}():\n    return 1\n" for op in (
         "good_op", "bad_op", "loud_op")}  # fmt: skip
+    # The base's settings: one re-run each way, enough to tell a failure is already failing.
+    own[".github/ondemand.yml"] = "failures:\n  reruns: 1\n"
     commit("the operators' own files", own)
     subprocess.run([*git, "checkout", "-q", "-b", "ops"], check=True)
     tests = (repo / "tests" / "kernels" / "test_ops.py").read_text()

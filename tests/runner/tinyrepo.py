@@ -2,7 +2,9 @@
 under tests/kernels marked by operator (one passing op, one failing, one that sleeps past any
 timeout, one that reports its environment, one that prints 3 MiB and fails, one whose tests take
 two seconds each, so its progress can be watched) and a fake
-`kernels.benchmark` writing the kernels.benchmark/v1 JSON."""
+`kernels.benchmark` writing the kernels.benchmark/v1 JSON. Its settings file re-runs no failing
+test: the jobs here that fail by design are not about re-runs (those of `failrepo.py` are), and
+each re-run is a pytest process; a test that needs them sets its own at its base."""
 
 from __future__ import annotations
 
@@ -109,6 +111,12 @@ def test_env():
         json.dump({"reached": reached}, f)
 """
 
+# `.github/ondemand.yml`, read at a job's base commit.
+SETTINGS = """\
+failures:
+  reruns: 0
+"""
+
 BENCH = '''\
 """A fake benchmark harness writing kernels.benchmark/v1 JSON."""
 import argparse
@@ -168,6 +176,8 @@ def _write(repo: Path, speedup: float) -> None:
     (repo / "kernels" / "benchmark" / "__main__.py").write_text(
         textwrap.dedent(BENCH.format(speedup=speedup))
     )
+    (repo / ".github").mkdir(exist_ok=True)
+    (repo / ".github" / "ondemand.yml").write_text(SETTINGS)
 
 
 def make_tiny_repo(path: Path) -> TinyRepo:
