@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from tests.support.workflows import small_cpu_workflows
 
@@ -35,6 +36,22 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 def small_workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """workflows/cpu.yaml with the accuracy step narrowed to one test function in float32."""
     return small_cpu_workflows(tmp_path_factory.mktemp("workflows"))
+
+
+@pytest.fixture(scope="module")
+def red_workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """For the red path: the small workflow's accuracy step narrowed to the generic kernel's
+    half of its tests (each failing test is a test of the break; more of them prove nothing
+    more), and a device check that passes at once (the green path runs the real one)."""
+    directory = small_cpu_workflows(tmp_path_factory.mktemp("red-workflows"))
+    cpu = yaml.safe_load((directory / "cpu.yaml").read_text())
+    cpu["device_check"] = ["{python}", "-c", "pass"]
+    for step in cpu["steps"]:
+        if step["kind"] == "accuracy":
+            at = step["argv"].index("-k") + 1
+            step["argv"][at] += " and generic"
+    (directory / "cpu.yaml").write_text(yaml.safe_dump(cpu))
+    return directory
 
 
 def run_demo(
@@ -195,15 +212,16 @@ def test_a_passing_pull_request_gets_a_green_verdict_and_keep_runs_until_ctrl_c(
 
 
 def test_a_pull_request_that_breaks_the_kernel_gets_a_red_verdict_with_failing_tests(
-    tmp_path: Path, small_workflows: Path
+    tmp_path: Path, red_workflows: Path
 ) -> None:
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     git = ["git", "-c", "user.name=author", "-c", "user.email=author@example.org"]
-    # The base's settings: one re-run each way, enough to tell the break is new (the failure
-    # classes' own tests re-run more).
+    # The base's settings: one failing test re-run once each way, enough to tell the break is
+    # new (the failure classes' own tests re-run more, and more tests); each re-run is a
+    # process that imports torch and runs its tests under the interpreter.
     (clone / ".github").mkdir(exist_ok=True)
-    (clone / ".github" / "ondemand.yml").write_text("failures:\n  reruns: 1\n")
+    (clone / ".github" / "ondemand.yml").write_text("failures:\n  reruns: 1\n  max_tests: 1\n")
     subprocess.run([*git, "add", ".github/ondemand.yml"], cwd=clone, check=True)
     subprocess.run([*git, "commit", "-qm", "Settings"], cwd=clone, check=True)
     subprocess.run([*git, "checkout", "-qb", "broken"], cwd=clone, check=True)
@@ -232,7 +250,7 @@ def test_a_pull_request_that_breaks_the_kernel_gets_a_red_verdict_with_failing_t
     # Accuracy only: the failing tests are what this shows, not the benchmark that follows them.
     # The pull request is the break itself, on `main`.
     rc, outcome, log = run_demo(
-        clone, tmp_path / "demo", small_workflows, "--ref", "broken", "--no-change",
+        clone, tmp_path / "demo", red_workflows, "--ref", "broken", "--no-change",
         "--flags=--no-bench",
     )  # fmt: skip
     assert rc == 1, log
