@@ -48,11 +48,23 @@ def _profiled(fn: Callable[[], Any], row: int) -> None:
         for _ in range(calls):
             with record_function(f"{CALL_RANGE}:{os.environ.get('BENCH_PROFILE_OP', '')}"):
                 fn()
-                for module in (getattr(torch, "cuda", None),):
-                    if module is not None and module.is_available():
-                        module.synchronize()
+                _synchronize(torch)
     out = os.path.join(os.environ["BENCH_PROFILE_DIR"], f"row-{row}.json")
     prof.export_chrome_trace(out)
+
+
+def _synchronize(torch: Any) -> None:
+    """Wait for the device torch names as its current accelerator (none on the CPU), so a
+    call's range holds its kernels."""
+    accelerator = getattr(torch, "accelerator", None)
+    try:
+        current = accelerator.current_accelerator() if accelerator is not None else None
+    except RuntimeError:
+        current = None
+    if current is not None and current.type != "cpu":
+        accelerator.synchronize()
+    elif torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def _wrap(timer: Callable[..., Any], rows: set[int]) -> Callable[..., Any]:
@@ -69,7 +81,10 @@ def _wrap(timer: Callable[..., Any], rows: set[int]) -> Callable[..., Any]:
             row, kernel = divmod(_calls, 2)
             _calls += 1
             if kernel and row in rows and fn is not None:
-                _profiled(fn, row)
+                try:
+                    _profiled(fn, row)
+                except Exception as exc:  # the harness goes on: the profile is never its verdict
+                    print(f"bench_profile: row {row}: {type(exc).__name__}: {exc}", file=sys.stderr)
             return result
         finally:
             _inside = False
