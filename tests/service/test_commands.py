@@ -14,20 +14,20 @@ from markdown_it import MarkdownIt
 from service.receive.commands import (
     MAX_COMMANDS,
     MAX_TARGETS,
-    AcceptCommand,
-    CancelCommand,
-    ChangedCommand,
     Command,
     CommandError,
-    HelpCommand,
-    RetestCommand,
     Selector,
     Target,
-    TestCommand,
     command_lines,
     format_command,
     parse_comment,
 )
+from service.receive.commands.accept_regression import AcceptCommand
+from service.receive.commands.cancel import CancelCommand
+from service.receive.commands.changed import ChangedCommand
+from service.receive.commands.help import HelpCommand
+from service.receive.commands.retest import RetestCommand
+from service.receive.commands.test import TestCommand
 from workflows.spec import backend_names, load_workflows
 
 BACKENDS = backend_names(load_workflows())  # the deployed workflows: cpu, mthreads, nvidia

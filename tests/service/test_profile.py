@@ -23,11 +23,11 @@ from service.queue.retention import Pruner, Retention
 from service.receive.commands import (
     REGISTRY,
     CommandError,
-    ProfileCommand,
     Target,
     format_command,
     parse_comment,
 )
+from service.receive.commands.profile import ProfileCommand
 from tests.service.seeding import seed
 from tests.service.test_flow import BOT, REPO, Flow, auth, make_flow
 from workflows.models import (

@@ -24,11 +24,11 @@ from report.views import JobView
 from service.receive.commands import (
     REGISTRY,
     USAGE,
-    CancelCommand,
     CommandError,
     Selector,
     format_command,
 )
+from service.receive.commands.cancel import CancelCommand
 from service.render.replies import (
     BackendInfo,
     join_replies,

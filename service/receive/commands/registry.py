@@ -25,6 +25,9 @@ MAX_COMMANDS = 20  # command lines read from one comment; the rest get one line 
 
 # A handler answers (the reply's text, "" for none; what was done, for the log).
 Answer = tuple[str, str]
+# A parsed command line: the frozen dataclass of the command module that read it (each
+# module's own type), or the `CommandError` saying why the line could not be read.
+Command = Any
 
 
 @dataclass(frozen=True)
