@@ -10,6 +10,7 @@ import httpx
 
 from tests.service.test_flow import BOT, REPO, auth, make_flow
 from tests.support.git import git
+from workflows.models import JobResult, JobStatus
 
 
 def test_vs_a_tag_compares_with_it_and_an_unknown_ref_is_answered(tmp_path: Path) -> None:
@@ -30,3 +31,22 @@ def test_vs_a_tag_compares_with_it_and_an_unknown_ref_is_answered(tmp_path: Path
         reply = flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="v9.9")
         assert "`v9.9` names no branch, tag or commit of this repository" in reply["body"]
         assert "nothing was queued" in reply["body"] and len(flow.jobs()) == 1
+
+
+def test_retest_runs_a_vs_job_against_the_same_commit(tmp_path: Path) -> None:
+    """`/retest` runs a failed `vs REF` job as it ran: against that commit, not the merge base."""
+    with make_flow(tmp_path) as flow:
+        repo = tmp_path / "kernels"
+        release = git(repo, "rev-parse", "main")
+        git(repo, "tag", "v1.0", release)
+        flow.comment("/test add:cpu vs v1.0")
+        flow.wait_until(lambda: len(flow.jobs()) == 1)
+        _, token = flow.svc.register("cpu-1", ["cpu"])
+        api = f"{flow.svc.url}/api/v1/jobs"
+        spec = httpx.post(f"{api}/claim", json={}, headers=auth(token)).json()
+        failed = JobResult(status=JobStatus.failed, sha=spec["sha"]).model_dump(mode="json")
+        httpx.post(f"{api}/{spec['id']}/complete", json=failed, headers=auth(token))
+        flow.comment("/retest")
+        flow.wait_until(lambda: len(flow.jobs()) == 2)
+        again = flow.jobs()[-1]
+        assert (again.base_ref, again.base_sha, again.exact_base) == ("v1.0", release, True)

@@ -46,12 +46,14 @@ class CheckRunHandler:
             ]
         if since:
             return f"re-run of job {old.id}: job {since[0].id} already stands for it"
-        if old.pr_number == NO_PULL:  # the default branch's: the same commit, the same base
-            base_ref, base_sha = old.base_ref, old.base_sha
-        else:
+        if old.pr_number != NO_PULL:
             pull = services.github.pull(repo, old.pr_number)
             if pull.state != "open":
                 return f"#{old.pr_number} is {pull.state}: nothing runs"
+        # The default branch's, and a `vs REF` job: the same base; else the merge base now.
+        if old.pr_number == NO_PULL or old.exact_base:
+            base_ref, base_sha = old.base_ref, old.base_sha
+        else:
             base_ref, base_sha = pull.base_ref, pull.base_sha
         job, new = services.jobs.create_job(
             NewJob(
@@ -63,7 +65,8 @@ class CheckRunHandler:
                 backend=old.backend,
                 bench=old.bench,
                 compare=old.compare,
-                exact_base=old.pr_number == NO_PULL and old.exact_base,
+                exact_base=old.exact_base,
+                profile=old.profile,
                 base_ref=base_ref,
                 base_sha=base_sha,
                 requested_by=data.sender.login,
