@@ -1,4 +1,5 @@
-"""Repository-wide pytest hooks: one marker per operator of the kernel registry.
+"""Repository-wide pytest hooks: one marker per operator of the kernel registry, and one
+default TLS context for every HTTP client of a test process (`tests/support/tls.py`).
 
 The runner lists a checkout's operators with `pytest --markers`, and the workflows select an
 operator's tests with `pytest tests/kernels -m <op>` under `--strict-markers`, so every
@@ -15,6 +16,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.support.tls import share_default_context
 
 REGISTRY = Path(__file__).resolve().parents[1] / "kernels" / "registry.py"
 
@@ -33,5 +36,6 @@ def _registry() -> ModuleType:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    share_default_context()
     for op in _registry().OPERATORS:
         config.addinivalue_line("markers", f"{op.name}: accuracy tests of kernels.{op.name}")
