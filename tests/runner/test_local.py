@@ -61,6 +61,9 @@ def test_passing_op_prints_the_report_and_exits_0(
     assert result.benchmark is not None
     assert result.benchmark.rows[0].before_speedup == pytest.approx(1.5)
     assert "step accuracy" in proc.stderr  # the job log is echoed unless --quiet
+    # --json writes the wire format, as the runner reports it to the service.
+    data = json.loads(out.read_text())
+    assert data["status"] == "succeeded" and data["accuracy"]["passed"] == 3
 
 
 def test_failing_op_exits_1_from_the_current_checkout(
@@ -110,23 +113,6 @@ def test_parse_target(text: str, expected: tuple[str, str]) -> None:
 def test_parse_target_errors(text: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         parse_target(text, backend_names(load_workflows()))
-
-
-def test_json_result_is_the_wire_format(tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path):
-    out = tmp_path / "r.json"
-    proc = ondemand(
-        "good_op:cpu",
-        "-q",
-        "--no-bench",
-        "--repo",
-        str(tiny_repo.path),
-        "--json",
-        str(out),
-        cache=runner_cache,
-    )
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(out.read_text())
-    assert data["status"] == "succeeded" and data["accuracy"]["passed"] == 3
 
 
 def test_a_requirement_only_the_runner_sees_errors_the_environment_step(
