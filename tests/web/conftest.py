@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.conftest import db_url, pg_url, sqlite_at_head  # noqa: F401  (fixtures used here)
+from tests.service.conftest import (  # noqa: F401  (fixtures used here)
+    db_url,
+    pg_at_head,
+    pg_url,
+    sqlite_at_head,
+)
 
 CHROMIUM = Path(os.environ.get("ONDEMAND_CHROMIUM", "/usr/bin/chromium"))
 
