@@ -82,7 +82,12 @@ def test_claim_answers_204_then_the_job(svc: LiveService) -> None:
     spec = got.json()
     assert spec["id"] == job.id and spec["op"] == "add" and spec["sha"] == "a" * 40
     assert spec["lease_seconds"] == 30 and spec["attempt"] == 1
-    assert spec["options"] == {"bench": True, "compare": True, "exact_base": False}
+    assert spec["options"] == {
+        "bench": True,
+        "compare": True,
+        "exact_base": False,
+        "profile": False,
+    }
 
 
 def test_long_poll_wakes_at_once(svc: LiveService) -> None:
