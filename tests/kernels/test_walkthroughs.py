@@ -30,6 +30,8 @@ COPIED = [
     "tests/kernels/__init__.py",
     "tests/kernels/conftest.py",
     "tests/kernels/support.py",
+    "tests/support/__init__.py",
+    "tests/support/tls.py",  # the root conftest shares one TLS context a process
 ]
 
 

@@ -22,10 +22,10 @@ SMALL, MIDDLE, LARGE = [64], [1024], [4096]
 SLEEP_BASE_S, SLEEP_EVERY_CALL_S = 0.030, 0.060  # a small input's sleep: merge base, PR
 # The larger rows call a cheap op behind a sleep of SLEEP_CALL_S (so the timer's host reading
 # is four calls, one of them the fourth) and a longer one every fourth call: the large row's
-# merge base and PR, a host time per call of about 10 and 20 ms over a device time (the median
+# merge base and PR, a host time per call of about 10 and 40 ms over a device time (the median
 # call) of 5 ms; a loaded CPU's late wake-ups (a few ms) stay well inside the threshold.
 SLEEP_CALL_S = 0.005
-SLEEP_BASE_FOURTH_S, SLEEP_EVERY_FOURTH_S = 0.020, 0.060
+SLEEP_BASE_FOURTH_S, SLEEP_EVERY_FOURTH_S = 0.020, 0.140
 SLEEP_MIDDLE_S = 0.020  # the middle row's, every fourth call, in both trees
 
 INIT = '''\
