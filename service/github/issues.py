@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from service.github.transport import Transport
+
 ISSUES_PAGE = 100
 MAX_ISSUE_PAGES = 10  # a marker is looked for among the newest 1,000 issues of its label
 
@@ -23,22 +25,8 @@ class CommitPull:
     merge_commit_sha: str | None
 
 
-class IssueCalls:
+class IssueCalls(Transport):
     """Issues and a commit's pull requests, for `GitHubClient`."""
-
-    def _request(
-        self,
-        repo: str,
-        verb: str,
-        path: str,
-        body: dict[str, Any] | None = None,
-        *,
-        need: str | None = None,
-    ) -> Any:
-        raise NotImplementedError  # the client's
-
-    def login(self) -> str:
-        raise NotImplementedError  # the client's
 
     def create_issue(self, repo: str, title: str, body: str, labels: list[str]) -> int:
         """A new issue; its number."""

@@ -5,35 +5,14 @@ client's `_request` or `_call`, with its pauses, budget and error mapping."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlencode
 
-T = TypeVar("T")
+from service.github.transport import Transport
 
 
-class PostCalls:
+class PostCalls(Transport):
     """Comments, reactions, check runs and statuses, for `GitHubClient`."""
-
-    def _request(
-        self,
-        repo: str,
-        verb: str,
-        path: str,
-        body: dict[str, Any] | None = None,
-        *,
-        need: str | None = None,
-    ) -> Any:
-        raise NotImplementedError  # the client's
-
-    def _call(self, fn: Callable[[], T], need: str | None = None, repo: str | None = None) -> T:
-        raise NotImplementedError  # the client's
-
-    def _repo(self, repo: str) -> Any:
-        raise NotImplementedError  # the client's
-
-    def login(self) -> str:
-        raise NotImplementedError  # the client's
 
     def add_reaction(self, repo: str, comment_id: int, content: str) -> None:
         path = f"/repos/{repo}/issues/comments/{comment_id}/reactions"

@@ -6,14 +6,11 @@ through the client's `_request` or `_call`, with its pauses, budget and error ma
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from service.github.errors import FileTooLarge, GitHubError
-
-T = TypeVar("T")
+from service.github.transport import Transport
 
 
 @dataclass(frozen=True)
@@ -46,25 +43,8 @@ FILES_PAGE = 100  # the files API's largest page
 FILES_CAP = 3000  # GitHub lists at most this many files of a pull request
 
 
-class ReadCalls:
+class ReadCalls(Transport):
     """Pull requests, permissions and contents, for `GitHubClient`."""
-
-    def _request(
-        self,
-        repo: str,
-        verb: str,
-        path: str,
-        body: dict[str, Any] | None = None,
-        *,
-        need: str | None = None,
-    ) -> Any:
-        raise NotImplementedError  # the client's
-
-    def _call(self, fn: Callable[[], T], need: str | None = None, repo: str | None = None) -> T:
-        raise NotImplementedError  # the client's
-
-    def _repo(self, repo: str) -> Any:
-        raise NotImplementedError  # the client's
 
     def pull(self, repo: str, number: int) -> PullInfo:
         """The pull request as GitHub has it now."""
