@@ -6,6 +6,7 @@ whose job Python vanishes (drained, its jobs run elsewhere)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -532,14 +533,13 @@ def test_a_service_down_longer_than_the_lease_does_not_run_a_job_twice(
         daemon.stop()
 
 
-def test_a_claim_answered_while_the_runner_was_stopped_is_not_started_when_stale(
+@contextlib.contextmanager
+def _claim_answered_while_stopped(
     tiny_repo: TinyRepo, roomy_workflows: Path, tmp_path: Path
-) -> None:
-    """A runner stopped (SIGSTOP, a host frozen) while its claim waits: the service answers
-    the claim with a job, the answer waits in the stopped runner's socket, the claim is never
-    acknowledged and the job goes back to the queue and ends elsewhere (here: cancelled).
-    When the runner is continued it reads that stale answer: it must ask the service first,
-    and not start a job whose verdict is already given."""
+) -> Iterator[tuple[Service, Daemon, int]]:
+    """A service (3 s leases) and a runner stopped (SIGSTOP, a host frozen) while its claim
+    waits, whose claim the service then answered with a job: the answer waits in the stopped
+    runner's socket. Yields the service, the runner (continued by the caller) and the job."""
     settings = service_settings(
         sqlite_at_head(tmp_path / "stale.db"), registration_tokens=[REGISTRATION], lease_seconds=3
     )
@@ -556,25 +556,38 @@ def test_a_claim_answered_while_the_runner_was_stopped_is_not_started_when_stale
             daemon.signal(signal.SIGSTOP)
             job = service.enqueue(tiny_repo, "good_op", bench=False)
             service.wait(job, JobStatus.running, timeout=10)  # the claim was answered
-            service.wait(job, JobStatus.queued, timeout=30)  # never acknowledged: back
-            claimed = service.parts.jobs.get_job(job)
-            assert claimed is not None and claimed.attempt == 1
-            service.parts.jobs.cancel("octo/tinyops", 7, "cancelled by @maintainer")
-            assert service.status(job) is JobStatus.cancelled
-            daemon.signal(signal.SIGCONT)
-            deadline = time.monotonic() + 30
-            while f"job {job}" not in daemon.output():
-                assert time.monotonic() < deadline, daemon.output()
-                time.sleep(0.1)
-            time.sleep(2.0)
-            log = daemon.output()
-            assert f"slot 0: job {job}: good_op on cpu" not in log, log[-3000:]
-            assert f"job {job} was given to another runner meanwhile; not started" in log
-            assert service.status(job) is JobStatus.cancelled
-            assert service.log(job) == ""
+            yield service, daemon, job
         finally:
             daemon.signal(signal.SIGCONT)
             daemon.stop()
+
+
+def test_a_claim_answered_while_the_runner_was_stopped_is_not_started_when_stale(
+    tiny_repo: TinyRepo, roomy_workflows: Path, tmp_path: Path
+) -> None:
+    """A runner stopped (SIGSTOP, a host frozen) while its claim waits: the service answers
+    the claim with a job, the answer waits in the stopped runner's socket, the claim is never
+    acknowledged and the job goes back to the queue and ends elsewhere (here: cancelled).
+    When the runner is continued it reads that stale answer: it must ask the service first,
+    and not start a job whose verdict is already given."""
+    with _claim_answered_while_stopped(tiny_repo, roomy_workflows, tmp_path) as (
+        service,
+        daemon,
+        job,
+    ):
+        service.wait(job, JobStatus.queued, timeout=30)  # never acknowledged: back
+        claimed = service.parts.jobs.get_job(job)
+        assert claimed is not None and claimed.attempt == 1
+        service.parts.jobs.cancel("octo/tinyops", 7, "cancelled by @maintainer")
+        assert service.status(job) is JobStatus.cancelled
+        daemon.signal(signal.SIGCONT)
+        _wait_output(daemon, f"job {job}", 30)
+        time.sleep(2.0)
+        log = daemon.output()
+        assert f"slot 0: job {job}: good_op on cpu" not in log, log[-3000:]
+        assert f"job {job} was given to another runner meanwhile; not started" in log
+        assert service.status(job) is JobStatus.cancelled
+        assert service.log(job) == ""
 
 
 def test_a_claim_answered_while_the_runner_was_stopped_and_then_cancelled_is_not_started(
@@ -583,36 +596,19 @@ def test_a_claim_answered_while_the_runner_was_stopped_and_then_cancelled_is_not
     """As above, but the job is cancelled while the stopped runner still holds its lease:
     continued, the runner's first heartbeat hears the cancel, and it reports the stop without
     starting anything of the job."""
-    settings = service_settings(
-        sqlite_at_head(tmp_path / "stale.db"), registration_tokens=[REGISTRATION], lease_seconds=3
-    )
-    app = create_app(settings)
-    with live_server(app) as url:
-        service = Service(url, app.state.service)
-        daemon = Daemon(url, tmp_path / "runner-c", roomy_workflows, "--poll-seconds", "20")
-        try:
-            deadline = time.monotonic() + 60
-            while "HTTP Request: POST" not in daemon.output() or "claim" not in daemon.output():
-                assert time.monotonic() < deadline, daemon.output()
-                time.sleep(0.1)
-            time.sleep(1.0)  # its claim waits now
-            daemon.signal(signal.SIGSTOP)
-            job = service.enqueue(tiny_repo, "good_op", bench=False)
-            service.wait(job, JobStatus.running, timeout=10)  # the claim was answered
-            service.parts.jobs.cancel("octo/tinyops", 7, "cancelled by @maintainer")
-            daemon.signal(signal.SIGCONT)
-            deadline = time.monotonic() + 30
-            while f"job {job}: report" not in daemon.output():
-                assert time.monotonic() < deadline, daemon.output()
-                time.sleep(0.1)
-            log = daemon.output()
-            assert f"slot 0: job {job}: good_op on cpu" not in log, log[-3000:]
-            assert f"job {job} was stopped before it started" in log, log[-3000:]
-            assert service.status(job) is JobStatus.cancelled
-            assert service.log(job) == ""
-        finally:
-            daemon.signal(signal.SIGCONT)
-            daemon.stop()
+    with _claim_answered_while_stopped(tiny_repo, roomy_workflows, tmp_path) as (
+        service,
+        daemon,
+        job,
+    ):
+        service.parts.jobs.cancel("octo/tinyops", 7, "cancelled by @maintainer")
+        daemon.signal(signal.SIGCONT)
+        _wait_output(daemon, f"job {job}: report", 30)
+        log = daemon.output()
+        assert f"slot 0: job {job}: good_op on cpu" not in log, log[-3000:]
+        assert f"job {job} was stopped before it started" in log, log[-3000:]
+        assert service.status(job) is JobStatus.cancelled
+        assert service.log(job) == ""
 
 
 def test_a_runner_whose_job_python_vanishes_is_drained_and_its_jobs_succeed_elsewhere(
