@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import difflib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ondemand.git import GitError
 from report.selection import (
@@ -21,7 +21,7 @@ from service.github.reads import FILES_CAP, PullInfo
 from service.queue.jobs import NewJob
 from service.receive.commands.words import Target
 from service.receive.context import NO_CREDENTIALS, NoCredentials, Origin, Services
-from service.render.replies import render_unknown_operator
+from service.render.replies import render_duplicate, render_unknown_operator, render_unknown_ref
 from workflows.repo_config import ConfigReading
 
 log = logging.getLogger(__name__)
@@ -108,6 +108,43 @@ class ChangedRequest:
     backends: tuple[str, ...]
     everything: bool = False
     run: Run = Run()
+
+
+def against_ref(services: Services, repo: str, run: Run, ref: str) -> Run | str:
+    """`run` compared with the commit `ref` names (`vs REF`), or the answer that it names
+    none."""
+    base = services.github.commit_sha(repo, ref)
+    if base is None:
+        return render_unknown_ref(ref)
+    return replace(run, against=(ref, base))
+
+
+def queue_targets(
+    services: Services,
+    origin: Origin,
+    pull: PullInfo,
+    sha: str,
+    targets: list[Target],
+    run: Run,
+    settings: ConfigReading,
+    new_op: bool = False,
+) -> tuple[list[str], int]:
+    """Each of a command's targets queued with `run`: the answers for those not queued (an
+    operator not there, a job already waiting) and how many jobs were made. Shared by the
+    commands that name targets (`/test`, `/test profile`)."""
+    answers: list[str] = []
+    created = 0
+    for target in targets:
+        unknown = unknown_operator(services, origin.repo, sha, target, new_op)
+        if unknown is not None:
+            answers.append(unknown)
+            continue
+        job, mine = queue_target(services, origin, pull, sha, target, run, settings)
+        if mine:
+            created += 1
+            continue
+        answers.append(render_duplicate(target.op, target.backend, services.view(job)))
+    return answers, created
 
 
 def run_changed(

@@ -24,8 +24,7 @@ from service.receive.commands.words import (
     split_spec,
 )
 from service.receive.context import CommandContext
-from service.receive.enqueue import Run, queue_target, unknown_operator
-from service.render.replies import render_duplicate, render_unknown_ref
+from service.receive.enqueue import Run, against_ref, queue_targets
 
 PROFILE = "profile"
 MAX_PROFILED = 4  # jobs one profile command may start: each profiles three rows twice
@@ -99,24 +98,12 @@ def format_profile(cmd: ProfileCommand) -> str:
 def handle(ctx: CommandContext, cmd: ProfileCommand) -> Answer:
     pull, sha, settings = ctx.loaded()
     services, ev = ctx.services, ctx.event
-    run = Run(profile=True)
+    run: Run | str = Run(profile=True)
     if cmd.against is not None:
-        base = services.github.commit_sha(ev.repo, cmd.against)
-        if base is None:
-            return render_unknown_ref(cmd.against), "unknown ref: nothing queued"
-        run = Run(against=(cmd.against, base), profile=True)
-    answers: list[str] = []
-    created = 0
-    for target in cmd.targets:
-        unknown = unknown_operator(services, ev.repo, sha, target, False)
-        if unknown is not None:
-            answers.append(unknown)
-            continue
-        job, mine = queue_target(services, ev.origin, pull, sha, target, run, settings)
-        if mine:
-            created += 1
-            continue
-        answers.append(render_duplicate(target.op, target.backend, services.view(job)))
+        run = against_ref(services, ev.repo, run, cmd.against)
+        if isinstance(run, str):
+            return run, "unknown ref: nothing queued"
+    answers, created = queue_targets(services, ev.origin, pull, sha, cmd.targets, run, settings)
     return "\n\n".join(answers), f"{created} profile job(s) queued, {len(answers)} not queued"
 
 

@@ -25,8 +25,7 @@ from service.receive.commands.words import (
     split_spec,
 )
 from service.receive.context import CommandContext
-from service.receive.enqueue import Run, queue_target, unknown_operator
-from service.render.replies import render_duplicate, render_unknown_ref
+from service.receive.enqueue import Run, against_ref, queue_targets
 
 # A branch, a tag or a SHA as git allows them, conservatively: no option, no range, no `..`.
 REF_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/+-]{0,99}")
@@ -139,24 +138,14 @@ def format_test(cmd: TestCommand) -> str:
 def handle(ctx: CommandContext, cmd: TestCommand) -> Answer:
     pull, sha, settings = ctx.loaded()
     services, ev = ctx.services, ctx.event
-    answers: list[str] = []
-    created = 0
-    run = Run(cmd.bench, cmd.compare)
+    run: Run | str = Run(cmd.bench, cmd.compare)
     if cmd.against is not None:
-        base = services.github.commit_sha(ev.repo, cmd.against)
-        if base is None:
-            return render_unknown_ref(cmd.against), "unknown ref: nothing queued"
-        run = Run(cmd.bench, cmd.compare, (cmd.against, base))
-    for target in cmd.targets:
-        unknown = unknown_operator(services, ev.repo, sha, target, cmd.new_op)
-        if unknown is not None:
-            answers.append(unknown)
-            continue
-        job, mine = queue_target(services, ev.origin, pull, sha, target, run, settings)
-        if mine:
-            created += 1
-            continue
-        answers.append(render_duplicate(target.op, target.backend, services.view(job)))
+        run = against_ref(services, ev.repo, run, cmd.against)
+        if isinstance(run, str):
+            return run, "unknown ref: nothing queued"
+    answers, created = queue_targets(
+        services, ev.origin, pull, sha, cmd.targets, run, settings, cmd.new_op
+    )
     return "\n\n".join(answers), f"{created} job(s) queued, {len(answers)} not queued"
 
 
