@@ -237,7 +237,7 @@ def _claim_and_report(flow: Flow, token: str, op: str) -> dict[str, Any]:
     """A runner claims the next job, which must be `op`'s, and reports 12 of 411 tests done."""
     api = f"{flow.svc.url}/api/v1/jobs"
     spec: dict[str, Any] = httpx.post(
-        f"{api}/claim", json={"wait_s": 5}, headers=auth(token)
+        f"{api}/claim", json={"wait_s": 5}, headers=auth(token), timeout=30
     ).json()
     assert spec["op"] == op
     progress = Progress(step="accuracy", tests_done=12, tests_total=411).model_dump()

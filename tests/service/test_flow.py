@@ -441,7 +441,7 @@ def test_a_misspelt_operator_is_answered_at_once_and_queues_nothing(flow_any_db:
     flow.wait_until(lambda: len(flow.jobs()) == 1)
     _, token = flow.svc.register("cpu-1", ["cpu"])
     api = f"{flow.svc.url}/api/v1/jobs"
-    spec = httpx.post(f"{api}/claim", json={"wait_s": 5}, headers=auth(token)).json()
+    spec = httpx.post(f"{api}/claim", json={"wait_s": 5}, headers=auth(token), timeout=30).json()
     done = JobResult(
         status=JobStatus.succeeded, sha=spec["sha"], operators=["add", "mul", "adaptive_pool"]
     )

@@ -72,6 +72,7 @@ def test_a_token_user_hands_runners_no_token(tmp_path: Path) -> None:
             f"{flow.svc.url}/api/v1/jobs/claim",
             json={"wait_s": 5},
             headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
         )
         assert answer_.status_code == 200
         assert "git_token" not in answer_.json()  # a claim as runners before tokens read it
