@@ -3,7 +3,7 @@
     python -m tools.flaggems_bars OUT [OUT...] [--threshold 0.10] [--json FILE]
     python -m tools.flaggems_bars patch {comment,twice,quarter,host} FILE --func NAME [--index I]
     python -m tools.flaggems_bars workflows SRC FULL BENCH [--workers auto|on|off]
-    python -m tools.flaggems_bars drive --steps "aa power others cost host" --out OUT ...
+    python -m tools.flaggems_bars drive --steps "aa power others cost host main" --out OUT ...
 
 `tools/gpu_flaggems_bars.sh` runs `drive` on a CUDA host: every job is the product's own
 path, `ondemand run OP:nvidia --ref PR --base main --json ...`, on FlagGems with a settings
@@ -26,6 +26,9 @@ The bars, per operator (a row's verdict and band are the report's: `report.verdi
 - host (the host step's operator, `gelu`: its wrapper spends `--host-us` more µs of Python a
   call): its A/A runs flag no host row (nor any other); every host-bound row of the host pull
   request is flagged slower on its host time, and the gate fails the job.
+- main (default-branch runs): comment-only commits pushed one after another to a branch that
+  stands for main, each run as the service runs a push (`--ref` the new commit, `--base` the
+  commit before it, which ran): the A/A bars, as for pull requests.
 
 Each row's smallest detectable change is the threshold plus its band (the A/A runs' median);
 a host-judged row's host band, smallest detectable host change and the spread of its
@@ -55,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 MAIN_OP = "adaptive_max_pool3d_backward"
+TRUNK = "trunk"  # the main step's stand-in for the default branch
 OTHER_OPS = ("exp", "vdot")  # bandwidth-bound with 1 Gi-element rows; host-bound 64–65536
 HOST_OP = "gelu"  # the host step's: host ~150 µs a call on its small rows, no autotuner
 HOST_US = 30.0  # the Python the host edit adds to each call (µs)
@@ -284,6 +288,18 @@ def make_branch(
         git(repo, "checkout", "-q", "-f", "main")
 
 
+def push_trunk(repo: Path, path: str, func: str, pushes: int) -> None:
+    """`pushes` comment-only commits, one after another, on TRUNK off main: the default
+    branch as a repository's pushes leave it, each commit's run based on the one before."""
+    git(repo, "checkout", "-q", "-b", TRUNK, "main")
+    try:
+        for i in range(1, pushes + 1):
+            patch_file(repo / path, "comment", func, i)
+            git(repo, "commit", "-qam", f"{TRUNK} push {i}: comment edit of {path}")
+    finally:
+        git(repo, "checkout", "-q", "-f", "main")
+
+
 @dataclass
 class Deadline:
     """Seconds from `start`: the call's whole limit and the current step's."""
@@ -313,11 +329,12 @@ class Job:
     source: str  # flaggems, self
     extra: tuple[str, ...] = ()
     backend: str = "nvidia"  # cpu: a dry run of the path, on this repository only
+    base: str = "main"  # a default-branch run's: the commit before its own
 
     def argv(self, json_path: Path) -> list[str]:
         return [
             sys.executable, "-m", "ondemand", "run", f"{self.op}:{self.backend}",
-            "--repo", str(self.repo), "--ref", self.ref, "--base", "main",
+            "--repo", str(self.repo), "--ref", self.ref, "--base", self.base,
             "--workflows", str(self.workflows), "-q", "--json", str(json_path), *self.extra,
         ]  # fmt: skip
 
@@ -387,7 +404,7 @@ def drive(args: argparse.Namespace, run: Callable[..., Any] = subprocess.run) ->
     deadline = Deadline(args.deadline_s)
     driver = Driver(out, deadline, job_s=args.job_s, skip=tuple(args.skip.split()), run=run)
     steps = args.steps.split()
-    unknown = set(steps) - {"aa", "power", "others", "cost", "host"}
+    unknown = set(steps) - {"aa", "power", "others", "cost", "host", "main"}
     if unknown:
         raise SystemExit(f"unknown steps: {', '.join(sorted(unknown))}")
     host: dict[str, float] = {}
@@ -403,7 +420,7 @@ def drive(args: argparse.Namespace, run: Callable[..., Any] = subprocess.run) ->
     fg_extra: list[str] = ["--wheelhouse", str(args.wheelhouse)]
     if not args.compile_cache:
         fg_extra.append("--no-compile-cache")
-    if any(s in steps for s in ("aa", "power", "others", "host")):
+    if any(s in steps for s in ("aa", "power", "others", "host", "main")):
         init_checkout(fg, tarball=args.tarball)
     if any(s in steps for s in ("aa", "power", "others")):
         for op in (args.op, *others):
@@ -421,6 +438,8 @@ def drive(args: argparse.Namespace, run: Callable[..., Any] = subprocess.run) ->
                         args.host_op, i)  # fmt: skip
         make_branch(fg, f"{args.host_op}-host", op_path(args.host_op), "host", args.host_op,
                     us=args.host_us)  # fmt: skip
+    if "main" in steps:
+        push_trunk(fg, op_path(args.main_op), args.main_op, args.main_aa)
     os.environ["XDG_CACHE_HOME"] = str(work / "cache-fg")
 
     def fg_job(op: str, kind: str, full: bool = False) -> bool:
@@ -458,6 +477,12 @@ def drive(args: argparse.Namespace, run: Callable[..., Any] = subprocess.run) ->
             fg_job(args.host_op, "host")
             for i in range(2, args.host_aa + 1):
                 fg_job(args.host_op, f"aa{i}", full=args.full_warm and i == args.host_aa)
+        elif step == "main":
+            for i in range(1, args.main_aa + 1):
+                back = args.main_aa - i  # the i-th push is trunk~back; it ran on the one before
+                driver.job(Job(f"fg-{args.main_op}-main{i}", args.main_op, "main",
+                               f"{TRUNK}~{back}", fg, work / "wf-bench", False, "flaggems",
+                               tuple(fg_extra), base=f"{TRUNK}~{back + 1}"))  # fmt: skip
         elif step == "cost":
             own = work / "self"
             init_checkout(own, files=Path(args.self_repo))
@@ -541,28 +566,16 @@ def op_bars(op: str, runs: Sequence[Run], threshold: float) -> tuple[list[Bar], 
 
     bars: list[Bar] = []
     lines: list[str] = []
-    of = {k: [r for r in runs if r.meta["kind"] == k] for k in ("aa", "twice", "quarter", "host")}
+    kinds = ("aa", "twice", "quarter", "host", "main")
+    of = {k: [r for r in runs if r.meta["kind"] == k] for k in kinds}
     flagged_kinds = (Verdict.slower, Verdict.faster)
 
     aa = [(r, j) for r in of["aa"] for j in r.judged(threshold)]
-    n_aa = sum(1 for r in of["aa"] if r.result is not None and r.result.benchmark is not None)
-    if aa:
-        flagged = [j for _, j in aa if j.verdict in flagged_kinds]
-        noisy = [j for _, j in aa if j.verdict is Verdict.noisy]
-        bias = statistics.median(j.change.ratio for _, j in aa)
-        share = len(noisy) / len(aa)
-        bars += [
-            Bar("A/A: no row flagged", op,
-                f"{len(flagged)} of {len(aa)} row verdicts flagged ({n_aa} pull requests)",
-                not flagged),
-            Bar(f"A/A: ≤{AA_NOISY_MAX:.0%} too noisy", op,
-                f"{len(noisy)} of {len(aa)} ({share:.0%})", share <= AA_NOISY_MAX),
-            Bar(f"A/A: median after/before within ±{AA_BIAS_MAX:.0%}", op, f"{bias:.4f}",
-                abs(bias - 1) <= AA_BIAS_MAX),
-        ]  # fmt: skip
-    else:
-        bars.append(Bar("A/A", op, _why_missing(of["aa"]), None))
-    aa_host = host_judged([j for _, j in aa])
+    if aa or not of["main"]:
+        bars += _aa_bars("A/A", op, of["aa"], threshold, "pull requests")
+    if of["main"]:
+        bars += _aa_bars("main A/A", op, of["main"], threshold, "default-branch runs")
+    aa_host = host_judged([j for _, j in aa] + [j for r in of["main"] for j in r.judged(threshold)])
     if aa_host:
         flagged = [j for j in aa_host if j.host_verdict in flagged_kinds]
         noisy = [j for j in aa_host if j.host_verdict is Verdict.noisy]
@@ -639,6 +652,28 @@ def op_bars(op: str, runs: Sequence[Run], threshold: float) -> tuple[list[Bar], 
                 cells.append(host_cells)
             lines.append(f"  {row}: " + " · ".join(cells))
     return bars, lines
+
+
+def _aa_bars(what: str, op: str, runs: Sequence[Run], threshold: float, unit: str) -> list[Bar]:
+    """Comment-only runs' bars: no row flagged, few too noisy, no order bias."""
+    from report.verdicts import Verdict
+
+    judged = [j for r in runs for j in r.judged(threshold)]
+    if not judged:
+        return [Bar(what, op, _why_missing(runs), None)]
+    n = sum(1 for r in runs if r.result is not None and r.result.benchmark is not None)
+    flagged = [j for j in judged if j.verdict in (Verdict.slower, Verdict.faster)]
+    noisy = [j for j in judged if j.verdict is Verdict.noisy]
+    bias = statistics.median(j.change.ratio for j in judged)
+    share = len(noisy) / len(judged)
+    return [
+        Bar(f"{what}: no row flagged", op,
+            f"{len(flagged)} of {len(judged)} row verdicts flagged ({n} {unit})", not flagged),
+        Bar(f"{what}: ≤{AA_NOISY_MAX:.0%} too noisy", op,
+            f"{len(noisy)} of {len(judged)} ({share:.0%})", share <= AA_NOISY_MAX),
+        Bar(f"{what}: median after/before within ±{AA_BIAS_MAX:.0%}", op, f"{bias:.4f}",
+            abs(bias - 1) <= AA_BIAS_MAX),
+    ]  # fmt: skip
 
 
 def _host_bars(op: str, runs: Sequence[Run], judged: Sequence[Any], threshold: float) -> list[Bar]:
@@ -883,10 +918,14 @@ def drive_parser() -> argparse.ArgumentParser:
                    help="compare.host_budget_s of the workflow copies (0: theirs)")  # fmt: skip
     p.add_argument("--full-warm", action="store_true",
                    help="the host step's last A/A job runs the accuracy tests too")  # fmt: skip
+    p.add_argument("--main-op", default=HOST_OP, help="the main step's operator")
+    p.add_argument("--main-aa", type=int, default=2,
+                   help="the main step's comment-only pushes, each on the one before")  # fmt: skip
     p.add_argument("--job-s", type=float, default=150.0)
     p.add_argument("--skip", default="", help="job names (globs) not to run again")
     p.add_argument("--deadline-s", type=float, default=570.0)
-    steps = (("aa", 570.0), ("power", 330.0), ("others", 570.0), ("cost", 300.0), ("host", 570.0))
+    steps = (("aa", 570.0), ("power", 330.0), ("others", 570.0), ("cost", 300.0), ("host", 570.0),
+             ("main", 400.0))  # fmt: skip
     for step, seconds in steps:
         p.add_argument(f"--{step}-s", type=float, default=seconds)
     return p

@@ -14,6 +14,8 @@
 #           HOST_PROCESSES processes per tree (0: the workflow's, 3); the first A/A on the
 #           fresh runner, then the host one and the rest warm (FULL_WARM=1: the last A/A a
 #           full job, accuracy too). One call: STEPS=host TIMER_COST=0 (docs/h200/README.md)
+#   main    MAIN_AA comment-only pushes of MAIN_RUN_OP (gelu) on a branch standing for main,
+#           each run against the commit before it, as the service runs a push (A/A bars)
 # Every job's result lands in $OUT/jobs/ as it ends; a later call passes SKIP (job-name globs)
 # to leave out what an earlier one finished, and `python -m tools.flaggems_bars OUT1 OUT2 ...`
 # reads them all together.
@@ -59,7 +61,7 @@ args=(drive --out "$OUT" --steps "${STEPS:-aa power others cost}" --aa "${AA:-5}
   --deadline-s "${DEADLINE_S:-570}" --workers "${WORKERS:-auto}"
   --tarball "$PWD/.device/flaggems.tar.xz" --wheelhouse "$PWD/.device/wheelhouse"
   --self-repo "$PWD" --self-wheelhouse "$PWD/.whl" --self-op "${SELF_OP:-adaptive_max_pool3d_backward}")
-for step in aa power others cost host; do
+for step in aa power others cost host main; do
   var=${step^^}_S
   [ -n "${!var:-}" ] && args+=("--$step-s" "${!var}")
 done
@@ -68,7 +70,8 @@ done
 [ "${FULL_FIRST:-0}" = 1 ] && args+=(--full-first)
 [ "${FULL_WARM:-0}" = 1 ] && args+=(--full-warm)
 args+=(--host-op "${HOST_OP:-gelu}" --host-aa "${HOST_AA:-3}" --host-us "${HOST_US:-30}"
-  --host-processes "${HOST_PROCESSES:-0}" --host-budget-s "${HOST_BUDGET_S:-0}")
+  --host-processes "${HOST_PROCESSES:-0}" --host-budget-s "${HOST_BUDGET_S:-0}"
+  --main-op "${MAIN_RUN_OP:-gelu}" --main-aa "${MAIN_AA:-2}")
 python3 -m tools.flaggems_bars "${args[@]}" 2>&1 | tee -a "$OUT/drive.txt"
 kill "$smi" 2>/dev/null
 cat "$OUT/smi.err" >>"$OUT/device.txt" 2>/dev/null && rm -f "$OUT/smi.err"  # 8 files come back

@@ -575,3 +575,45 @@ def test_the_host_steps_patches_apply_to_flaggems_gelu() -> None:
     text = snapshot(fb.op_path(fb.HOST_OP))
     assert len({fb.comment_edit(text, i) for i in range(1, 4)}) == 3
     compile(fb.host_edit(text, fb.HOST_OP), fb.HOST_OP, "exec")
+
+
+def test_drive_runs_the_main_step_each_push_on_the_one_before(tmp_path: Path) -> None:
+    """The main step: two comment-only pushes on the branch standing for main, each job's
+    `--ref` the push and `--base` the commit before it (the first push's base is main); the
+    reader's main A/A bars pass on quiet rows and fail on one flagged row."""
+    import tarfile
+
+    tree = tmp_path / "fg"
+    path = tree / fb.op_path(fb.HOST_OP)
+    path.parent.mkdir(parents=True)
+    path.write_text("# one\n# two\n\n\ndef gelu(x):\n    return x  # the result\n")
+    tarball = tmp_path / "fg.tar.xz"
+    with tarfile.open(tarball, "w:xz") as tar:
+        tar.add(tree, arcname=".")
+    seen: list[tuple[str, str]] = []
+    out = tmp_path / "out"
+
+    def fake_run(argv: list[str], **_: Any) -> subprocess.CompletedProcess[bytes]:
+        seen.append((argv[argv.index("--ref") + 1], argv[argv.index("--base") + 1]))
+        Path(argv[argv.index("--json") + 1]).write_text(
+            result(same(), op=fb.HOST_OP).model_dump_json())
+        return subprocess.CompletedProcess(argv, 0, b"", b"")
+
+    args = fb.drive_parser().parse_args(
+        ["--out", str(out), "--work", str(tmp_path / "work"), "--tarball", str(tarball),
+         "--steps", "main", "--main-aa", "2"]
+    )  # fmt: skip
+    assert fb.drive(args, run=fake_run) == 0
+    assert seen == [("trunk~1", "trunk~2"), ("trunk~0", "trunk~1")]
+    fg = tmp_path / "work" / "flaggems"
+    assert fb.git(fg, "rev-parse", "trunk~2") == fb.git(fg, "rev-parse", "main")
+    pushed = fb.git(fg, "show", f"trunk:{fb.op_path(fb.HOST_OP)}")
+    assert pushed.count("A/A") == 2 and "return x  # the result" in pushed
+    bars = {b.name: b for b in fb.report(fb.load_runs([out]), 0.10)[1] if b.op == fb.HOST_OP}
+    assert bars["main A/A: no row flagged"].met, bars
+    assert "(2 default-branch runs)" in bars["main A/A: no row flagged"].measured
+    assert "A/A" not in bars  # no pull request ran: nothing missing of them
+    save(out, f"fg-{fb.HOST_OP}-main2", result([change(1.3, 0.02), *same(11)], op=fb.HOST_OP),
+         op=fb.HOST_OP, kind="main")  # fmt: skip
+    again = {b.name: b for b in fb.report(fb.load_runs([out]), 0.10)[1] if b.op == fb.HOST_OP}
+    assert not again["main A/A: no row flagged"].met
