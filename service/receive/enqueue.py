@@ -38,6 +38,14 @@ class Run:
     against: tuple[str, str] | None = None
     profile: bool = False
 
+    @classmethod
+    def as_ran(cls, job: Job) -> Run:
+        """How `job` ran, to run it again: against the same `vs REF` commit (else the merge
+        base as it is now), with its benchmark, comparison and profile as they were."""
+        exact = job.exact_base and job.base_sha
+        against = (job.base_ref or "", job.base_sha) if exact else None
+        return cls(job.bench, job.compare, against=against, profile=job.profile)
+
 
 def queue_target(
     services: Services,

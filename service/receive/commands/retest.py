@@ -39,10 +39,7 @@ def handle(ctx: CommandContext, _cmd: RetestCommand) -> Answer:
         if last.status not in RETEST_STATUSES:
             continue
         target = Target(last.op, last.backend)
-        # As it ran: against the same `vs REF` commit, profiled where it was.
-        exact = last.exact_base and last.base_sha
-        against = (last.base_ref or "", last.base_sha) if exact else None
-        run = Run(last.bench, last.compare, against=against, profile=last.profile)
+        run = Run.as_ran(last)
         job, _ = queue_target(services, ev.origin, pull, sha, target, run, settings)
         again.append(job)
     views = [services.view(job) for job in again]

@@ -11,6 +11,7 @@ from service.db.models import NO_PULL
 from service.queue import queries
 from service.queue.jobs import NewJob
 from service.receive.context import Services
+from service.receive.enqueue import Run
 from service.receive.payloads import CheckRunPayload
 from service.receive.trust import Commenter, is_bot
 
@@ -50,11 +51,11 @@ class CheckRunHandler:
             pull = services.github.pull(repo, old.pr_number)
             if pull.state != "open":
                 return f"#{old.pr_number} is {pull.state}: nothing runs"
-        # The default branch's, and a `vs REF` job: the same base; else the merge base now.
-        if old.pr_number == NO_PULL or old.exact_base:
+        # The default branch's job: the same base; a pull request's: as `/retest` runs it.
+        if old.pr_number == NO_PULL:
             base_ref, base_sha = old.base_ref, old.base_sha
         else:
-            base_ref, base_sha = pull.base_ref, pull.base_sha
+            base_ref, base_sha = Run.as_ran(old).against or (pull.base_ref, pull.base_sha)
         job, new = services.jobs.create_job(
             NewJob(
                 repo=repo,
