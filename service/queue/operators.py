@@ -39,9 +39,7 @@ class OperatorCatalog:
         """The operators of commit `sha`, when a runner has tested it."""
         with self.db.reads() as session:
             row = session.scalars(
-                select(KnownOperators).where(
-                    KnownOperators.repo == repo, KnownOperators.sha == sha
-                )
+                select(KnownOperators).where(KnownOperators.repo == repo, KnownOperators.sha == sha)
             ).first()
         return frozenset(row.operators) if row is not None else None
 

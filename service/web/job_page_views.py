@@ -15,7 +15,6 @@ from service.db.models import Job
 from workflows.models import JobResult, JobStatus, StepResult
 
 SETUP_STEPS = ("checkout", "environment")
-FINAL = frozenset(s.value for s in JobStatus) - {"queued", "running"}
 _STEP_EVENT = re.compile(rb"^\[ondemand\] step ([^:\n]{1,100}): (exit )?", re.MULTILINE)
 
 
