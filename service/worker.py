@@ -110,6 +110,7 @@ class RowWorker(Worker, Generic[R]):
         super().__init__(stopping, outages, busy)
         self.rows = rows
         self.policy = policy
+        self._finished = 0  # rows finished so far: a pass that finished one is followed by another
 
     def attempt(self, row: R) -> str:
         """Try one row; its outcome, kept when it is finished. Raises to say it failed."""
@@ -131,24 +132,29 @@ class RowWorker(Worker, Generic[R]):
         return 0.0
 
     def run_once(self) -> float | None:
-        """Try every due row; returns seconds until the next is due (None: nothing pending)."""
-        paused = self.paused_for()
-        if paused > 0:
-            return paused
-        next_due: float | None = None
-        for row in self.due():
-            if self.stopping.is_set():
-                break
-            wait = (self.rows.due_at(row) - utcnow()).total_seconds()
-            if wait > 0:
-                next_due = _sooner(next_due, wait)
-                continue
-            with self.paced():
-                next_due = _sooner(next_due, self.try_row(row.id))
+        """Try every due row; returns seconds until the next is due (None: nothing pending).
+        A pass that finished a row is followed by another at once: a row `due` held back
+        behind it (the outbox's next item of the same key) need not wait for a kick."""
+        while True:
             paused = self.paused_for()
             if paused > 0:
                 return paused
-        return next_due
+            finished = self._finished
+            next_due: float | None = None
+            for row in self.due():
+                if self.stopping.is_set():
+                    return next_due
+                wait = (self.rows.due_at(row) - utcnow()).total_seconds()
+                if wait > 0:
+                    next_due = _sooner(next_due, wait)
+                    continue
+                with self.paced():
+                    next_due = _sooner(next_due, self.try_row(row.id))
+                paused = self.paused_for()
+                if paused > 0:
+                    return paused
+            if self._finished == finished:
+                return next_due
 
     def try_row(self, row_id: int) -> float | None:
         """Take and try one row; seconds until its retry, None when it is finished (or was
@@ -164,6 +170,7 @@ class RowWorker(Worker, Generic[R]):
                 raise  # not this row's fault: the round is retried, nothing is counted
             return self.failed(row, exc)
         self.rows.finish(row_id, outcome)
+        self._finished += 1
         self.finished(row, outcome)
         return None
 

@@ -113,3 +113,24 @@ def test_a_stopping_worker_tries_nothing(db: Database) -> None:
     stopping.set()
     worker = Items(db, stopping)
     assert worker.run_once() is None and worker.tried == []
+
+
+class InOrder(Items):
+    """Due: the first pending item of each key only, as the outbox's are."""
+
+    def due(self) -> list[OutboxItem]:
+        heads: dict[str, OutboxItem] = {}
+        for item in self.rows.pending():
+            heads.setdefault(item.key, item)
+        return list(heads.values())
+
+
+def test_a_row_held_back_behind_one_finished_goes_out_in_the_same_round(db: Database) -> None:
+    """A key's second item, not due while its first was pending, is tried as soon as the
+    first is finished: the round does not end on a wait for a kick that never comes."""
+    first, second = _add(db, "a"), _add(db, "a")
+    worker = InOrder(db, threading.Event())
+    assert worker.run_once() is None  # nothing left pending
+    assert worker.tried == ["a", "a"]
+    assert _row(db, first).done_at is not None and _row(db, second).done_at is not None
+    assert _row(db, first).done_at <= _row(db, second).done_at
