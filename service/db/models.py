@@ -388,7 +388,8 @@ class HistoryPoint(Base):
     ratio: Mapped[float] = mapped_column(Float)
     low: Mapped[float | None] = mapped_column(Float)
     high: Mapped[float | None] = mapped_column(Float)
-    kernel_ms: Mapped[float | None] = mapped_column(Float)
+    # the point's timing: ms a call for a device point, µs of host time a call for a host one
+    value: Mapped[float | None] = mapped_column(Float)
     threshold: Mapped[float] = mapped_column(Float)
     verdict: Mapped[str] = mapped_column(String(16))
     mark: Mapped[str | None] = mapped_column(String(16))

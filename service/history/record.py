@@ -173,7 +173,7 @@ class History:
             ratio=change.ratio,
             low=change.low,
             high=change.high,
-            kernel_ms=row.kernel_ms if metric == "device" else row.kernel_host_us,
+            value=row.kernel_ms if metric == "device" else row.kernel_host_us,
             threshold=job.threshold,
             verdict=verdict.value,
             mark=mark_of(verdict),

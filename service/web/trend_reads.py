@@ -156,7 +156,7 @@ def _recorded(row: HistoryPoint) -> Recorded:
     return Recorded(
         id=row.id, dtype=row.dtype, shape=row.shape, metric=row.metric, sha=row.sha,
         base_sha=row.base_sha, job_id=row.job_id, rounds=row.rounds, ratio=row.ratio,
-        low=row.low, high=row.high, value=row.kernel_ms, verdict=row.verdict, mark=row.mark,
+        low=row.low, high=row.high, value=row.value, verdict=row.verdict, mark=row.mark,
         created_at=row.created_at,
     )  # fmt: skip
 

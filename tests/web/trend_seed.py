@@ -54,7 +54,7 @@ def _point(repo: str, shape: str, metric: str, at: int, job_id: int, made: tuple
     return HistoryPoint(
         repo=repo, op=OP, backend=BACKEND, dtype="float32", shape=shape, metric=metric,
         sha=COMMITS[at], base_sha=COMMITS[at - 1], job_id=job_id, rounds=8 if half else 3,
-        ratio=ratio, low=low, high=high, kernel_ms=value, threshold=0.1, verdict=verdict,
+        ratio=ratio, low=low, high=high, value=value, threshold=0.1, verdict=verdict,
         mark=mark, created_at=T0 + timedelta(minutes=at),
     )  # fmt: skip
 
