@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import py_compile
 import subprocess
 import sys
 import textwrap
@@ -17,6 +18,7 @@ import pytest
 import yaml
 
 from ondemand.doctor import Level
+from runner.daemon.health import run_device_check
 from runner.doctor import backend_findings
 from runner.environment import bytecode, requirements
 from runner.environment.interpreter import probe
@@ -77,8 +79,8 @@ def _workflow() -> dict[str, object]:
         vendor="fakevendor",
         visible_devices_var="FAKEVENDOR_VISIBLE_DEVICES",
         device_check=[
-            "{python}", "-c", "import os, torch, fakevendor; "
-            "assert os.environ.get('FAKEVENDOR_HOME'), 'no toolkit'; "
+            "{python}", "-c", "import os; assert os.environ.get('FAKEVENDOR_HOME'), 'no toolkit'; "
+            "import torch, fakevendor; "
             "assert torch.fakevendor.is_available(); print(torch.fakevendor.get_device_name())",
         ],
         device={
@@ -111,8 +113,10 @@ def workflow(workflows_dir: Path) -> WorkflowSpec:
 
 @pytest.fixture(scope="module")
 def vendor_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The vendor's host Python: a virtual environment with the plugin installed (its package
-    and its distribution's metadata), over the runner's torch, triton and pytest."""
+    """The vendor's host Python: a virtual environment with the plugin installed (its package,
+    compiled as an installer compiles it, and its distribution's metadata), over the runner's
+    torch, triton and pytest. Without the plugin's bytecode a job's environment would compile
+    the whole host's (runner.environment.bytecode), which is not what these tests are about."""
     root = tmp_path_factory.mktemp("fakevendor-host") / "python"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
     site = next(root.glob("lib/python*/site-packages"))
@@ -121,6 +125,7 @@ def vendor_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     package.mkdir()
     for name, text in PLUGIN.items():
         (package / name).write_text(textwrap.dedent(text).lstrip())
+        py_compile.compile(str(package / name), doraise=True)
     dist = site / f"fakevendor-{VERSION}.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: fakevendor\nVersion: {VERSION}\n")
@@ -157,12 +162,13 @@ def test_the_doctor_runs_its_device_check_and_names_its_stack(
     assert checks["device (fakevendor)"].level is Level.ok
     versions = checks["versions (fakevendor)"].detail
     assert f"fakevendor {VERSION}" in versions and "Fake Accelerator" in versions
-    # The toolkit's variable reaches the check because the workflow keeps it, and only then.
+    # The toolkit's variable reaches the check because the workflow keeps it, and only then
+    # (a failing check's finding is tests/runner/test_doctor.py's).
     kept_none = workflow.device.model_copy(update={"inherit": []})
     bare = workflow.model_copy(update={"device": kept_none})
-    found, _ = backend_findings(bare, vendor_python, tmp_path / "home", None)
-    device = next(f for f in found if f.check == "device (fakevendor)")
-    assert device.level is Level.fail and "no toolkit" in device.detail
+    reason = run_device_check(bare, home=tmp_path / "home", visible_devices=None,
+                              python=vendor_python)  # fmt: skip
+    assert reason is not None and "no toolkit" in reason
 
 
 def test_its_packages_are_the_hosts_alone_and_their_bytecode_counts(
@@ -206,7 +212,8 @@ def test_a_job_on_the_vendor_passes_and_its_report_names_it(
     proc = subprocess.run(
         [sys.executable, "-m", "ondemand", "run", "good_op:fake", "--workflows",
          str(workflows_dir), "--python", f"fakevendor={vendor_python}", "--repo",
-         str(tiny_repo.path), "--ref", "pr", "--json", str(out), "-q"],
+         str(tiny_repo.path), "--ref", "pr", "--json", str(out), "-q",
+         "--no-compile-cache"],  # no trusted build after the verdict: the job alone
         cwd=ROOT, env={**os.environ, "XDG_CACHE_HOME": str(runner_cache)},
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
