@@ -27,8 +27,11 @@ It acts only where `$BENCH_ROUNDS_DIR` is set:
   library's subclass of it) looks the timer up in the same place: its calls go to the timer
   that was there, and are not the round's (the harness's readings stay two a row).
 
-It imports only pytest and the standard library at import; torch and triton, which the job's
-own Python has, are imported when the rounds start. The runner reads its answers as hostile.
+It imports only pytest and the standard library at import; triton, which the job's own Python
+has, when the rounds start, and torch when the timer is first called (a round's `device` is
+"cuda" only where torch was imported, by the harness or the timer: a harness that never
+imports it, as the runner's tests' do, is not made to import it). The runner reads its
+answers as hostile.
 """
 
 from __future__ import annotations
@@ -297,7 +300,6 @@ class _Rounds:
         if session.config.option.collectonly:
             return True
         _patch_do_bench()
-        device = "cuda" if _cuda(_torch()) else "none"
         items = list(session.items)
         # Collected and configured (whatever the harness opens, it has opened): ready.
         _write_json(self.answers, "ready.json", {"pid": os.getpid(), "tests": len(items)})
@@ -318,7 +320,7 @@ class _Rounds:
                     "pid": os.getpid(),
                     "failed": self.failed or bool(session.shouldfail),
                     "tests": len(items),
-                    "device": device,
+                    "device": _device(),
                     "timings": list(_timings),
                 },
             )
@@ -332,6 +334,13 @@ class _Rounds:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.failed:
             self.failed = True
+
+
+def _device() -> str:
+    """The round's device: CUDA where torch, as the harness or the timer imported it, reaches
+    it; "none" where nothing imported torch (nothing of the round ran on a device)."""
+    torch = sys.modules.get("torch")
+    return "cuda" if torch is not None and _cuda(torch) else "none"
 
 
 def _next(items: list[pytest.Item], index: int) -> pytest.Node:
