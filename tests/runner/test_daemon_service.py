@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ import yaml
 
 from service.app import Service as Parts
 from service.app import create_app
-from service.db.models import Runner
+from service.db.models import Job, Runner
 from service.queue.jobs import NewJob
 from tests.runner.tinyrepo import TinyRepo
 from tests.service.helpers import service_settings, sqlite_at_head
@@ -43,6 +44,8 @@ class Service:
     parts: Parts
 
     def enqueue(self, repo: TinyRepo, op: str, **kw: object) -> int:
+        """A job of pull request 7, with its base as the service gives one: the repository's
+        settings there re-run no failing test (tests/runner/tinyrepo.py)."""
         job, created = self.parts.jobs.create_job(
             NewJob(
                 repo="octo/tinyops",
@@ -52,6 +55,7 @@ class Service:
                 op=op,
                 backend="cpu",
                 base_ref="main",
+                base_sha=repo.base_sha,
                 **kw,  # type: ignore[arg-type]
             )
         )
@@ -120,7 +124,8 @@ def roomy_workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class Daemon:
-    """`ondemand runner` as a process; its log in a file."""
+    """`ondemand runner` as a process; its log in a file. It keeps no compile cache, so it runs
+    no trusted build of a job's base after the verdict (tests/runner/test_compile_cache.py's)."""
 
     def __init__(self, url: str, state: Path, workflows: Path, *extra: str) -> None:
         self.state = state
@@ -130,7 +135,8 @@ class Daemon:
             "--service", url, "--backend", "cpu", "--name", state.name,
             "--state-dir", str(state), "--workflows", str(workflows),
             "--poll-seconds", "1", "--check-interval", "300",
-            "--grace-seconds", "2", "--backoff-max", "2", "--no-job-user", *extra,
+            "--grace-seconds", "2", "--backoff-max", "2", "--no-job-user",
+            "--no-compile-cache", *extra,
         ]  # fmt: skip
         env = {**os.environ, "ONDEMAND_REGISTRATION_TOKEN": REGISTRATION}
         self.proc = subprocess.Popen(
@@ -497,9 +503,9 @@ def test_a_step_that_floods_its_output_leaves_a_capped_log(
 def test_a_service_down_longer_than_the_lease_does_not_run_a_job_twice(
     tiny_repo: TinyRepo, roomy_workflows: Path, tmp_path: Path
 ) -> None:
-    """The service stops for two leases while a runner works; on restart the runner's
-    heartbeats come first, so the job stays attempt 1 on its runner (it used to be requeued
-    at once, run again, and end "runner lost")."""
+    """The service stops while a runner works until the job's lease has lapsed; on restart the
+    runner's heartbeats come first, so the job stays attempt 1 on its runner (it used to be
+    requeued at once, run again, and end "runner lost")."""
     port = free_port()
     settings = service_settings(
         sqlite_at_head(tmp_path / "restart.db"),
@@ -517,7 +523,12 @@ def test_a_service_down_longer_than_the_lease_does_not_run_a_job_twice(
             daemon.stop()
             raise
     try:
-        time.sleep(2 * settings.lease_seconds + 2)  # down: the lease lapses unheard
+        # Down until the lease has lapsed unheard (a second past its end, as the database
+        # says): a reaper that looked now would requeue the job.
+        deadline = time.monotonic() + 3 * settings.lease_seconds
+        while not _lapsed(service.parts.jobs.get_job(job), margin_s=1.0):
+            assert time.monotonic() < deadline, "the lease never lapsed"
+            time.sleep(0.1)
         second = create_app(settings)
         with live_server(second, port=port) as url:
             service = Service(url, second.state.service)
@@ -531,6 +542,12 @@ def test_a_service_down_longer_than_the_lease_does_not_run_a_job_twice(
             assert "attempt 2" not in service.log(job)
     finally:
         daemon.stop()
+
+
+def _lapsed(job: Job | None, margin_s: float) -> bool:
+    """Whether `job`'s lease ended more than `margin_s` ago."""
+    assert job is not None and job.lease_expires_at is not None, "the job holds no lease"
+    return job.lease_expires_at < datetime.now(UTC) - timedelta(seconds=margin_s)
 
 
 @contextlib.contextmanager
@@ -581,11 +598,9 @@ def test_a_claim_answered_while_the_runner_was_stopped_is_not_started_when_stale
         service.parts.jobs.cancel("octo/tinyops", 7, "cancelled by @maintainer")
         assert service.status(job) is JobStatus.cancelled
         daemon.signal(signal.SIGCONT)
-        _wait_output(daemon, f"job {job}", 30)
-        time.sleep(2.0)
+        _wait_output(daemon, f"job {job} was given to another runner meanwhile; not started", 30)
         log = daemon.output()
         assert f"slot 0: job {job}: good_op on cpu" not in log, log[-3000:]
-        assert f"job {job} was given to another runner meanwhile; not started" in log
         assert service.status(job) is JobStatus.cancelled
         assert service.log(job) == ""
 
@@ -676,7 +691,7 @@ def test_a_runner_whose_job_python_vanishes_is_drained_and_its_jobs_succeed_else
 def _enqueue(service: Service, repo: TinyRepo, op: str, pr: int) -> int:
     job, created = service.parts.jobs.create_job(
         NewJob(repo="octo/tinyops", clone_url=str(repo.path), pr_number=pr, sha=repo.head_sha,
-               op=op, backend="cpu", base_ref="main", bench=False)
+               op=op, backend="cpu", base_ref="main", base_sha=repo.base_sha, bench=False)
     )  # fmt: skip
     assert created
     return job.id
