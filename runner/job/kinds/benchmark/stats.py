@@ -18,15 +18,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from workflows.models import BenchmarkResult, BenchmarkRow, Change, Rounds
+
+# numpy is imported where it is used: ~80 ms a process, and most processes that import this
+# module (a runner, `ondemand run`) compare nothing.
+if TYPE_CHECKING:
+    import numpy as np
 
 CONFIDENCE = 0.95
 
 
 def _interval(values: np.ndarray) -> tuple[float | None, float | None]:
+    import numpy as np
+
     if len(values) < 2:
         return None, None
     from scipy import stats  # here: scipy.stats takes most of a second to import, per process
@@ -42,6 +48,8 @@ def _interval(values: np.ndarray) -> tuple[float | None, float | None]:
 
 def summarize(samples: Sequence[float]) -> Rounds:
     """One side's rounds: their count, median and the median's 95 % interval."""
+    import numpy as np
+
     values = np.asarray(samples, dtype=float)
     low, high = _interval(values)
     return Rounds(rounds=len(values), median=float(np.median(values)), low=low, high=high)
@@ -50,6 +58,8 @@ def summarize(samples: Sequence[float]) -> Rounds:
 def change(before: Sequence[float], after: Sequence[float]) -> Change | None:
     """After over before, round by round (paired by index; unpaired tails are dropped): the
     median ratio and its 95 % interval. None without a positive pair."""
+    import numpy as np
+
     pairs = [(b, a) for b, a in zip(before, after, strict=False) if b > 0 and a > 0]
     if not pairs:
         return None
@@ -76,6 +86,8 @@ def process_change(
     report then calls too noisy. `floor`: the least variance of one process's log host time
     to assume (`spread_floor`), so three processes that agree by chance do not narrow it.
     `rounds` is the processes of the side with fewer."""
+    import numpy as np
+
     a = np.log(np.asarray([v for v in after if v > 0], dtype=float))
     b = np.log(np.asarray([v for v in before if v > 0], dtype=float))
     if not len(a) or not len(b):
@@ -104,6 +116,8 @@ def spread_floor(rows: Sequence[BenchmarkRow]) -> float:
     one process's log host time (the two sides' mean): the least a row's own is taken to be.
     A process's state moves every row's host time, so the job's rows say how far its
     processes spread better than one row's three processes can; 0 without such rows."""
+    import numpy as np
+
     found = []
     for row in rows:
         sides = [row.kernel_host_process_us or [], row.before_kernel_host_process_us or []]
@@ -130,6 +144,8 @@ def settled(before: Sequence[float], after: Sequence[float], target: float) -> b
 
 def _geomean_rounds(rows: Sequence[BenchmarkRow], side: str) -> Rounds | None:
     """The geometric-mean speedup over the rows, per round (over the rounds every row has)."""
+    import numpy as np
+
     series = []
     for row in rows:
         kernel = row.kernel_samples_ms if side == "after" else row.before_kernel_samples_ms
