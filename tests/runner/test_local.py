@@ -1,4 +1,6 @@
-"""`ondemand run OP:BACKEND` end to end: the real CLI as a subprocess on the tiny repository."""
+"""`ondemand run OP:BACKEND` end to end: the real CLI as a subprocess on the tiny repository.
+One run keeps the compile cache and builds its trusted commit after the verdict; the others
+keep none, so that build (a second run of the workflow) is not repeated for each."""
 
 from __future__ import annotations
 
@@ -19,10 +21,13 @@ from workflows.spec import backend_names, load_workflows
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def ondemand(*args: str, cache: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def ondemand(
+    *args: str, cache: Path, cwd: Path | None = None, compile_cache: bool = False
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    keep = () if compile_cache else ("--no-compile-cache",)
     return subprocess.run(
-        [sys.executable, "-m", "ondemand", "run", *args],
+        [sys.executable, "-m", "ondemand", "run", *args, *keep],
         cwd=cwd or ROOT,
         env=env,
         capture_output=True,
@@ -47,6 +52,7 @@ def test_passing_op_prints_the_report_and_exits_0(
         "--json",
         str(out),
         cache=runner_cache,
+        compile_cache=True,
     )
     assert proc.returncode == 0, proc.stderr
     report = proc.stdout
@@ -61,6 +67,9 @@ def test_passing_op_prints_the_report_and_exits_0(
     assert result.benchmark is not None
     assert result.benchmark.rows[0].before_speedup == pytest.approx(1.5)
     assert "step accuracy" in proc.stderr  # the job log is echoed unless --quiet
+    # After the verdict, the base (the only run here keeping the compile cache) is built.
+    assert f"trusted build of {tiny_repo.base_sha[:10]}" in proc.stderr
+    assert "trusted build: succeeded" in proc.stderr
     # --json writes the wire format, as the runner reports it to the service.
     data = json.loads(out.read_text())
     assert data["status"] == "succeeded" and data["accuracy"]["passed"] == 3
@@ -69,8 +78,12 @@ def test_passing_op_prints_the_report_and_exits_0(
 def test_failing_op_exits_1_from_the_current_checkout(
     tiny_repo: TinyRepo, runner_cache: Path
 ) -> None:
-    # Default repo: the current directory; default ref: HEAD (main, the base commit).
-    proc = ondemand("bad_op:cpu", "--no-bench", "-q", cache=runner_cache, cwd=tiny_repo.path)
+    # Default repo: the current directory; default ref: HEAD (main, the base commit). Judged
+    # by main's settings, which re-run no failing test.
+    proc = ondemand(
+        "bad_op:cpu", "--base", "main", "--no-bench", "-q", cache=runner_cache,
+        cwd=tiny_repo.path,
+    )  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     assert "test_bad_value" in proc.stdout
     assert tiny_repo.base_sha[:7] in proc.stdout
@@ -139,7 +152,8 @@ def test_a_requirement_only_the_runner_sees_errors_the_environment_step(
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "ondemand", "run", "good_op:cpu", "--repo", str(repo),
-         "--no-bench", "-q", "--wheelhouse", str(wheels), "--json", str(tmp_path / "r.json")],
+         "--no-bench", "-q", "--wheelhouse", str(wheels), "--json", str(tmp_path / "r.json"),
+         "--no-compile-cache"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     took = time.monotonic() - started
