@@ -99,11 +99,12 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
 
 
 def _test_workflows(directory: Path, *, short_steps: bool) -> Path:
-    """The cpu workflow with a device check that passes at once, the slow test's pid file and,
-    with `short_steps`, a short step timeout."""
+    """The cpu workflow with a device check that passes at once, the slow test's pid file, a
+    second a paced test and, with `short_steps`, a short step timeout."""
     cpu = yaml.safe_load((WORKFLOWS_DIR / "cpu.yaml").read_text())
     cpu["device_check"] = ["{python}", "-c", "pass"]
     cpu["env"]["SLOW_PIDFILE"] = str(directory / "slow.pid")
+    cpu["env"]["PACED_S"] = "1"  # paced_op: five seconds of tests, stopped twice in the first
     if short_steps:
         for step in cpu["steps"]:
             step["timeout_s"] = STEP_TIMEOUT_S

@@ -1,7 +1,7 @@
 """A small real git repository in this project's layout, for the runner's tests: a pytest suite
 under tests/kernels marked by operator (one passing op, one failing, one that sleeps past any
 timeout, one that reports its environment, one that prints 3 MiB and fails, one whose tests take
-two seconds each, so its progress can be watched) and a fake
+two seconds each, so its progress can be watched, or `$PACED_S` where a workflow sets it) and a fake
 `kernels.benchmark` writing the kernels.benchmark/v1 JSON. Its settings file re-runs no failing
 test: the jobs here that fail by design are not about re-runs (those of `failrepo.py` are), and
 each re-run is a pytest process; a test that needs them sets its own at its base."""
@@ -85,7 +85,7 @@ def test_loud():
 @pytest.mark.paced_op
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
 def test_paced(n):
-    time.sleep(2.0)
+    time.sleep(float(os.environ.get("PACED_S", "2")))
 
 
 @pytest.mark.slow_op
