@@ -42,9 +42,9 @@ PROBE = """\
 import os, sys
 import runner.cli
 from runner.environment.probe import environment_info
-from runner.job.kinds.benchmark.stats import change
+from runner.job.kinds.benchmark.stats import process_change
 before = [1.0, 1.02, 0.99, 1.01, 1.0, 0.98]
-print(change(before, [b * 1.1 for b in before]).model_dump_json())
+print(process_change(before, [b * 1.1 for b in before]).model_dump_json())  # scipy's t-interval
 info = environment_info(sys.executable, os.environ, vendor="cpu", runner_name=None,
                         runner_version=None)
 print(info.model_dump_json())
