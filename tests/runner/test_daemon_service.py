@@ -35,6 +35,7 @@ from workflows.spec import WORKFLOWS_DIR
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRATION = "reg-token-for-runner-tests"
 STEP_TIMEOUT_S = 5
+RETRY_TIMEOUT_S = 2  # a job run again only to time out: no step of it needs to finish
 LEASE_S = 6
 
 
@@ -98,16 +99,16 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         yield Service(url, app.state.service)
 
 
-def _test_workflows(directory: Path, *, short_steps: bool) -> Path:
+def _test_workflows(directory: Path, *, step_timeout_s: int | None) -> Path:
     """The cpu workflow with a device check that passes at once, the slow test's pid file, a
-    second a paced test and, with `short_steps`, a short step timeout."""
+    second a paced test and, with `step_timeout_s`, that step timeout."""
     cpu = yaml.safe_load((WORKFLOWS_DIR / "cpu.yaml").read_text())
     cpu["device_check"] = ["{python}", "-c", "pass"]
     cpu["env"]["SLOW_PIDFILE"] = str(directory / "slow.pid")
     cpu["env"]["PACED_S"] = "1"  # paced_op: five seconds of tests, stopped twice in the first
-    if short_steps:
+    if step_timeout_s is not None:
         for step in cpu["steps"]:
-            step["timeout_s"] = STEP_TIMEOUT_S
+            step["timeout_s"] = step_timeout_s
     (directory / "cpu.yaml").write_text(yaml.safe_dump(cpu))
     return directory
 
@@ -115,13 +116,13 @@ def _test_workflows(directory: Path, *, short_steps: bool) -> Path:
 @pytest.fixture(scope="module")
 def workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """For jobs that are stopped or time out: the step timeout is STEP_TIMEOUT_S."""
-    return _test_workflows(tmp_path_factory.mktemp("workflows"), short_steps=True)
+    return _test_workflows(tmp_path_factory.mktemp("workflows"), step_timeout_s=STEP_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
 def roomy_workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """For jobs that must reach their verdict on a loaded machine: the workflow's own timeouts."""
-    return _test_workflows(tmp_path_factory.mktemp("workflows"), short_steps=False)
+    return _test_workflows(tmp_path_factory.mktemp("workflows"), step_timeout_s=None)
 
 
 class Daemon:
@@ -318,8 +319,9 @@ def test_cancellation(tiny_repo: TinyRepo, roomy_workflows: Path, tmp_path: Path
 def test_killed_runner_job_comes_back(
     service: Service,
     tiny_repo: TinyRepo,
-    start,
-    workflows: Path,  # type: ignore[no-untyped-def]
+    start,  # type: ignore[no-untyped-def]
+    workflows: Path,
+    tmp_path: Path,
 ) -> None:
     pidfile = workflows / "slow.pid"
     pidfile.unlink(missing_ok=True)
@@ -343,8 +345,11 @@ def test_killed_runner_job_comes_back(
     while service.parts.jobs.get_job(job).attempt < 2:  # type: ignore[union-attr]
         assert time.monotonic() < deadline, "the job did not come back"
         time.sleep(0.1)
-    # The restarted runner (same state directory) kills the orphan and runs the job again.
-    second = start("runner-k")
+    # The restarted runner (same state directory) kills the orphan and runs the job again, to
+    # its own (shorter) step timeout.
+    (tmp_path / "again").mkdir()
+    again = _test_workflows(tmp_path / "again", step_timeout_s=RETRY_TIMEOUT_S)
+    second = start("runner-k", workflows_dir=again)
     deadline = time.monotonic() + 30
     while Path(f"/proc/{orphan}").exists() and " Z " not in _stat(orphan):
         assert time.monotonic() < deadline, "the orphaned step survived the restart"
@@ -354,7 +359,7 @@ def test_killed_runner_job_comes_back(
     # Attempt 2 ran to the step timeout: the whole process group was killed and reported.
     result = service.result(job)
     assert result.error_step == "accuracy"
-    assert f"timed out after {STEP_TIMEOUT_S}s" in (result.error_message or "")
+    assert f"timed out after {RETRY_TIMEOUT_S}s" in (result.error_message or "")
     assert "attempt 2" in service.log(job)
     assert "left running by a crashed runner" in second.output()
 
