@@ -44,3 +44,20 @@ def test_a_helper_does_not_repatch_the_language_per_program(
     _doubled_kernel[(1,)](src, dst, BLOCK=4)
     # The launch's own patch, whatever the grid: not one more scan per program's helper call.
     assert 0 < per_launch == len(scans)
+
+
+def test_numpy_dtypes_come_from_a_table_built_once() -> None:
+    """Every Triton type the interpreter holds in NumPy, alone, as a block and as a pointer
+    (itself a block's element too), maps as the interpreter's own function maps it."""
+    from triton.runtime import interpreter
+
+    ours = interpreter._get_np_dtype
+    original = ours.original
+    types = [getattr(tl, name) for name in runtime.NP_MAPPED if hasattr(tl, name)]
+    assert len(types) >= 13
+    for ty in types:
+        pointer = tl.pointer_type(ty)
+        for each in (ty, tl.block_type(ty, [4]), pointer, tl.block_type(pointer, [2, 8])):
+            assert ours(each) == original(each), each
+    with pytest.raises(KeyError):  # a type it cannot hold is refused, as before
+        ours(tl.void)
