@@ -117,6 +117,26 @@ def divisible(shape: tuple[int, ...], output_size: tuple[int, int, int]) -> bool
     return all(i % o == 0 for i, o in zip(shape[-3:], output_size, strict=True))
 
 
+def assert_close(
+    got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float, equal_nan: bool = False
+) -> None:
+    """`torch.testing.assert_close`'s check: the same shape, dtype and device, then every
+    element within `atol + rtol * |want|` (`torch.isclose`). Without its first call's import
+    of torch.distributed and sympy (for DTensor inputs): half a second of CPU in every
+    process that compares, an operator's GPU job among them."""
+    assert got.shape == want.shape, f"shape {tuple(got.shape)} != {tuple(want.shape)}"
+    assert got.dtype == want.dtype, f"dtype {got.dtype} != {want.dtype}"
+    assert got.device == want.device, f"device {got.device} != {want.device}"
+    close = torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    if not bool(close.all()):
+        where = (~close).nonzero()
+        first = tuple(where[0].tolist())
+        raise AssertionError(
+            f"{len(where)} of {close.numel()} elements differ (rtol {rtol}, atol {atol}); "
+            f"the first at {first}: {got[first].item()} != {want[first].item()}"
+        )
+
+
 def assert_forward_matches(
     got: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor, output_size: tuple[int, int, int]
 ) -> None:
@@ -127,7 +147,7 @@ def assert_forward_matches(
     assert out.dtype == x.dtype and indices.dtype == torch.int64
     assert out.device == x.device and indices.device == x.device
     assert torch.equal(indices.cpu(), want_idx), "argmax indices differ from PyTorch's"
-    torch.testing.assert_close(out.cpu().double(), want_out, rtol=0, atol=0, equal_nan=True)
+    assert_close(out.cpu().double(), want_out, rtol=0, atol=0, equal_nan=True)
 
 
 def assert_backward_matches(
@@ -139,7 +159,7 @@ def assert_backward_matches(
     if got.numel() and divisible(x.shape, tuple(indices.shape[-3:])):
         assert torch.equal(got.cpu(), want.to(x.dtype)), "disjoint windows must copy gradients"
     rtol, atol = TOLERANCE[x.dtype]
-    torch.testing.assert_close(got.cpu().double(), want, rtol=rtol, atol=atol)
+    assert_close(got.cpu().double(), want, rtol=rtol, atol=atol)
 
 
 def big_memory_gpu(gib: int) -> bool:

@@ -23,7 +23,7 @@ from kernels import native
 from kernels.launch import Launch, LeanParts, native_state
 from kernels.ops import adaptive_max_pool3d as forward_module
 from kernels.ops import adaptive_max_pool3d_backward as backward_module
-from tests.kernels.support import DEVICE, assert_forward_matches, randn, seeded
+from tests.kernels.support import DEVICE, assert_close, assert_forward_matches, randn, seeded
 
 pytestmark = [pytest.mark.adaptive_max_pool3d, pytest.mark.adaptive_max_pool3d_backward]
 
@@ -302,8 +302,8 @@ def test_backward_calls_run_whole_in_it_on_cuda(dtype: torch.dtype) -> None:
         before = len(backward_module._PLANS.native)
         for _ in range(3):
             got = backward_module.adaptive_max_pool3d_backward(grad, x, indices)
-            torch.testing.assert_close(got, want, rtol=0, atol=0)
+            assert_close(got, want, rtol=0, atol=0)
         assert len(backward_module._PLANS.native) == before + 1
         again = helper.call(backward_module._PLANS.native, None, grad, x, indices)
         assert isinstance(again, torch.Tensor)
-        torch.testing.assert_close(again, want, rtol=0, atol=0)
+        assert_close(again, want, rtol=0, atol=0)
