@@ -36,7 +36,7 @@ from service.app import create_app
 from service.db.engine import Database, utcnow
 from service.db.models import Delivery, HistoryPoint, Job, OutboxItem
 from tests.e2e.mainrepo import BASE_COST_US, branch_with, make_main_repo
-from tests.service.helpers import service_settings
+from tests.service.helpers import service_settings, sqlite_at_head
 from tests.support.keys import rsa_keypair
 from tests.support.live import free_port, live_server
 from workflows.spec import WORKFLOWS_DIR
@@ -52,9 +52,12 @@ SLOW_US = 2 * BASE_COST_US
 
 
 def _workflows(directory: Path) -> Path:
-    """The cpu workflow with a device check that passes at once (the jobs need no torch)."""
+    """The cpu workflow with a device check that passes at once (the jobs need no torch), and
+    whose steps' pytest loads no plugin the host has installed (the repository's tests use
+    none; the runner's own are named with -p): a fifth of a second a job."""
     cpu = yaml.safe_load((WORKFLOWS_DIR / "cpu.yaml").read_text())
     cpu["device_check"] = ["{python}", "-c", "pass"]
+    cpu["env"]["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "cpu.yaml").write_text(yaml.safe_dump(cpu))
     return directory
@@ -90,9 +93,17 @@ class World:
             pending = s.scalars(select(OutboxItem.id).where(OutboxItem.done_at.is_(None))).first()
         return busy is None and pending is None
 
+    def statuses(self, sha: str | None = None) -> list[str]:
+        """The jobs' statuses (of `sha`'s where given), oldest first: what a wait polls, read
+        without each job's result."""
+        assert self.db is not None
+        query = select(Job.status).order_by(Job.id)
+        with self.db.reads() as session:
+            return list(session.scalars(query if sha is None else query.where(Job.sha == sha)))
+
     def settled(self, sha: str, ops: int) -> bool:
         """The run of `sha` made its `ops` jobs, each ended, and everything was said."""
-        done = [j for j in self.jobs() if j.sha == sha and j.status not in ("queued", "running")]
+        done = [s for s in self.statuses(sha) if s not in ("queued", "running")]
         return len(done) == ops and self.quiet()
 
 
@@ -153,7 +164,7 @@ def world_of(tmp: Path) -> Iterator[World]:
         admin.set_permission(REPO, "alice", "write")
         port = free_port()
         settings = service_settings(
-            f"sqlite:///{tmp / 'ondemand.db'}",
+            sqlite_at_head(tmp / "ondemand.db"),
             github_api_url=gh_url, github_app_id=APP_ID, github_private_key=key_pem,
             registration_tokens=[REGISTRATION], workflows_dir=workflows,
             changes_dir=tmp / "changes", lease_seconds=30, retry_max_backoff_s=0.5,

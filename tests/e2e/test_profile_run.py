@@ -63,8 +63,8 @@ def test_a_profile_names_the_op_that_got_slower_and_offers_its_traces(tmp_path: 
         world.admin.comment(REPO, number, "alice", "/test profile gelu:cpu")
 
         def ended() -> bool:
-            jobs = world.jobs()
-            return bool(jobs) and jobs[0].status not in ("queued", "running") and world.quiet()
+            statuses = world.statuses()
+            return bool(statuses) and statuses[0] not in ("queued", "running") and world.quiet()
 
         wait_until(ended, 180, "the profile job")
         (job,) = world.jobs()
