@@ -29,6 +29,10 @@ ROOT = Path(__file__).resolve().parents[2]
 OP = "adaptive_max_pool3d_backward"
 # Under the interpreter: latencies only, the merge base's beside the pull request's.
 TABLE_HEADER = "| dtype | Size | Torch Latency (ms) | Kernel Latency (ms) before → after |"
+# The green path's accuracy: 6 upstream shapes x 4 output sizes in float32 of the generic
+# implementation (the Moore Threads one runs these grids only where it plans a kernel of its
+# own, none of them in float32).
+PASSED = 24
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -157,7 +161,7 @@ def assert_jobs_ran_on_the_host_python(workdir: Path, base_sha: str) -> None:
         (stored,) = db.execute("SELECT result FROM jobs").fetchone()
     result = json.loads(stored)
     assert result["environment"]["python"].startswith("3.10."), result["environment"]
-    assert result["accuracy"]["passed"] == 48, result["accuracy"]
+    assert result["accuracy"]["passed"] == PASSED, result["accuracy"]
     assert result["operators"]  # the operators plugin ran in the job's pytest
     bench = result["benchmark"]
     assert bench["merge_base"] == base_sha  # compared with its merge base
@@ -204,9 +208,8 @@ def test_a_passing_pull_request_gets_a_green_verdict_and_keep_runs_until_ctrl_c(
     comment = outcome["comment"]
     assert comment.startswith(f"<!-- ondemand:{OP}:cpu -->"), comment
     assert "✅" in comment and OP in comment
-    # 6 upstream shapes x 4 output sizes x 2 implementations, float32 only: 48 tests
     counts = re.search(r"(\d+) passed", comment)
-    assert counts and int(counts.group(1)) == 48, comment
+    assert counts and int(counts.group(1)) == PASSED, comment
     assert " failed" not in comment.split("\n", 3)[1]
     assert outcome["sha"][:7] in comment
     assert TABLE_HEADER in comment
