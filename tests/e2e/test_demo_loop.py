@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,22 @@ def red_workflows(tmp_path_factory: pytest.TempPathFactory) -> Path:
             step["argv"][at] += " and generic"
             step["argv"].append("--maxfail=1")
     return write(directory, cpu)
+
+
+@pytest.fixture
+def interrupted() -> Iterator[list[subprocess.Popen[str]]]:
+    """Kept demos the test started, sent Ctrl-C (then killed) if one still runs when the test
+    ends: a failed assertion leaves no sandbox, service or runner behind."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)  # the demo stops everything it started
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def run_demo(
@@ -169,7 +186,7 @@ def assert_jobs_ran_on_the_host_python(workdir: Path, base_sha: str) -> None:
 
 
 def test_a_passing_pull_request_gets_a_green_verdict_and_keep_runs_until_ctrl_c(
-    tmp_path: Path, small_workflows: Path
+    tmp_path: Path, small_workflows: Path, interrupted: list[subprocess.Popen[str]]
 ) -> None:
     """The demo's green path, its jobs on the host's CPython 3.10 where there is one, left
     running with `--keep` (its pages answer after the verdict) until Ctrl-C stops everything
@@ -191,6 +208,7 @@ def test_a_passing_pull_request_gets_a_green_verdict_and_keep_runs_until_ctrl_c(
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"},
     )
+    interrupted.append(demo)
     assert demo.stdout is not None
     seen: list[str] = []
     deadline = time.monotonic() + 600
