@@ -11,12 +11,6 @@ call inside a `record_function` range named `ondemand.call:OP` (`$BENCH_PROFILE_
 profile is exported as a Chrome trace to `$BENCH_PROFILE_DIR/row-<i>.json`. The harness's
 own timing is left as it was (the profile runs after it). Imports only the standard library
 until a row is profiled.
-
-The profiler is the one `torch.profiler.profile` drives (torch.autograd.profiler's, on Kineto,
-each activity's device chosen as torch.profiler chooses it), entered directly: starting
-`torch.profiler.profile` imports torch._inductor (and with it torch._dynamo, over a second of
-CPU a process) only to read whether compiled graphs use CUDA graphs, which a harness that never
-imported torch._inductor cannot.
 """
 
 from __future__ import annotations
@@ -41,30 +35,16 @@ def _rows() -> set[int]:
     return {int(w) for w in words if w.strip().isdigit()}
 
 
-def _profiler(torch: Any, names: list[str]) -> Any:
-    """A profiler of the activities `names` (ProfilerActivity's names, any case), unstarted:
-    the host's ops where CPU is named, and the first device named of those torch.profiler
-    knows, in its order (see the module docstring)."""
-    from torch.autograd.profiler import profile
-    from torch.profiler import ProfilerActivity
-
-    activities = {getattr(ProfilerActivity, n.strip().upper()) for n in names if n.strip()}
-    devices = [("CUDA", "cuda"), ("XPU", "xpu"), ("MTIA", "mtia"), ("HPU", "hpu")]
-    device = next((d for a, d in devices if getattr(ProfilerActivity, a, None) in activities), None)
-    if device is None and ProfilerActivity.PrivateUse1 in activities:
-        device = torch._C._get_privateuse1_backend_name()  # a vendor's own: torch_musa's musa
-    return profile(use_cpu=ProfilerActivity.CPU in activities, use_device=device, use_kineto=True)
-
-
 def _profiled(fn: Callable[[], Any], row: int) -> None:
     """`fn` called BENCH_PROFILE_CALLS times under the profiler, exported as row-<row>.json."""
     import torch
-    from torch.profiler import record_function
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     names = os.environ.get("BENCH_PROFILE_ACTIVITIES", "cpu").split(",")
+    activities = [getattr(ProfilerActivity, n.strip().upper()) for n in names if n.strip()]
     calls = int(os.environ.get("BENCH_PROFILE_CALLS", DEFAULT_CALLS))
     fn()  # warm: what compiles or caches on a first call stays out of the profile
-    with _profiler(torch, names) as prof:
+    with profile(activities=activities) as prof:
         for _ in range(calls):
             with record_function(f"{CALL_RANGE}:{os.environ.get('BENCH_PROFILE_OP', '')}"):
                 fn()
