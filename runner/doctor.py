@@ -34,9 +34,9 @@ GIT_TIMEOUT_S = 20
 ASKED_FOR_CREDENTIALS = ("Authentication failed", "could not read Username", "terminal prompts")
 
 
-def service_findings(url: str, state_dir: Path, registration_token: str | None) -> tuple[
-    list[Finding], list[str]
-]:
+def service_findings(
+    url: str, state_dir: Path, registration_token: str | None
+) -> tuple[list[Finding], list[str]]:
     """The service answers, and takes this runner's token (or it has a registration token);
     also the repositories the service last tested on this runner's backends."""
     try:
@@ -152,8 +152,13 @@ def package_findings(sources: PackageSources) -> list[Finding]:
         if not sources.wheelhouse.is_dir():
             return [fail("wheelhouse", f"{sources.wheelhouse} is not a directory", "")]
         if not wheels:
-            return [warn("wheelhouse", f"{sources.wheelhouse} holds no wheel",
-                         "put the wheels of what repositories need and the host lacks there")]
+            return [
+                warn(
+                    "wheelhouse",
+                    f"{sources.wheelhouse} holds no wheel",
+                    "put the wheels of what repositories need and the host lacks there",
+                )
+            ]
         return [ok("wheelhouse", f"{sources.wheelhouse}: {len(wheels)} wheels")]
     if sources.index_url:
         return [ok("packages", f"from the index {sources.index_url}")]
@@ -177,8 +182,13 @@ def git_findings(urls: list[str]) -> list[Finding]:
             git(["ls-remote", "--heads", url], timeout=GIT_TIMEOUT_S)
         except GitError as exc:
             if any(words in str(exc) for words in ASKED_FOR_CREDENTIALS):
-                found.append(ok("git", f"{url} reached (it asks for credentials: each job of a "
-                                "private repository brings a token)"))
+                found.append(
+                    ok(
+                        "git",
+                        f"{url} reached (it asks for credentials: each job of a "
+                        "private repository brings a token)",
+                    )
+                )
                 continue
             found.append(fail(
                 "git", f"{url}: {exc}",

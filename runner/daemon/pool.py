@@ -345,8 +345,6 @@ def job_interpreters(
     return found, missing
 
 
-
-
 def describe(jail: Jail | None) -> str:
     if jail is None:
         return "as the runner's own user, with network: unconfined"
@@ -354,7 +352,6 @@ def describe(jail: Jail | None) -> str:
         return f"as the runner's own user, without network ({' '.join(jail.prefix)})"
     network = "without network" if jail.network else "with network"
     return f"as {jail.user} in their own PID and mount namespaces, {network}"
-
 
 
 def kill_orphan(pidfile: Path, work_dir: Path) -> None:

@@ -38,7 +38,7 @@ class Redactor:
         # Never hold back past a newline: a log line is complete once it ends.
         newline = buffer.rfind(b"\n")
         cut = max(cut, newline + 1) if newline >= 0 else cut
-        self._held = buffer[max(cut, 0):]
+        self._held = buffer[max(cut, 0) :]
         if cut > 0:
             self.sink(buffer[:cut])
 
