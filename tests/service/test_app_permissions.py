@@ -109,7 +109,9 @@ def test_a_command_waits_for_contents_read_then_runs_when_it_is_granted(
         # ... and its job its verdict (a runner over HTTP, with a read token it now gets).
         _, token = flow.svc.register("cpu-1", ["cpu"])
         api = f"{flow.svc.url}/api/v1/jobs"
-        spec = httpx.post(f"{api}/claim", json={"wait_s": 5}, headers=auth(token), timeout=30).json()
+        spec = httpx.post(
+            f"{api}/claim", json={"wait_s": 5}, headers=auth(token), timeout=30
+        ).json()
         assert spec["git_token"].startswith("ghs_")
         result = seed_result(flow.head).model_dump(mode="json")
         httpx.post(f"{api}/{spec['id']}/complete", json=result, headers=auth(token))

@@ -22,7 +22,9 @@ def auth(token: str) -> dict[str, str]:
 def _claimed(svc: LiveService, sha: str = "a" * 40) -> tuple[int, str]:
     job, _ = svc.service.jobs.create_job(new_job("add", "cpu", sha=sha))
     _, token = svc.register("cpu-1", ["cpu"])
-    claim = httpx.post(f"{svc.url}/api/v1/jobs/claim", json={"wait_s": 5}, headers=auth(token), timeout=30)
+    claim = httpx.post(
+        f"{svc.url}/api/v1/jobs/claim", json={"wait_s": 5}, headers=auth(token), timeout=30
+    )
     assert claim.json()["id"] == job.id
     return job.id, token
 

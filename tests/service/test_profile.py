@@ -144,7 +144,9 @@ def test_a_profile_job_runs_uploads_its_traces_and_reports_them(tmp_path: Path) 
         _, token = flow.svc.register("cpu-1", ["cpu"])
         _, other = flow.svc.register("cpu-2", ["cpu"])
         api = f"{flow.svc.url}/api/v1/jobs"
-        spec = httpx.post(f"{api}/claim", json={"wait_s": 5}, headers=auth(token), timeout=30).json()
+        spec = httpx.post(
+            f"{api}/claim", json={"wait_s": 5}, headers=auth(token), timeout=30
+        ).json()
         assert spec["id"] == job.id and spec["options"]["profile"] is True
 
         name = "profile-after-row-0.json"
@@ -185,7 +187,9 @@ def test_a_private_jobs_traces_need_its_key(tmp_path: Path) -> None:
         flow.wait_until(lambda: len(flow.jobs()) == 1)
         _, token = flow.svc.register("cpu-1", ["cpu"])
         api = f"{flow.svc.url}/api/v1/jobs"
-        spec = httpx.post(f"{api}/claim", json={"wait_s": 5}, headers=auth(token), timeout=30).json()
+        spec = httpx.post(
+            f"{api}/claim", json={"wait_s": 5}, headers=auth(token), timeout=30
+        ).json()
         name = "profile-before-row-0.json"
         assert _put(flow, token, spec["id"], name, _trace()).status_code == 204
         url = f"{flow.svc.url}/jobs/{spec['id']}/artifacts/{name}"

@@ -41,7 +41,9 @@ def test_progress_reaches_the_comment_paced_then_the_verdict_at_once(
         flow.admin.wait_for_comment(REPO, flow.pr, user=BOT, contains="ondemand:add:cpu")
         _, token = flow.svc.register("cpu-1", ["cpu"])
         api = f"{flow.svc.url}/api/v1/jobs"
-        spec = httpx.post(f"{api}/claim", json={"wait_s": 5}, headers=auth(token), timeout=30).json()
+        spec = httpx.post(
+            f"{api}/claim", json={"wait_s": 5}, headers=auth(token), timeout=30
+        ).json()
         job_id = spec["id"]
         flow.wait_until(lambda: "running on cpu-1" in _comment(flow)["body"])
         flow.wait_until(flow.quiet)
