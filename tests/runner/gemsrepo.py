@@ -19,7 +19,7 @@ from pathlib import Path
 
 OP = "scale"
 SMALL, MIDDLE, LARGE = [64], [1024], [4096]
-SLEEP_BASE_S, SLEEP_EVERY_CALL_S = 0.030, 0.060  # a small input's sleep: merge base, PR
+SLEEP_BASE_S, SLEEP_EVERY_CALL_S = 0.030, 0.100  # a small input's sleep: merge base, PR
 # The larger rows call a cheap op behind a sleep of SLEEP_CALL_S (so the timer's host reading
 # is four calls, one of them the fourth) and a longer one every fourth call: the large row's
 # merge base and PR, a host time per call of about 10 and 40 ms over a device time (the median
