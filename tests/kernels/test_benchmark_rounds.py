@@ -21,7 +21,7 @@ bot = needs_bot(stats, results)
 
 ROOT = Path(__file__).resolve().parents[2]
 OP = "adaptive_max_pool3d_backward"
-SLOWER_BASE = '''
+SLOWER_BASE = """
 
 import time as _time
 
@@ -31,7 +31,7 @@ _exact = adaptive_max_pool3d_backward
 def adaptive_max_pool3d_backward(grad_output, input, indices, *, config=None):  # noqa: F811
     _time.sleep(0.03)
     return _exact(grad_output, input, indices, config=config)
-'''
+"""
 
 
 def _tree(tmp_path: Path, slower: bool) -> Path:
@@ -86,7 +86,7 @@ def test_a_slower_merge_base_is_measured_slower_round_by_round(tmp_path: Path) -
 
 
 @bot
-def test_the_same_tree_twice_is_no_change_and_a_missing_baseline_exits_3(tmp_path: Path) -> None:
+def test_the_same_tree_twice_is_no_change(tmp_path: Path) -> None:
     # No change to find: a shorter budget. A verdict's six rounds take 0.3 s here, and may
     # end by 2.25 s (1.5 x the budget): a machine 7 times slower still gives six.
     done = _bench(tmp_path, _tree(tmp_path, slower=False), budget_s=1.5)
@@ -94,10 +94,19 @@ def test_the_same_tree_twice_is_no_change_and_a_missing_baseline_exits_3(tmp_pat
     result = stats.judged(results.read_benchmark(tmp_path / "out.json"))
     changes = [row.change for row in result.rows if row.change is not None]
     assert len(changes) == 4 and all(c.rounds >= 6 and c.ratio > 0 for c in changes)
+
+
+def test_a_missing_baseline_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The command's own entry point, in this process: a child would import PyTorch and the
+    # kernels (2.5 CPU-s) only to find the tree empty.
+    from kernels.benchmark.__main__ import main
+
     empty = tmp_path / "empty"
     empty.mkdir()
-    missing = _bench(tmp_path, empty)
-    assert missing.returncode == 3 and "no kernels package" in missing.stderr
+    argv = ["--op", OP, "--dtypes", "float32", "--json", str(tmp_path / "out.json")]
+    assert main([*argv, "--baseline", str(empty), "--no-progress"]) == 3
+    assert "no kernels package" in capsys.readouterr().err
+    assert not (tmp_path / "out.json").exists()
 
 
 def test_a_baseline_without_the_operator_is_refused(tmp_path: Path) -> None:
