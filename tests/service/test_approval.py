@@ -50,8 +50,9 @@ def test_the_rule(changes: list[HeadChange], head: str, approved: str | None) ->
 
 @pytest.fixture
 def flow(tmp_path: Path, db_url: str) -> Iterator[Flow]:
-    """On SQLite and on PostgreSQL."""
-    with make_flow(tmp_path, db_url=db_url) as made:
+    """On SQLite and on PostgreSQL. A command that approves nothing waits 1.5 s for a late push
+    (10 s in production): the pushes here are sent at once, and each refusal waits it out."""
+    with make_flow(tmp_path, db_url=db_url, head_wait_s=1.5) as made:
         made.comment("/test add:cpu")  # the service reads the PR's head once
         made.wait_until(lambda: len(made.jobs()) == 1 and made.quiet())
         yield made
