@@ -516,7 +516,7 @@ def test_a_service_down_longer_than_the_lease_does_not_run_a_job_twice(
     settings = service_settings(
         sqlite_at_head(tmp_path / "restart.db"),
         registration_tokens=[REGISTRATION],
-        lease_seconds=3,
+        lease_seconds=4,
     )
     first = create_app(settings)
     with live_server(first, port=port) as url:
