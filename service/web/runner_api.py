@@ -33,8 +33,20 @@ from workflows.models import JobResult, Progress, known_part
 
 MAX_LOG_CHUNK = 1024 * 1024
 TOKEN_RETRY_S = 2.0  # GitHub gave no read token for a private job: it is claimed again then
+# (sooner when GitHub's client says when its pause for an outage or a rate limit ends)
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
+
+
+def _token_retry_s(exc: GitHubError) -> float:
+    """When to claim a private job again after GitHub minted it no read token: once the
+    client's pause ends (its next try of an outage, a rate limit's reset), at most
+    `TOKEN_RETRY_S` away; a runner waiting on the claim gets the job as soon as GitHub can."""
+    if exc.retry_after is None:
+        return TOKEN_RETRY_S
+    return min(TOKEN_RETRY_S, max(0.05, exc.retry_after))
+
+
 RunnerJSON = Annotated[dict[str, Any], Body()]  # a runner's JSON, read by `_known`
 
 
@@ -315,7 +327,7 @@ def claim_router(
                         remaining = deadline - time.monotonic()
                         if remaining <= 0 or stopping.is_set():
                             return Response(status_code=204)
-                        await asyncio.sleep(min(remaining, TOKEN_RETRY_S))
+                        await asyncio.sleep(min(remaining, _token_retry_s(exc)))
                         continue
                 if await request.is_disconnected():
                     await run_in_threadpool(jobs.release, runner.id, job.id)

@@ -83,7 +83,7 @@ def test_no_token_from_github_keeps_the_job_queued(tmp_path: Path) -> None:
         flow.comment("/test add:cpu")
         flow.wait_until(lambda: [j.status for j in flow.jobs()] == [JobStatus.queued])
         flow.admin.inject_fault(503, 100, path_prefix="/app/installations", method="POST")
-        client, spec = claim(flow, wait_s=3.0)
+        client, spec = claim(flow, wait_s=2.0)
         assert spec is None
         assert [j.status for j in flow.jobs()] == [JobStatus.queued]
         flow.admin.clear_faults()
