@@ -340,10 +340,13 @@ def test_killed_runner_job_comes_back(
     first.proc.kill()  # a crash: no result, no cleanup
     first.proc.wait()
     assert Path(f"/proc/{orphan}").exists()  # its step lives on, for now
-    # The lease lapses; the service requeues the job (attempt 2).
+    # The lease lapses; the service's reaper requeues the job (attempt 2). Woken as the lease
+    # ends, it looks then rather than at its next round (up to a quarter lease later).
     deadline = time.monotonic() + LEASE_S * 5
-    while service.parts.jobs.get_job(job).attempt < 2:  # type: ignore[union-attr]
+    while (held := service.parts.jobs.get_job(job)).attempt < 2:  # type: ignore[union-attr]
         assert time.monotonic() < deadline, "the job did not come back"
+        if _lapsed(held, margin_s=0.0):
+            service.parts.reaper.kick()
         time.sleep(0.1)
     # The restarted runner (same state directory) kills the orphan and runs the job again, to
     # its own (shorter) step timeout.
@@ -432,7 +435,7 @@ def test_sick_device_stops_claims_and_is_reported(
             assert time.monotonic() < deadline, daemon.output()
             time.sleep(0.1)
         job = service.enqueue(tiny_repo, "good_op", bench=False)
-        time.sleep(3)
+        time.sleep(2)  # two of a claim's polls (--poll-seconds 1); its next check is 30 s away
         assert service.status(job) is JobStatus.queued  # nobody healthy claims it
         daemon.signal(signal.SIGTERM)
         assert daemon.wait(timeout=40) == 0
