@@ -99,13 +99,13 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         yield Service(url, app.state.service)
 
 
-def _test_workflows(directory: Path, *, step_timeout_s: int | None) -> Path:
-    """The cpu workflow with a device check that passes at once, the slow test's pid file, a
-    second a paced test and, with `step_timeout_s`, that step timeout."""
+def _test_workflows(directory: Path, *, step_timeout_s: int | None, paced_s: float = 1) -> Path:
+    """The cpu workflow with a device check that passes at once, the slow test's pid file,
+    `paced_s` a paced test and, with `step_timeout_s`, that step timeout."""
     cpu = yaml.safe_load((WORKFLOWS_DIR / "cpu.yaml").read_text())
     cpu["device_check"] = ["{python}", "-c", "pass"]
     cpu["env"]["SLOW_PIDFILE"] = str(directory / "slow.pid")
-    cpu["env"]["PACED_S"] = "1"  # paced_op: five seconds of tests, stopped twice in the first
+    cpu["env"]["PACED_S"] = f"{paced_s:g}"  # paced_op: five tests, stopped twice in the first
     if step_timeout_s is not None:
         for step in cpu["steps"]:
             step["timeout_s"] = step_timeout_s
@@ -397,6 +397,7 @@ def test_second_sigterm_requeues_the_job_for_another_runner(
     tiny_repo: TinyRepo,
     start,  # type: ignore[no-untyped-def]
     roomy_workflows: Path,
+    tmp_path: Path,
 ) -> None:
     """A runner stopped twice mid-job hands the job back: the pull request is not at fault,
     so it runs again (attempt 2) on the next runner and reaches its own verdict."""
@@ -411,7 +412,10 @@ def test_second_sigterm_requeues_the_job_for_another_runner(
     assert requeued is not None and JobStatus(requeued.status) is JobStatus.queued
     assert requeued.attempt == 2 and requeued.runner_id is None
     assert requeued.reason == "runner-s2 stopped (SIGTERM); requeued"
-    other = start("runner-s3", workflows_dir=roomy_workflows)
+    # The next runner only has to reach the verdict: its paced tests take a tenth as long.
+    (tmp_path / "brisk").mkdir()
+    brisk = _test_workflows(tmp_path / "brisk", step_timeout_s=None, paced_s=0.1)
+    other = start("runner-s3", workflows_dir=brisk)
     final = service.wait(job, JobStatus.succeeded, JobStatus.failed, JobStatus.errored)
     assert final is JobStatus.succeeded, other.output()[-3000:]
     done = service.parts.jobs.get_job(job)
