@@ -32,10 +32,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _workflows(directory: Path) -> Path:
-    """The cpu workflow with a device check that passes at once and a first step that takes a
-    few seconds, so the job is seen running."""
+    """The cpu workflow with a device check that passes at once, a first step that takes a
+    few seconds, so the job is seen running, and paced tests of a second each (five seconds
+    of progress to watch: the runner reports it every 2 s, the comment shows it in 0.5)."""
     cpu = yaml.safe_load((WORKFLOWS_DIR / "cpu.yaml").read_text())
     cpu["device_check"] = ["{python}", "-c", "pass"]
+    cpu["env"]["PACED_S"] = "1"
     warm_up = "import time; print('warming up', flush=True); time.sleep(4); print('warm')"
     cpu["steps"].insert(0, {"name": "warm-up", "argv": ["{python}", "-c", warm_up]})
     directory.mkdir()
