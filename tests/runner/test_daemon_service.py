@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 REGISTRATION = "reg-token-for-runner-tests"
 STEP_TIMEOUT_S = 5
 RETRY_TIMEOUT_S = 2  # a job run again only to time out: no step of it needs to finish
+SIGTERM_TIMEOUT_S = 3  # a job that runs to its timeout after a SIGTERM that came at its start
 LEASE_S = 6
 
 
@@ -378,16 +379,22 @@ def test_sigterm_finishes_the_job_and_takes_no_more(
     service: Service,
     tiny_repo: TinyRepo,
     start,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
 ) -> None:
+    # A step timeout of 3 s: the signal follows the step's start by the log's half-second
+    # flush and a poll, and the job then runs to its end.
+    (tmp_path / "brief").mkdir()
+    brief = _test_workflows(tmp_path / "brief", step_timeout_s=SIGTERM_TIMEOUT_S)
     job = service.enqueue(tiny_repo, "slow_op", bench=False)
-    daemon = start("runner-s")
+    daemon = start("runner-s", workflows_dir=brief)
     _wait_log(service, job, "step accuracy:")
     waiting = service.enqueue(tiny_repo, "good_op", bench=False)
     daemon.signal(signal.SIGTERM)
     # The current job runs to its end (here: its step timeout), is reported, then the daemon
     # exits without claiming the waiting job.
-    assert daemon.wait(timeout=STEP_TIMEOUT_S + 40) == 0
+    assert daemon.wait(timeout=SIGTERM_TIMEOUT_S + 40) == 0
     assert service.status(job) is JobStatus.timed_out
+    assert f"timed out after {SIGTERM_TIMEOUT_S}s" in (service.result(job).error_message or "")
     assert service.status(waiting) is JobStatus.queued
     service.parts.jobs.cancel("octo/tinyops", 7, "test cleanup")
 
