@@ -236,15 +236,15 @@ def test_step_timeout_kills_and_reports(
     tiny_repo: TinyRepo, runner_cache: Path, tmp_path: Path
 ) -> None:
     pidfile = tmp_path / "child.pid"
-    workflow = _with_timeout(4)
+    workflow = _with_timeout(3)  # the step's pytest starts and writes the pid well within it
     workflow = workflow.model_copy(update={"env": {**CPU.env, "SLOW_PIDFILE": str(pidfile)}})
     result, log = _run(tiny_repo, runner_cache, tmp_path, "slow_op", workflow)
     assert result.status is JobStatus.timed_out
     assert result.error_step == "accuracy"
-    assert "timed out after 4s" in (result.error_message or "")
+    assert "timed out after 3s" in (result.error_message or "")
     # The step gave no verdict: the job's, not a test's (infrastructure), nothing re-run.
     assert result.failures is not None and not result.failures.tests
-    assert result.failures.infrastructure == "the step timed out after 4s"
+    assert result.failures.infrastructure == "the step timed out after 3s"
     step = result.steps[-1]
     assert step.status is StepStatus.timed_out
     assert step.exit_code is not None and step.exit_code < 0
