@@ -98,19 +98,25 @@ def test_job_page_follows_its_job(live: LiveService, page: Any) -> None:
     runner = live.register("runner-one", ["cpu"])
     runner_id = runner[0]
     job, _ = live.service.jobs.create_job(new_job())
+    # The page's clock is the test's: after each change its next two-second poll is due at
+    # once (`fast_forward`), instead of waited for.
+    page.clock.install()
     page.goto(f"{live.url}/jobs/{job.id}")
     expect(page.locator("#state")).to_have_text("queued")
 
     run_job(live, runner, job.id, b"[ondemand] step accuracy: python -m pytest (timeout 60s)\n")
+    page.clock.fast_forward(2000)
     expect(page.locator("#state")).to_have_text("running", timeout=10_000)
     expect(page.locator('#timeline li[data-step="accuracy"]')).to_have_class("running")
     expect(page.locator("#runner")).to_have_text("runner-one")
     line = b"tests/test_add.py::test_add[float32] PASSED\n"
     size = live.service.logs.size(job.id)
     live.service.logs.append(runner_id, job.id, size, line)
+    page.clock.fast_forward(2000)
     expect(page.locator("#log")).to_contain_text("test_add[float32] PASSED", timeout=10_000)
 
     finish_job(live, runner, job.id, result("a" * 40, failed=False))
+    page.clock.fast_forward(2000)
     expect(page.locator("#state")).to_have_text("succeeded", timeout=10_000)
     expect(page.locator("#report h3")).to_contain_text("add")
     expect(page.locator('#timeline li[data-step="benchmark"]')).to_have_class("succeeded")
