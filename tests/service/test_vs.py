@@ -8,18 +8,25 @@ from pathlib import Path
 
 import httpx
 
-from tests.service.test_flow import BOT, REPO, auth, make_flow
+from tests.service.test_flow import BOT, REPO, Flow, auth, make_flow
 from tests.support.git import git
 from workflows.models import JobResult, JobStatus
 
 
+def _test_vs_a_release(flow: Flow, tmp_path: Path) -> str:
+    """Main tagged `v1.0` and `/test add:cpu vs v1.0` commented, its one job queued; the
+    tagged commit."""
+    repo = tmp_path / "kernels"
+    release = git(repo, "rev-parse", "main")
+    git(repo, "tag", "v1.0", release)
+    flow.comment("/test add:cpu vs v1.0")
+    flow.wait_until(lambda: len(flow.jobs()) == 1)
+    return release
+
+
 def test_vs_a_tag_compares_with_it_and_an_unknown_ref_is_answered(tmp_path: Path) -> None:
     with make_flow(tmp_path) as flow:
-        repo = tmp_path / "kernels"
-        release = git(repo, "rev-parse", "main")
-        git(repo, "tag", "v1.0", release)
-        flow.comment("/test add:cpu vs v1.0")
-        flow.wait_until(lambda: len(flow.jobs()) == 1)
+        release = _test_vs_a_release(flow, tmp_path)
         (job,) = flow.jobs()
         assert (job.base_ref, job.base_sha, job.exact_base) == ("v1.0", release, True)
         _, token = flow.svc.register("cpu-1", ["cpu"])
@@ -36,11 +43,7 @@ def test_vs_a_tag_compares_with_it_and_an_unknown_ref_is_answered(tmp_path: Path
 def test_retest_runs_a_vs_job_against_the_same_commit(tmp_path: Path) -> None:
     """`/retest` runs a failed `vs REF` job as it ran: against that commit, not the merge base."""
     with make_flow(tmp_path) as flow:
-        repo = tmp_path / "kernels"
-        release = git(repo, "rev-parse", "main")
-        git(repo, "tag", "v1.0", release)
-        flow.comment("/test add:cpu vs v1.0")
-        flow.wait_until(lambda: len(flow.jobs()) == 1)
+        release = _test_vs_a_release(flow, tmp_path)
         _, token = flow.svc.register("cpu-1", ["cpu"])
         api = f"{flow.svc.url}/api/v1/jobs"
         spec = httpx.post(f"{api}/claim", json={}, headers=auth(token)).json()
